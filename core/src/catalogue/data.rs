@@ -1,0 +1,195 @@
+//! The on-disk catalogue format (`core/data/ec2-catalogue.json`, schema 1), written by
+//! `cargo xtask catalog` (`xtask/src/catalog.rs`) and documented in `core/data/PROVENANCE.md`.
+
+use serde::{Deserialize, Serialize};
+
+/// The schema version this reader understands.
+pub const SCHEMA: u32 = 1;
+
+/// The whole file.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct CatalogueFile {
+    pub schema: u32,
+    pub provenance: Provenance,
+    pub types: Vec<InstanceTypeInfo>,
+    pub regions: Vec<RegionFile>,
+}
+
+/// One region: its zone IDs and, aligned with `types`, a bitmask of the zones offering each type.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct RegionFile {
+    pub name: String,
+    pub zone_ids: Vec<String>,
+    pub offered: Vec<u64>,
+}
+
+/// Where the data came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Provenance {
+    /// The generator and schema version (`carpentry xtask catalog 0.1.0 (schema 1)`).
+    pub generator: String,
+    /// The generation date, YYYY-MM-DD.
+    pub generated_at: String,
+    pub inputs: Vec<ProvenanceInput>,
+    /// Human-readable notes on what is data and what is derived.
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+/// One input file of one registry package.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProvenanceInput {
+    /// Package name (`moto`, `github.com/aws/karpenter-provider-aws`).
+    pub package: String,
+    /// The registry it came from (`PyPI`, `Go module proxy`).
+    pub registry: String,
+    pub version: String,
+    /// The file inside the package.
+    pub file: String,
+    /// When the data in that file was produced, YYYY-MM-DD.
+    pub date: String,
+    /// What was taken from it.
+    pub content: String,
+}
+
+/// CPU architecture as Kubernetes spells it (`kubernetes.io/arch`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arch {
+    /// EC2 `x86_64` (including types that also list `i386`).
+    Amd64,
+    /// EC2 `arm64` (Graviton).
+    Arm64,
+}
+
+impl Arch {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Arch::Amd64 => "amd64",
+            Arch::Arm64 => "arm64",
+        }
+    }
+}
+
+/// One GPU entry of `GpuInfo.Gpus`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Gpu {
+    pub name: String,
+    #[serde(rename = "mfr")]
+    pub manufacturer: String,
+    pub count: u32,
+    /// Memory per GPU.
+    pub mem_mib: u64,
+}
+
+/// One entry of `InferenceAcceleratorInfo.Accelerators`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Accelerator {
+    pub name: String,
+    #[serde(rename = "mfr")]
+    pub manufacturer: String,
+    pub count: u32,
+}
+
+/// One entry of `NeuronInfo.NeuronDevices`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NeuronDevice {
+    pub name: String,
+    pub count: u32,
+    /// Neuron cores per device.
+    pub cores: u32,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The raw facts of one instance type, as `DescribeInstanceTypes` (via moto) and karpenter's
+/// generated tables state them. Nothing here depends on a NodeClass.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InstanceTypeInfo {
+    pub name: String,
+    /// `VCpuInfo.DefaultVCpus`.
+    pub vcpu: u32,
+    /// `MemoryInfo.SizeInMiB` (raw; capacity subtracts overheads).
+    #[serde(rename = "mem_mib")]
+    pub memory_mib: u64,
+    pub arch: Arch,
+    /// `ProcessorInfo.Manufacturer` as EC2 spells it (`Intel`, `AMD`, `AWS`).
+    #[serde(rename = "cpu_mfr")]
+    pub cpu_manufacturer: String,
+    /// `round(SustainedClockSpeedInGhz × 1000)`; absent for a few old types.
+    #[serde(rename = "mhz", default)]
+    pub sustained_clock_mhz: Option<u32>,
+    /// `nitro`, `xen`, or empty (bare metal).
+    #[serde(rename = "hv", default)]
+    pub hypervisor: String,
+    #[serde(rename = "metal", default)]
+    pub bare_metal: bool,
+    /// `SupportedUsageClasses`: `on-demand`, `spot`, `capacity-block`.
+    #[serde(rename = "usage")]
+    pub usage_classes: Vec<String>,
+    /// `MaximumNetworkInterfaces` of the default network card (what the VPC CNI uses).
+    #[serde(rename = "enis")]
+    pub default_card_enis: u32,
+    /// `Ipv4AddressesPerInterface`.
+    #[serde(rename = "ipv4")]
+    pub ipv4_per_eni: u32,
+    /// Maximum ENIs of every network card by index, only for types with more than one card.
+    #[serde(rename = "cards", default)]
+    pub network_cards: Vec<u32>,
+    /// ENA support is not `unsupported`.
+    #[serde(default = "yes")]
+    pub ena: bool,
+    /// `EfaInfo.MaximumEfaInterfaces`, for EFA-capable types.
+    #[serde(rename = "efa", default)]
+    pub efa_max_interfaces: Option<u32>,
+    #[serde(default)]
+    pub gpus: Vec<Gpu>,
+    #[serde(rename = "accels", default)]
+    pub inference_accelerators: Vec<Accelerator>,
+    #[serde(rename = "neuron", default)]
+    pub neuron_devices: Vec<NeuronDevice>,
+    /// `InstanceStorageInfo.TotalSizeInGB` (decimal GB).
+    #[serde(rename = "storage_gb", default)]
+    pub instance_storage_gb: Option<u64>,
+    /// Instance storage exists and its NVMe support is not `unsupported`.
+    #[serde(rename = "nvme", default)]
+    pub instance_storage_nvme: bool,
+    /// `EbsOptimizedInfo.MaximumBandwidthInMbps`, only when EBS optimisation is `default`.
+    #[serde(rename = "ebs_mbps", default)]
+    pub ebs_bandwidth_mbps: Option<u64>,
+    /// karpenter's `InstanceTypeBandwidthMegabits` (absent where the docs give only vague values).
+    #[serde(rename = "net_mbps", default)]
+    pub network_bandwidth_mbps: Option<u64>,
+    #[serde(rename = "eit", default)]
+    pub encryption_in_transit: bool,
+    /// `NitroEnclavesSupport == supported`.
+    #[serde(rename = "enclaves", default)]
+    pub nitro_enclaves: bool,
+    /// `ProcessorInfo.SupportedFeatures` contains `nested-virtualization`.
+    #[serde(rename = "nested_virt", default)]
+    pub nested_virtualization: bool,
+    /// `BranchInterface` from karpenter's vpclimits table, when the type is trunking-compatible.
+    #[serde(rename = "pod_eni", default)]
+    pub branch_enis: Option<u32>,
+    /// `IPv4PerInterface` from karpenter's vpclimits table, when the type is listed there (Windows
+    /// `vpc.amazonaws.com/PrivateIPv4Address` uses it).
+    #[serde(rename = "vpc_ipv4", default)]
+    pub vpc_ipv4_per_eni: Option<u32>,
+    /// On-demand USD/hour from karpenter's us-east-1 table; `None` when the table has no price.
+    #[serde(rename = "od_usd", default)]
+    pub on_demand_price: Option<f64>,
+}
+
+impl InstanceTypeInfo {
+    /// Whether the type supports a usage class (`on-demand`, `spot`, `capacity-block`).
+    pub fn supports(&self, usage_class: &str) -> bool {
+        self.usage_classes.iter().any(|u| u == usage_class)
+    }
+
+    /// The ENI-limited pod count with no reserved ENIs: `ENIs × (IPv4 per ENI − 1) + 2`.
+    pub fn eni_limited_pods(&self) -> i64 {
+        super::capacity::eni_limited_pods(self, 0, 0)
+    }
+}

@@ -1,0 +1,489 @@
+use std::collections::BTreeMap;
+
+use super::capacity::kube_reserved_cpu_millis;
+use super::*;
+use crate::api::ec2nodeclass::{
+    AmiFamily, AmiSelectorTerm, BlockDevice, BlockDeviceMapping, ConnectionTracking, CpuOptions, EC2NodeClassSpec,
+    InstanceStorePolicy, KubeletConfiguration, NetworkInterface,
+};
+use crate::requirements::Operator;
+
+fn cat() -> &'static Catalogue {
+    Catalogue::embedded()
+}
+
+fn q(s: &str) -> Quantity {
+    Quantity::parse(s).unwrap()
+}
+
+fn spec_for(family: AmiFamily) -> EC2NodeClassSpec {
+    let alias = match family {
+        AmiFamily::AL2 => Some("al2@latest"),
+        AmiFamily::AL2023 => Some("al2023@latest"),
+        AmiFamily::Bottlerocket => Some("bottlerocket@latest"),
+        AmiFamily::Windows2019 => Some("windows2019@latest"),
+        AmiFamily::Windows2022 => Some("windows2022@latest"),
+        AmiFamily::Windows2025 => Some("windows2025@latest"),
+        AmiFamily::Custom => None,
+    };
+    let mut spec = EC2NodeClassSpec { ami_family: Some(family), ..EC2NodeClassSpec::default() };
+    match alias {
+        Some(alias) => spec.ami_selector_terms = vec![AmiSelectorTerm { alias: Some(alias.into()), ..Default::default() }],
+        None => spec.ami_selector_terms = vec![AmiSelectorTerm { id: Some("ami-0123456789abcdef0".into()), ..Default::default() }],
+    }
+    assert_eq!(spec.resolved_ami_family(), family);
+    spec
+}
+
+fn with_kubelet(mut spec: EC2NodeClassSpec, f: impl FnOnce(&mut KubeletConfiguration)) -> EC2NodeClassSpec {
+    let mut k = spec.kubelet.take().unwrap_or_default();
+    f(&mut k);
+    spec.kubelet = Some(k);
+    spec
+}
+
+fn get(spec: &EC2NodeClassSpec, name: &str) -> InstanceType {
+    get_in("us-east-1", spec, name)
+}
+
+fn get_in(region: &str, spec: &EC2NodeClassSpec, name: &str) -> InstanceType {
+    cat()
+        .instance_types(region, spec)
+        .unwrap()
+        .into_iter()
+        .find(|t| t.name == name)
+        .unwrap_or_else(|| panic!("{name} not offered in {region}"))
+}
+
+fn res(list: &ResourceList, key: &str) -> Quantity {
+    list.get(key).copied().unwrap_or_else(|| panic!("no {key} in {list:?}"))
+}
+
+fn label(t: &InstanceType, key: &str) -> Option<String> {
+    t.requirements.labels().get(key).cloned()
+}
+
+fn operator(t: &InstanceType, key: &str) -> Operator {
+    t.requirements.get_ref(key).unwrap_or_else(|| panic!("{} has no {key}", t.name)).operator()
+}
+
+#[test]
+fn embedded_catalogue_loads_with_provenance() {
+    let c = cat();
+    assert!(c.instance_type_count() > 1300, "{}", c.instance_type_count());
+    assert_eq!(c.regions().count(), 30);
+    assert!(c.regions().any(|r| r == "us-east-1"));
+    let p = c.provenance();
+    assert!(p.generator.contains("xtask catalog"));
+    assert_eq!(p.generated_at.len(), 10);
+    assert!(p.inputs.iter().any(|i| i.package == "moto" && i.version == "5.2.5" && i.registry == "PyPI"));
+    let pricing = p.inputs.iter().find(|i| i.file.ends_with("zz_generated.pricing_aws.go")).unwrap();
+    assert_eq!(pricing.package, "github.com/aws/karpenter-provider-aws");
+    assert_eq!(pricing.version, "v1.14.1");
+    assert_eq!(pricing.date, "2026-07-06");
+    for i in &p.inputs {
+        assert!(!i.date.is_empty() && !i.version.is_empty() && !i.file.is_empty(), "{i:?}");
+    }
+}
+
+#[test]
+fn every_region_has_zones_and_names_them_by_zone_id_order() {
+    let c = cat();
+    for region in c.regions() {
+        let zones = c.zones(region).unwrap();
+        assert!(!zones.is_empty(), "{region}");
+        for (i, z) in zones.iter().enumerate() {
+            assert_eq!(z.name, zone_name(region, i));
+            assert!(z.name.starts_with(region));
+        }
+        assert!(c.instance_types(region, &EC2NodeClassSpec::default()).unwrap().len() > 100, "{region}");
+    }
+    let use1: Vec<_> = c.zones("us-east-1").unwrap().iter().map(|z| (z.name.as_str(), z.id.as_str())).collect();
+    assert_eq!(use1[0], ("us-east-1a", "use1-az1"));
+    assert_eq!(use1[5], ("us-east-1f", "use1-az6"));
+    let usw1: Vec<_> = c.zones("us-west-1").unwrap().iter().map(|z| (z.name.as_str(), z.id.as_str())).collect();
+    assert_eq!(usw1, [("us-west-1a", "usw1-az1"), ("us-west-1b", "usw1-az3")]);
+}
+
+#[test]
+fn worked_example_m5_large_al2023() {
+    let t = get(&EC2NodeClassSpec::default(), "m5.large");
+    assert_eq!(res(&t.capacity, "cpu"), q("2"));
+    assert_eq!(res(&t.capacity, "memory"), q("7577Mi"));
+    assert_eq!(res(&t.capacity, "pods"), q("29"));
+    assert_eq!(res(&t.capacity, "ephemeral-storage"), q("20Gi"));
+    assert_eq!(res(&t.overhead.kube_reserved, "cpu"), q("70m"));
+    assert_eq!(res(&t.overhead.kube_reserved, "memory"), q("574Mi"));
+    assert_eq!(res(&t.overhead.kube_reserved, "ephemeral-storage"), q("1Gi"));
+    assert_eq!(res(&t.overhead.eviction_threshold, "memory"), q("100Mi"));
+    assert_eq!(res(&t.overhead.eviction_threshold, "ephemeral-storage"), q("2Gi"));
+    assert!(t.overhead.system_reserved.is_empty());
+    let a = t.allocatable();
+    assert_eq!(res(&a, "cpu"), q("1930m"));
+    assert_eq!(res(&a, "memory"), q("6903Mi"));
+    assert_eq!(res(&a, "ephemeral-storage"), q("17Gi"));
+    assert_eq!(res(&a, "pods"), q("29"));
+    assert_eq!(res(&a, "memory").to_string(), "6903Mi");
+    assert_eq!(res(&a, "ephemeral-storage").to_string(), "17Gi");
+    assert_eq!(res(&t.capacity, "vpc.amazonaws.com/pod-eni"), q("9"));
+    assert_eq!(res(&t.capacity, "nvidia.com/gpu"), q("0"));
+    assert!(!t.capacity.contains_key("vpc.amazonaws.com/PrivateIPv4Address"));
+}
+
+#[test]
+fn eni_limited_pods_match_upstream_examples() {
+    let spec = EC2NodeClassSpec::default();
+    let types = cat().instance_types("us-east-1", &spec).unwrap();
+    let pods = |name: &str| res(&types.iter().find(|t| t.name == name).unwrap().capacity, "pods");
+    for (name, want) in [
+        ("t3.micro", 4),
+        ("t3.medium", 17),
+        ("m5.large", 29),
+        ("m5.xlarge", 58),
+        ("c5.4xlarge", 234),
+        ("m5.24xlarge", 737),
+        ("p5.48xlarge", 100),
+    ] {
+        assert_eq!(pods(name), Quantity::from_units(want), "{name}");
+    }
+    assert_eq!(cat().info("m5.large").unwrap().eni_limited_pods(), 29);
+}
+
+#[test]
+fn kube_reserved_cpu_tiers() {
+    for (vcpu, millis) in [(1, 60), (2, 70), (4, 80), (8, 90), (16, 110), (96, 310)] {
+        assert_eq!(kube_reserved_cpu_millis(vcpu * 1000), millis, "{vcpu} vCPU");
+    }
+    let t = get(&EC2NodeClassSpec::default(), "m5.24xlarge");
+    assert_eq!(res(&t.overhead.kube_reserved, "cpu"), q("310m"));
+}
+
+#[test]
+fn arm64_loses_64mi_before_the_vm_overhead() {
+    let t = get(&EC2NodeClassSpec::default(), "c6g.large");
+    // 4096 − 64 = 4032; ceil(4032 × 0.075) = 303.
+    assert_eq!(res(&t.capacity, "memory"), q("3729Mi"));
+    assert_eq!(label(&t, labels::ARCH).as_deref(), Some("arm64"));
+    assert_eq!(label(&t, aws::INSTANCE_MEMORY).as_deref(), Some("4096"));
+}
+
+#[test]
+fn max_pods_overrides_capacity_but_not_al2023_memory_overhead() {
+    let spec = with_kubelet(EC2NodeClassSpec::default(), |k| k.max_pods = Some(20));
+    let t = get(&spec, "m5.large");
+    assert_eq!(res(&t.capacity, "pods"), q("20"));
+    // AL2/AL2023/Custom reserve memory for the ENI-limited pod count (29), whatever maxPods says.
+    assert_eq!(res(&t.overhead.kube_reserved, "memory"), q("574Mi"));
+
+    let spec = with_kubelet(spec_for(AmiFamily::Bottlerocket), |k| k.max_pods = Some(20));
+    let t = get(&spec, "m5.large");
+    assert_eq!(res(&t.capacity, "pods"), q("20"));
+    assert_eq!(res(&t.overhead.kube_reserved, "memory"), q("475Mi"));
+}
+
+#[test]
+fn pods_per_core_caps_pods_except_on_bottlerocket() {
+    let spec = with_kubelet(EC2NodeClassSpec::default(), |k| k.pods_per_core = Some(4));
+    assert_eq!(res(&get(&spec, "m5.large").capacity, "pods"), q("8"));
+    let spec = with_kubelet(EC2NodeClassSpec::default(), |k| k.pods_per_core = Some(100));
+    assert_eq!(res(&get(&spec, "m5.large").capacity, "pods"), q("29"));
+    let spec = with_kubelet(spec_for(AmiFamily::Bottlerocket), |k| k.pods_per_core = Some(4));
+    assert_eq!(res(&get(&spec, "m5.large").capacity, "pods"), q("29"));
+    let spec = with_kubelet(spec_for(AmiFamily::AL2), |k| {
+        k.pods_per_core = Some(4);
+        k.max_pods = Some(6);
+    });
+    assert_eq!(res(&get(&spec, "m5.large").capacity, "pods"), q("6"));
+}
+
+#[test]
+fn kube_and_system_reserved_overrides() {
+    let spec = with_kubelet(EC2NodeClassSpec::default(), |k| {
+        k.kube_reserved = BTreeMap::from([("cpu".to_string(), q("200m"))]);
+        k.system_reserved = BTreeMap::from([("memory".to_string(), q("100Mi")), ("pid".to_string(), q("1k"))]);
+    });
+    let t = get(&spec, "m5.large");
+    assert_eq!(res(&t.overhead.kube_reserved, "cpu"), q("200m"));
+    assert_eq!(res(&t.overhead.kube_reserved, "memory"), q("574Mi"));
+    let a = t.allocatable();
+    assert_eq!(res(&a, "cpu"), q("1800m"));
+    assert_eq!(res(&a, "memory"), q("6803Mi"));
+    assert!(!a.contains_key("pid"), "keys only in the overhead are not allocatable");
+}
+
+#[test]
+fn eviction_hard_overrides_including_percentages() {
+    let spec = with_kubelet(EC2NodeClassSpec::default(), |k| {
+        k.eviction_hard = BTreeMap::from([
+            ("memory.available".to_string(), "10%".to_string()),
+            ("nodefs.available".to_string(), "15%".to_string()),
+        ]);
+    });
+    let t = get(&spec, "m5.large");
+    // 7577Mi = 7945060352 bytes; 10% rounded up.
+    assert_eq!(res(&t.overhead.eviction_threshold, "memory"), Quantity::from_units(794_506_036));
+    assert_eq!(res(&t.overhead.eviction_threshold, "ephemeral-storage"), Quantity::from_units(3_221_225_472));
+    let a = t.allocatable();
+    assert_eq!(res(&a, "memory"), Quantity::from_units(7_945_060_352 - 574 * 1024 * 1024 - 794_506_036));
+    assert_eq!(res(&a, "ephemeral-storage"), q("16Gi"));
+
+    let spec = with_kubelet(EC2NodeClassSpec::default(), |k| {
+        k.eviction_hard = BTreeMap::from([
+            ("memory.available".to_string(), "500Mi".to_string()),
+            ("nodefs.available".to_string(), "100%".to_string()),
+        ]);
+        // evictionSoft never affects allocatable.
+        k.eviction_soft = BTreeMap::from([("memory.available".to_string(), "1Gi".to_string())]);
+    });
+    let t = get(&spec, "m5.large");
+    assert_eq!(res(&t.overhead.eviction_threshold, "memory"), q("500Mi"));
+    assert_eq!(res(&t.overhead.eviction_threshold, "ephemeral-storage"), q("0"));
+    assert_eq!(res(&t.allocatable(), "memory"), q("6503Mi"));
+
+    let bad = with_kubelet(EC2NodeClassSpec::default(), |k| {
+        k.eviction_hard = BTreeMap::from([("memory.available".to_string(), "lots".to_string())]);
+    });
+    assert!(matches!(cat().instance_types("us-east-1", &bad), Err(CatalogueError::InvalidKubelet { .. })));
+}
+
+#[test]
+fn ephemeral_storage_from_block_devices_and_raid0() {
+    let mut spec = EC2NodeClassSpec::default();
+    spec.block_device_mappings = vec![
+        BlockDeviceMapping {
+            device_name: Some("/dev/xvda".into()),
+            root_volume: false,
+            ebs: Some(BlockDevice { volume_size: Some(q("50Gi")), ..Default::default() }),
+        },
+        BlockDeviceMapping {
+            device_name: Some("/dev/xvdc".into()),
+            root_volume: true,
+            ebs: Some(BlockDevice { volume_size: Some(q("100Gi")), ..Default::default() }),
+        },
+    ];
+    let t = get(&spec, "m5.large");
+    assert_eq!(res(&t.capacity, "ephemeral-storage"), q("100Gi"));
+    assert_eq!(res(&t.overhead.eviction_threshold, "ephemeral-storage"), Quantity::from_units(10_737_418_240));
+    spec.block_device_mappings[1].root_volume = false;
+    assert_eq!(res(&get(&spec, "m5.large").capacity, "ephemeral-storage"), q("50Gi"));
+
+    spec.instance_store_policy = Some(InstanceStorePolicy::Raid0);
+    assert_eq!(res(&get(&spec, "m5d.large").capacity, "ephemeral-storage"), q("75G"));
+    assert_eq!(res(&get(&spec, "m5.large").capacity, "ephemeral-storage"), q("50Gi"));
+
+    assert_eq!(res(&get(&spec_for(AmiFamily::Bottlerocket), "m5.large").capacity, "ephemeral-storage"), q("20Gi"));
+    assert_eq!(res(&get(&spec_for(AmiFamily::Windows2022), "m5.large").capacity, "ephemeral-storage"), q("50Gi"));
+    assert_eq!(res(&get(&spec_for(AmiFamily::Custom), "m5.large").capacity, "ephemeral-storage"), q("20Gi"));
+}
+
+#[test]
+fn windows_families() {
+    let spec = spec_for(AmiFamily::Windows2022);
+    let t = get(&spec, "m5.large");
+    assert_eq!(label(&t, labels::OS).as_deref(), Some("windows"));
+    assert_eq!(label(&t, labels::WINDOWS_BUILD).as_deref(), Some("10.0.20348"));
+    assert_eq!(res(&t.capacity, "pods"), q("110"));
+    assert_eq!(res(&t.capacity, "vpc.amazonaws.com/PrivateIPv4Address"), q("9"));
+    // Windows reserves memory for the pods capacity (110).
+    assert_eq!(res(&t.overhead.kube_reserved, "memory"), Quantity::from_mebibytes(11 * 110 + 255));
+    let arm = get(&spec, "c6g.large");
+    assert_eq!(operator(&arm, labels::OS), Operator::DoesNotExist);
+    assert!(!arm.capacity.contains_key("vpc.amazonaws.com/PrivateIPv4Address"));
+    let linux = get(&EC2NodeClassSpec::default(), "m5.large");
+    assert_eq!(label(&linux, labels::OS).as_deref(), Some("linux"));
+    assert_eq!(operator(&linux, labels::WINDOWS_BUILD), Operator::DoesNotExist);
+}
+
+#[test]
+fn labels_of_m7i_flex_large() {
+    let t = get(&EC2NodeClassSpec::default(), "m7i-flex.large");
+    let l = t.requirements.labels();
+    let want = [
+        (labels::INSTANCE_TYPE, "m7i-flex.large"),
+        (labels::ARCH, "amd64"),
+        (labels::OS, "linux"),
+        (labels::TOPOLOGY_REGION, "us-east-1"),
+        (aws::INSTANCE_CATEGORY, "m"),
+        (aws::INSTANCE_GENERATION, "7"),
+        (aws::INSTANCE_FAMILY, "m7i-flex"),
+        (aws::INSTANCE_SIZE, "large"),
+        (aws::INSTANCE_CAPABILITY_FLEX, "true"),
+        (aws::INSTANCE_CPU, "2"),
+        (aws::INSTANCE_CPU_MANUFACTURER, "intel"),
+        (aws::INSTANCE_MEMORY, "8192"),
+        (aws::INSTANCE_HYPERVISOR, "nitro"),
+        (aws::INSTANCE_ENCRYPTION_IN_TRANSIT_SUPPORTED, "true"),
+        (aws::INSTANCE_NETWORK_BANDWIDTH, "390"),
+        (aws::INSTANCE_EBS_BANDWIDTH, "10000"),
+        (aws::INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ, "3200"),
+    ];
+    for (k, v) in want {
+        assert_eq!(l.get(k).map(String::as_str), Some(v), "{k}");
+    }
+    for k in [aws::INSTANCE_GPU_NAME, aws::INSTANCE_ACCELERATOR_NAME, aws::INSTANCE_LOCAL_NVME, aws::CAPACITY_RESERVATION_ID] {
+        assert_eq!(operator(&t, k), Operator::DoesNotExist, "{k}");
+    }
+    let tenancy: Vec<_> = t.requirements.get_ref(aws::INSTANCE_TENANCY).unwrap().values().collect();
+    assert_eq!(tenancy, ["dedicated", "default"]);
+    let ct: Vec<_> = t.requirements.get_ref(labels::CAPACITY_TYPE).unwrap().values().collect();
+    assert_eq!(ct, ["on-demand", "spot"]);
+    assert_eq!(label(&get(&EC2NodeClassSpec::default(), "m5.large"), aws::INSTANCE_CAPABILITY_FLEX).as_deref(), Some("false"));
+}
+
+#[test]
+fn gpu_and_accelerator_labels_and_resources() {
+    let p5 = get(&EC2NodeClassSpec::default(), "p5.48xlarge");
+    assert_eq!(label(&p5, aws::INSTANCE_GPU_NAME).as_deref(), Some("h100"));
+    assert_eq!(label(&p5, aws::INSTANCE_GPU_MANUFACTURER).as_deref(), Some("nvidia"));
+    assert_eq!(label(&p5, aws::INSTANCE_GPU_COUNT).as_deref(), Some("8"));
+    assert_eq!(label(&p5, aws::INSTANCE_GPU_MEMORY).as_deref(), Some("81920"));
+    assert_eq!(label(&p5, aws::INSTANCE_LOCAL_NVME).as_deref(), Some("30400"));
+    assert_eq!(res(&p5.capacity, "nvidia.com/gpu"), q("8"));
+    assert_eq!(res(&p5.capacity, "vpc.amazonaws.com/efa"), q("32"));
+
+    let inf2 = get(&EC2NodeClassSpec::default(), "inf2.xlarge");
+    assert_eq!(label(&inf2, aws::INSTANCE_ACCELERATOR_NAME).as_deref(), Some("inferentia2"));
+    assert_eq!(label(&inf2, aws::INSTANCE_ACCELERATOR_MANUFACTURER).as_deref(), Some("aws"));
+    assert_eq!(label(&inf2, aws::INSTANCE_ACCELERATOR_COUNT).as_deref(), Some("1"));
+    assert_eq!(res(&inf2.capacity, "aws.amazon.com/neuron"), q("1"));
+    assert_eq!(res(&inf2.capacity, "aws.amazon.com/neuroncore"), q("2"));
+    assert_eq!(operator(&inf2, aws::INSTANCE_GPU_COUNT), Operator::DoesNotExist);
+
+    let g5 = get(&EC2NodeClassSpec::default(), "g5.xlarge");
+    assert_eq!(label(&g5, aws::INSTANCE_GPU_NAME).as_deref(), Some("a10g"));
+    assert_eq!(res(&g5.capacity, "nvidia.com/gpu"), q("1"));
+}
+
+#[test]
+fn offerings_prices_and_availability() {
+    let t = get(&EC2NodeClassSpec::default(), "m5.large");
+    let od = cat().info("m5.large").unwrap().on_demand_price.unwrap();
+    assert_eq!(od, 0.096);
+    let zones: Vec<String> = cat().offered_zones("us-east-1", "m5.large").iter().map(|z| z.name.clone()).collect();
+    let zone_req: Vec<_> = t.requirements.get_ref(labels::TOPOLOGY_ZONE).unwrap().values().map(String::from).collect();
+    assert_eq!(zone_req, zones);
+    // One offering per zone of the region and capacity type; available where the type is offered.
+    assert_eq!(t.offerings.len(), 2 * cat().zones("us-east-1").unwrap().len());
+    for o in &t.offerings {
+        assert_eq!(o.available, zones.contains(&o.zone), "{o:?}");
+        assert!(o.requirements.get_ref(labels::CAPACITY_TYPE).unwrap().has(o.capacity_type.as_str()));
+        assert!(o.requirements.get_ref(aws::TOPOLOGY_ZONE_ID).unwrap().has(&o.zone_id));
+        match o.capacity_type {
+            CapacityType::OnDemand => {
+                assert_eq!(o.price, od);
+                assert!(matches!(&o.price_source, PriceSource::Published(p)
+                    if p.package == "github.com/aws/karpenter-provider-aws" && p.version == "v1.14.1" && p.date == "2026-07-06"));
+            }
+            CapacityType::Spot => {
+                assert!(o.price >= 0.30 * od && o.price < 0.50 * od, "{o:?}");
+                assert!(o.price_source.is_synthetic());
+            }
+            CapacityType::Reserved => unreachable!(),
+        }
+    }
+    // Deterministic, and varying by zone.
+    let again = get(&EC2NodeClassSpec::default(), "m5.large");
+    let spot = |t: &InstanceType| t.offerings.iter().filter(|o| o.capacity_type == CapacityType::Spot).map(|o| o.price).collect::<Vec<_>>();
+    assert_eq!(spot(&t), spot(&again));
+    let distinct: std::collections::BTreeSet<u64> = spot(&t).iter().map(|p| p.to_bits()).collect();
+    assert!(distinct.len() > 1);
+    // The same prices apply in every region (upstream falls back to us-east-1's table).
+    let eu = get_in("eu-west-1", &EC2NodeClassSpec::default(), "m5.large");
+    assert!(eu.offerings.iter().filter(|o| o.capacity_type == CapacityType::OnDemand).all(|o| o.price == od));
+}
+
+#[test]
+fn every_spot_price_is_in_band() {
+    for t in cat().instance_types("us-east-1", &EC2NodeClassSpec::default()).unwrap() {
+        let od = cat().info(&t.name).unwrap().on_demand_price;
+        for o in t.offerings.iter().filter(|o| o.capacity_type == CapacityType::Spot) {
+            match od {
+                Some(od) => assert!(o.price >= 0.30 * od && o.price <= 0.50 * od, "{} {o:?}", t.name),
+                None => assert!(!o.available),
+            }
+        }
+    }
+}
+
+#[test]
+fn unpriced_and_incompatible_types_have_no_available_offering() {
+    let unpriced = cat().infos().iter().find(|i| i.on_demand_price.is_none()).unwrap();
+    let region = cat().regions().find(|r| !cat().offered_zones(r, &unpriced.name).is_empty()).unwrap();
+    let t = get_in(region, &EC2NodeClassSpec::default(), &unpriced.name);
+    assert!(t.offerings.iter().all(|o| !o.available && o.price_source == PriceSource::Unpriced));
+
+    let a1 = get(&EC2NodeClassSpec::default(), "a1.large");
+    assert_eq!(a1.available_offerings().count(), 0, "AL2023 does not support a1");
+    let a1 = get(&spec_for(AmiFamily::AL2), "a1.large");
+    assert!(a1.available_offerings().count() > 0);
+}
+
+#[test]
+fn errors() {
+    let err = cat().instance_types("mars-north-1", &EC2NodeClassSpec::default()).unwrap_err();
+    assert!(matches!(err, CatalogueError::UnknownRegion { .. }));
+    assert!(err.to_string().contains("us-east-1"));
+    assert!(matches!(Catalogue::from_json("{"), Err(CatalogueError::Parse(_))));
+    let text = EMBEDDED_JSON.replacen("\"schema\":1", "\"schema\":99", 1);
+    assert!(matches!(Catalogue::from_json(&text), Err(CatalogueError::Schema { found: 99, .. })));
+    let neg = with_kubelet(EC2NodeClassSpec::default(), |k| k.max_pods = Some(-1));
+    assert!(matches!(cat().instance_types("us-east-1", &neg), Err(CatalogueError::InvalidKubelet { .. })));
+}
+
+#[test]
+fn instance_types_are_sorted_and_consistent() {
+    let types = cat().instance_types("us-east-1", &EC2NodeClassSpec::default()).unwrap();
+    assert!(types.windows(2).all(|w| w[0].name < w[1].name));
+    for t in &types {
+        assert_eq!(label(t, labels::INSTANCE_TYPE).as_deref(), Some(t.name.as_str()));
+        let a = t.allocatable();
+        assert!(res(&a, "cpu").is_negative() == false, "{}", t.name);
+        assert!(!t.offerings.is_empty());
+    }
+}
+
+#[test]
+fn shared_results_are_memoised_per_region_and_settings() {
+    let c = Catalogue::from_json(EMBEDDED_JSON).unwrap();
+    let spec = EC2NodeClassSpec::default();
+    let a = c.instance_types_shared("us-east-1", &spec).unwrap();
+    let b = c.instance_types_shared("us-east-1", &spec.clone()).unwrap();
+    assert!(Arc::ptr_eq(&a, &b));
+    let other = with_kubelet(spec.clone(), |k| k.max_pods = Some(10));
+    let d = c.instance_types_shared("us-east-1", &other).unwrap();
+    assert!(!Arc::ptr_eq(&a, &d));
+    assert!(!Arc::ptr_eq(&a, &c.instance_types_shared("us-west-2", &spec).unwrap()));
+    assert_eq!(a.len(), c.instance_types("us-east-1", &spec).unwrap().len());
+    assert!(Arc::ptr_eq(&a, &c.instance_types_shared("us-east-1", &spec).unwrap()));
+}
+
+#[test]
+fn nodeclass_compatibility_checks() {
+    let available = |spec: &EC2NodeClassSpec, name: &str| get(spec, name).available_offerings().count() > 0;
+    let mut nested = EC2NodeClassSpec::default();
+    nested.cpu_options = Some(CpuOptions { nested_virtualization: Some("enabled".into()) });
+    assert!(cat().info("m7i-flex.large").unwrap().nested_virtualization);
+    assert!(available(&nested, "m7i-flex.large"));
+    assert!(!available(&nested, "m5.large"));
+
+    let mut conntrack = EC2NodeClassSpec::default();
+    conntrack.connection_tracking = Some(ConnectionTracking { tcp_established_timeout: Some(60), ..Default::default() });
+    assert!(available(&conntrack, "m5.large"));
+    assert!(!available(&conntrack, "m5.metal"), "bare metal has no Nitro hypervisor label");
+
+    // Two efa-only interfaces on card 0 alongside the primary: EFA capacity counts them, pods lose 2 ENIs.
+    let ni = |card: i32, device: i32, kind: &str| NetworkInterface {
+        network_card_index: card,
+        device_index: device,
+        interface_type: kind.into(),
+    };
+    let mut efa = EC2NodeClassSpec::default();
+    efa.network_interfaces = vec![ni(0, 0, "interface"), ni(0, 1, "efa-only"), ni(1, 0, "efa-only")];
+    let p5 = get(&efa, "p5.48xlarge");
+    assert!(p5.available_offerings().count() > 0);
+    assert_eq!(res(&p5.capacity, "vpc.amazonaws.com/efa"), q("2"));
+    // Card 0 has 2 ENIs, one is efa-only: 1 × (50 − 1) + 2.
+    assert_eq!(res(&p5.capacity, "pods"), q("51"));
+    assert_eq!(res(&p5.overhead.kube_reserved, "memory"), Quantity::from_mebibytes(11 * 51 + 255));
+    assert!(!available(&efa, "m5.large"), "no second network card, no EFA");
+}

@@ -1,0 +1,512 @@
+//! Reading what users write: multi-document YAML or JSON (also `List`s), any mix of Karpenter v1
+//! objects, legacy Karpenter objects (converted on request, see [`crate::conversion`]) and the
+//! Kubernetes objects the simulation uses.
+//!
+//! Every problem is reported with the document number, the object (kind/name), the field path and
+//! the line and column it was written on. Problems are collected, not stopped at the first one.
+//! Unknown fields are errors, as `kubectl apply` (strict field validation) makes them; unknown
+//! kinds are skipped with a warning, never silently.
+
+pub mod workloads;
+pub mod yaml;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::api::ec2nodeclass::EC2NodeClass;
+use crate::api::nodeclaim::NodeClaim;
+use crate::api::nodepool::NodePool;
+use crate::api::validation::Validate;
+use crate::conversion::{self, ConversionNote, LegacyObject};
+pub use yaml::Position;
+
+/// Where an object came from.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Origin {
+    /// 1-based document number in the input.
+    pub document: usize,
+    /// The index inside a `List` document, if the object was a list item.
+    pub item: Option<usize>,
+    pub position: Position,
+}
+
+/// Kind and name of an object, as errors name it (`NodePool/default`, `Pod/apps/inflate-0`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub struct ObjectRef {
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{}/{}/{}", self.kind, ns, self.name),
+            None => write!(f, "{}/{}", self.kind, self.name),
+        }
+    }
+}
+
+/// What kind of problem a [`Problem`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum ProblemKind {
+    /// The text is not well-formed YAML/JSON.
+    Syntax,
+    /// The document has no usable `apiVersion`/`kind`.
+    MissingTypeInfo,
+    /// A field has the wrong type or an invalid value for its type (bad quantity, unknown enum value…).
+    InvalidValue,
+    /// A field the object's schema does not have.
+    UnknownField,
+    /// A validation rule of the API (pattern, CEL rule, runtime validation) fails.
+    Validation,
+    /// A kind carpentry does not use; the document is skipped.
+    UnknownKind,
+}
+
+/// One located problem in the input. Errors and warnings share this shape.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Problem {
+    pub kind: ProblemKind,
+    pub document: usize,
+    pub object: Option<ObjectRef>,
+    /// Field path inside the object (`spec.template.spec.requirements[0].operator`).
+    pub field: Option<String>,
+    pub position: Position,
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "document {}", self.document)?;
+        if let Some(object) = &self.object {
+            write!(f, " ({object})")?;
+        }
+        if let Some(field) = &self.field {
+            write!(f, ", field {field}")?;
+        }
+        write!(f, ", {}: {}", self.position, self.message)
+    }
+}
+
+/// The input could not be loaded; every problem found is listed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct LoadError {
+    pub problems: Vec<Problem>,
+    pub warnings: Vec<Problem>,
+}
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.problems.len();
+        writeln!(f, "{n} problem{} in the input:", if n == 1 { "" } else { "s" })?;
+        for p in &self.problems {
+            writeln!(f, "  {p}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Everything read from the input, grouped by kind, in input order.
+#[derive(Debug, Clone, Default)]
+pub struct Manifests {
+    pub nodepools: Vec<NodePool>,
+    pub nodeclaims: Vec<NodeClaim>,
+    pub nodeclasses: Vec<EC2NodeClass>,
+    /// Legacy Karpenter objects (v1beta1, v1alpha5), not yet converted; see [`Manifests::convert_legacy`].
+    pub legacy: Vec<(ObjectRef, LegacyObject)>,
+    pub pods: Vec<Pod>,
+    pub nodes: Vec<Node>,
+    pub deployments: Vec<Deployment>,
+    pub replicasets: Vec<ReplicaSet>,
+    pub statefulsets: Vec<StatefulSet>,
+    pub jobs: Vec<Job>,
+    pub daemonsets: Vec<DaemonSet>,
+    pub pdbs: Vec<PodDisruptionBudget>,
+    pub pvcs: Vec<PersistentVolumeClaim>,
+    pub pvs: Vec<PersistentVolume>,
+    pub storageclasses: Vec<StorageClass>,
+    pub csinodes: Vec<CSINode>,
+    pub priorityclasses: Vec<PriorityClass>,
+    pub namespaces: Vec<Namespace>,
+    /// Where each object was written.
+    pub origins: BTreeMap<ObjectRef, Origin>,
+    /// Skipped documents and other notes that did not stop loading.
+    pub warnings: Vec<Problem>,
+}
+
+impl Manifests {
+    /// Converts the legacy objects to v1 and adds them to the v1 lists; returns the conversion
+    /// notes (one per field whose meaning changed).
+    pub fn convert_legacy(&mut self) -> Vec<ConversionNote> {
+        if self.legacy.is_empty() {
+            return Vec::new();
+        }
+        let legacy = std::mem::take(&mut self.legacy);
+        let converted = conversion::convert(legacy.into_iter().map(|(_, o)| o).collect());
+        self.nodepools.extend(converted.nodepools);
+        self.nodeclasses.extend(converted.nodeclasses);
+        converted.notes
+    }
+
+    /// Standalone pods followed by the pods of every Deployment, ReplicaSet, StatefulSet and Job,
+    /// in input order (see [`workloads`]).
+    pub fn all_pods(&self) -> Vec<Pod> {
+        let mut pods = self.pods.clone();
+        pods.extend(self.deployments.iter().flat_map(workloads::deployment_pods));
+        pods.extend(self.replicasets.iter().flat_map(workloads::replicaset_pods));
+        pods.extend(self.statefulsets.iter().flat_map(workloads::statefulset_pods));
+        pods.extend(self.jobs.iter().flat_map(workloads::job_pods));
+        pods
+    }
+
+    /// The NodeClass a NodePool refers to, if it was part of the input.
+    pub fn nodeclass_for(&self, nodepool: &NodePool) -> Option<&EC2NodeClass> {
+        let name = &nodepool.spec.template.spec.node_class_ref.name;
+        self.nodeclasses.iter().find(|nc| nc.metadata.name.as_deref() == Some(name.as_str()))
+    }
+}
+
+/// Loads every document of `text`. Fails with every problem found if any document is invalid.
+pub fn load(text: &str) -> Result<Manifests, LoadError> {
+    let documents = match yaml::parse_documents(text) {
+        Ok(d) => d,
+        Err(e) => {
+            return Err(LoadError {
+                problems: vec![Problem {
+                    kind: ProblemKind::Syntax,
+                    document: e.document.max(1),
+                    object: None,
+                    field: None,
+                    position: e.position,
+                    message: e.message,
+                }],
+                warnings: Vec::new(),
+            })
+        }
+    };
+    let mut loader = Loader::default();
+    for doc in &documents {
+        loader.document(doc);
+    }
+    if loader.problems.is_empty() {
+        let mut manifests = loader.manifests;
+        manifests.warnings = loader.warnings;
+        Ok(manifests)
+    } else {
+        Err(LoadError { problems: loader.problems, warnings: loader.warnings })
+    }
+}
+
+#[derive(Default)]
+struct Loader {
+    manifests: Manifests,
+    problems: Vec<Problem>,
+    warnings: Vec<Problem>,
+}
+
+/// The object being decoded: its document, list item, identity and path prefix.
+struct Ctx<'a> {
+    doc: &'a yaml::Document,
+    item: Option<usize>,
+    prefix: String,
+    object: Option<ObjectRef>,
+}
+
+impl Ctx<'_> {
+    fn problem(&self, kind: ProblemKind, field: Option<&str>, message: String) -> Problem {
+        let full = match field {
+            Some(f) if !f.is_empty() && f != "." => yaml::child_key(&self.prefix, f),
+            _ => self.prefix.clone(),
+        };
+        Problem {
+            kind,
+            document: self.doc.index,
+            object: self.object.clone(),
+            field: field.filter(|f| !f.is_empty() && *f != ".").map(str::to_string),
+            position: self.doc.locate(&full),
+            message,
+        }
+    }
+}
+
+impl Loader {
+    fn document(&mut self, doc: &yaml::Document) {
+        let ctx = Ctx { doc, item: None, prefix: String::new(), object: None };
+        self.object(&doc.value, ctx);
+    }
+
+    fn object(&mut self, value: &Value, mut ctx: Ctx<'_>) {
+        let Some(map) = value.as_object() else {
+            let shape = match value {
+                Value::Array(_) => "a list",
+                Value::String(_) => "a string",
+                Value::Number(_) => "a number",
+                Value::Bool(_) => "a boolean",
+                _ => "empty",
+            };
+            let p = ctx.problem(
+                ProblemKind::MissingTypeInfo,
+                None,
+                format!("expected a Kubernetes object (a mapping with apiVersion and kind), found {shape}"),
+            );
+            self.problems.push(p);
+            return;
+        };
+        let api_version = map.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
+        let kind = map.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
+        let metadata = map.get("metadata");
+        let name = metadata.and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or("<unnamed>");
+        let namespace = metadata.and_then(|m| m.get("namespace")).and_then(Value::as_str).map(str::to_string);
+        ctx.object = Some(ObjectRef { kind: kind.clone(), namespace: namespace.clone(), name: name.to_string() });
+        if kind.is_empty() || api_version.is_empty() {
+            let missing = if kind.is_empty() { "kind" } else { "apiVersion" };
+            let p = ctx.problem(ProblemKind::MissingTypeInfo, Some(missing), format!("the object has no {missing}"));
+            self.problems.push(p);
+            return;
+        }
+        if kind.ends_with("List") && map.contains_key("items") {
+            let Some(items) = map.get("items").and_then(Value::as_array) else {
+                let p = ctx.problem(ProblemKind::InvalidValue, Some("items"), "items must be a list".into());
+                self.problems.push(p);
+                return;
+            };
+            for (i, item) in items.iter().enumerate() {
+                let prefix = yaml::child_index(&yaml::child_key(&ctx.prefix, "items"), i);
+                self.object(item, Ctx { doc: ctx.doc, item: Some(i), prefix, object: None });
+            }
+            return;
+        }
+        let reference = ctx.object.clone().expect("set above");
+        let origin = Origin { document: ctx.doc.index, item: ctx.item, position: ctx.doc.locate(&ctx.prefix) };
+        let group = api_version.split_once('/').map_or("", |(g, _)| g);
+        let m = &mut self.manifests;
+        let problems = &mut self.problems;
+        let accepted = match (api_version.as_str(), kind.as_str()) {
+            ("karpenter.sh/v1", "NodePool") => push_validated(value, &ctx, problems, &mut m.nodepools),
+            ("karpenter.sh/v1", "NodeClaim") => push_validated(value, &ctx, problems, &mut m.nodeclaims),
+            ("karpenter.k8s.aws/v1", "EC2NodeClass") => push_validated(value, &ctx, problems, &mut m.nodeclasses),
+            ("karpenter.sh/v1beta1", "NodePool") => {
+                push_legacy(value, &ctx, problems, &mut m.legacy, LegacyObject::NodePoolV1Beta1)
+            }
+            ("karpenter.k8s.aws/v1beta1", "EC2NodeClass") => {
+                push_legacy(value, &ctx, problems, &mut m.legacy, LegacyObject::EC2NodeClassV1Beta1)
+            }
+            ("karpenter.sh/v1alpha5", "Provisioner") => {
+                push_legacy(value, &ctx, problems, &mut m.legacy, LegacyObject::ProvisionerV1Alpha5)
+            }
+            ("karpenter.k8s.aws/v1alpha1", "AWSNodeTemplate") => {
+                push_legacy(value, &ctx, problems, &mut m.legacy, LegacyObject::AWSNodeTemplateV1Alpha1)
+            }
+            ("v1", "Pod") => push_plain(value, &ctx, problems, &mut m.pods),
+            ("v1", "Node") => push_plain(value, &ctx, problems, &mut m.nodes),
+            ("v1", "Namespace") => push_plain(value, &ctx, problems, &mut m.namespaces),
+            ("v1", "PersistentVolumeClaim") => push_plain(value, &ctx, problems, &mut m.pvcs),
+            ("v1", "PersistentVolume") => push_plain(value, &ctx, problems, &mut m.pvs),
+            ("apps/v1", "Deployment") => push_plain(value, &ctx, problems, &mut m.deployments),
+            ("apps/v1", "ReplicaSet") => push_plain(value, &ctx, problems, &mut m.replicasets),
+            ("apps/v1", "StatefulSet") => push_plain(value, &ctx, problems, &mut m.statefulsets),
+            ("apps/v1", "DaemonSet") => push_plain(value, &ctx, problems, &mut m.daemonsets),
+            ("batch/v1", "Job") => push_plain(value, &ctx, problems, &mut m.jobs),
+            ("policy/v1", "PodDisruptionBudget") => push_plain(value, &ctx, problems, &mut m.pdbs),
+            ("storage.k8s.io/v1", "StorageClass") => push_plain(value, &ctx, problems, &mut m.storageclasses),
+            ("storage.k8s.io/v1", "CSINode") => push_plain(value, &ctx, problems, &mut m.csinodes),
+            ("scheduling.k8s.io/v1", "PriorityClass") => push_plain(value, &ctx, problems, &mut m.priorityclasses),
+            _ => {
+                let hint = match (group, kind.as_str()) {
+                    ("karpenter.sh" | "karpenter.k8s.aws", _) => format!(
+                        "{api_version} {kind} is not a Karpenter kind carpentry reads (v1 NodePool, NodeClaim and \
+                         EC2NodeClass; v1beta1 NodePool and EC2NodeClass; v1alpha5 Provisioner; v1alpha1 \
+                         AWSNodeTemplate); the document was skipped"
+                    ),
+                    _ => format!("{api_version} {kind} is not used by the simulation; the document was skipped"),
+                };
+                let w = ctx.problem(ProblemKind::UnknownKind, None, hint);
+                self.warnings.push(w);
+                return;
+            }
+        };
+        if accepted {
+            if let Some(previous) = self.manifests.origins.insert(reference.clone(), origin) {
+                let p = ctx.problem(
+                    ProblemKind::Validation,
+                    Some("metadata.name"),
+                    format!(
+                        "{reference} is defined twice (first in document {}, {})",
+                        previous.document, previous.position
+                    ),
+                );
+                self.problems.push(p);
+            }
+        }
+    }
+}
+
+/// Decodes `value` into `T`, reporting type errors and fields `T` does not have.
+///
+/// Our own API types reject unknown fields while deserializing (`deny_unknown_fields`) and skip
+/// empty lists when serializing; k8s-openapi types accept unknown fields silently but keep empty
+/// lists. So for the latter (`roundtrip_check`), every non-null key lost in a round trip is an
+/// unknown field.
+fn decode<T: DeserializeOwned + Serialize>(value: &Value, ctx: &Ctx<'_>, roundtrip_check: bool) -> Result<T, Vec<Problem>> {
+    let object: T = match serde_path_to_error::deserialize(value) {
+        Ok(o) => o,
+        Err(e) => {
+            let path = e.path().to_string();
+            let inner = e.into_inner().to_string();
+            let kind = if inner.starts_with("unknown field") { ProblemKind::UnknownField } else { ProblemKind::InvalidValue };
+            return Err(vec![ctx.problem(kind, Some(&path), inner)]);
+        }
+    };
+    if !roundtrip_check {
+        return Ok(object);
+    }
+    let back = serde_json::to_value(&object).unwrap_or(Value::Null);
+    let mut unknown = Vec::new();
+    unknown_fields(value, &back, String::new(), &mut unknown);
+    if unknown.is_empty() {
+        Ok(object)
+    } else {
+        Err(unknown
+            .into_iter()
+            .map(|path| {
+                let field = path.rsplit('.').next().unwrap_or(&path).to_string();
+                ctx.problem(ProblemKind::UnknownField, Some(&path), format!("unknown field `{field}`"))
+            })
+            .collect())
+    }
+}
+
+/// Paths of keys present (and non-empty) in `original` but absent after the round trip.
+fn unknown_fields(original: &Value, back: &Value, path: String, out: &mut Vec<String>) {
+    match (original, back) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (key, value) in a {
+                let child = yaml::child_key(&path, key);
+                match b.get(key) {
+                    Some(bv) => unknown_fields(value, bv, child, out),
+                    None if value.is_null() => {}
+                    None => out.push(child),
+                }
+            }
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            for (i, (av, bv)) in a.iter().zip(b).enumerate() {
+                unknown_fields(av, bv, yaml::child_index(&path, i), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+
+fn push_plain<T: DeserializeOwned + Serialize>(
+    value: &Value,
+    ctx: &Ctx<'_>,
+    problems: &mut Vec<Problem>,
+    into: &mut Vec<T>,
+) -> bool {
+    match decode::<T>(value, ctx, true) {
+        Ok(o) => {
+            let mut bad = Vec::new();
+            check_quantities(value, String::new(), false, &mut bad);
+            if bad.is_empty() {
+                into.push(o);
+                return true;
+            }
+            problems.extend(bad.into_iter().map(|(path, e)| ctx.problem(ProblemKind::InvalidValue, Some(&path), e.to_string())));
+            false
+        }
+        Err(p) => {
+            problems.extend(p);
+            false
+        }
+    }
+}
+
+/// Maps of Kubernetes objects whose values are quantities (k8s-openapi keeps quantities as
+/// unparsed strings, so they are checked here, where the field path is still known).
+const QUANTITY_MAPS: [&str; 7] = ["requests", "limits", "overhead", "capacity", "allocatable", "allocatedResources", "hard"];
+
+fn check_quantities(value: &Value, path: String, in_quantity_map: bool, bad: &mut Vec<(String, crate::quantity::QuantityError)>) {
+    match value {
+        Value::Object(map) => {
+            for (key, v) in map {
+                let child = yaml::child_key(&path, key);
+                if in_quantity_map {
+                    let text = match v {
+                        Value::String(s) => s.clone(),
+                        Value::Number(n) => n.to_string(),
+                        other => other.to_string(),
+                    };
+                    if let Err(e) = crate::quantity::Quantity::parse(&text) {
+                        bad.push((child, e));
+                    }
+                } else if key != "metadata" {
+                    check_quantities(v, child, QUANTITY_MAPS.contains(&key.as_str()), bad);
+                }
+            }
+        }
+        Value::Array(items) if !in_quantity_map => {
+            for (i, v) in items.iter().enumerate() {
+                check_quantities(v, yaml::child_index(&path, i), false, bad);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn push_validated<T: DeserializeOwned + Serialize + Validate>(
+    value: &Value,
+    ctx: &Ctx<'_>,
+    problems: &mut Vec<Problem>,
+    into: &mut Vec<T>,
+) -> bool {
+    match decode::<T>(value, ctx, false) {
+        Ok(o) => {
+            let errors = o.validate();
+            if errors.is_empty() {
+                into.push(o);
+                return true;
+            }
+            problems.extend(errors.into_iter().map(|e| ctx.problem(ProblemKind::Validation, Some(&e.path), e.message)));
+            false
+        }
+        Err(p) => {
+            problems.extend(p);
+            false
+        }
+    }
+}
+
+fn push_legacy<T: DeserializeOwned + Serialize>(
+    value: &Value,
+    ctx: &Ctx<'_>,
+    problems: &mut Vec<Problem>,
+    into: &mut Vec<(ObjectRef, LegacyObject)>,
+    wrap: fn(T) -> LegacyObject,
+) -> bool {
+    match decode::<T>(value, ctx, false) {
+        Ok(o) => {
+            into.push((ctx.object.clone().expect("set before decoding"), wrap(o)));
+            true
+        }
+        Err(p) => {
+            problems.extend(p);
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

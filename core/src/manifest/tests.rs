@@ -1,0 +1,248 @@
+use super::*;
+
+const NODEPOOL: &str = r#"apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: default
+spec:
+  template:
+    spec:
+      requirements:
+        - key: karpenter.sh/capacity-type
+          operator: In
+          values: ["spot", "on-demand"]
+      nodeClassRef:
+        group: karpenter.k8s.aws
+        kind: EC2NodeClass
+        name: default
+"#;
+
+const NODECLASS: &str = r#"apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata:
+  name: default
+spec:
+  role: KarpenterNodeRole-demo
+  amiSelectorTerms:
+    - alias: al2023@latest
+  subnetSelectorTerms:
+    - tags:
+        karpenter.sh/discovery: demo
+  securityGroupSelectorTerms:
+    - tags:
+        karpenter.sh/discovery: demo
+"#;
+
+const DEPLOYMENT: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: inflate
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: inflate}
+  template:
+    metadata:
+      labels: {app: inflate}
+    spec:
+      containers:
+        - name: inflate
+          image: public.ecr.aws/eks-distro/kubernetes/pause:3.7
+          resources:
+            requests:
+              cpu: "1"
+"#;
+
+fn only_problem(text: &str) -> Problem {
+    let err = load(text).expect_err("input should be rejected");
+    assert_eq!(err.problems.len(), 1, "{err}");
+    err.problems.into_iter().next().unwrap()
+}
+
+#[test]
+fn loads_a_mix_of_kinds_across_documents() {
+    let text = format!("{NODEPOOL}---\n{NODECLASS}---\n{DEPLOYMENT}");
+    let m = load(&text).unwrap();
+    assert_eq!(m.nodepools.len(), 1);
+    assert_eq!(m.nodeclasses.len(), 1);
+    assert_eq!(m.deployments.len(), 1);
+    let pods = m.all_pods();
+    assert_eq!(pods.iter().map(|p| p.metadata.name.clone().unwrap()).collect::<Vec<_>>(), ["inflate-0", "inflate-1"]);
+    assert!(m.nodeclass_for(&m.nodepools[0]).is_some());
+    let origin = &m.origins[&ObjectRef { kind: "EC2NodeClass".into(), namespace: None, name: "default".into() }];
+    assert_eq!(origin.document, 2);
+    assert!(m.warnings.is_empty());
+}
+
+#[test]
+fn applies_upstream_defaults() {
+    let m = load(NODEPOOL).unwrap();
+    let np = &m.nodepools[0];
+    let yaml = serde_yaml::to_string(np).unwrap();
+    assert!(yaml.contains("expireAfter: 720h"), "{yaml}");
+    assert!(yaml.contains("consolidateAfter: 0s"), "{yaml}");
+    assert!(yaml.contains("consolidationPolicy: WhenEmptyOrUnderutilized"), "{yaml}");
+    assert!(yaml.contains("nodes: 10%"), "{yaml}");
+}
+
+#[test]
+fn reads_json_and_lists() {
+    let list = serde_json::json!({
+        "apiVersion": "v1", "kind": "List",
+        "items": [
+            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"}, "spec": {"containers": [{"name": "c"}]}},
+            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}
+        ]
+    });
+    let m = load(&serde_json::to_string_pretty(&list).unwrap()).unwrap();
+    assert_eq!(m.pods.len(), 1);
+    assert_eq!(m.nodes.len(), 1);
+    assert_eq!(m.origins[&ObjectRef { kind: "Node".into(), namespace: None, name: "n1".into() }].item, Some(1));
+}
+
+#[test]
+fn unknown_kinds_are_skipped_with_a_warning() {
+    let text = format!("apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n---\n{NODEPOOL}");
+    let m = load(&text).unwrap();
+    assert_eq!(m.nodepools.len(), 1);
+    assert_eq!(m.warnings.len(), 1);
+    let w = &m.warnings[0];
+    assert_eq!(w.kind, ProblemKind::UnknownKind);
+    assert_eq!(w.document, 1);
+    assert!(w.to_string().contains("v1 Service"), "{w}");
+}
+
+#[test]
+fn syntax_errors_name_document_and_line() {
+    let text = format!("{NODEPOOL}---\nkind: Pod\nmetadata: {{name: [unclosed\n");
+    let p = only_problem(&text);
+    assert_eq!(p.kind, ProblemKind::Syntax);
+    assert_eq!(p.document, 2);
+    assert!(p.position.line >= 19, "{p}");
+}
+
+#[test]
+fn bad_operator_names_field_and_line() {
+    let text = NODEPOOL.replace("operator: In", "operator: Within");
+    let p = only_problem(&text);
+    assert_eq!(p.kind, ProblemKind::InvalidValue);
+    assert_eq!(p.field.as_deref(), Some("spec.template.spec.requirements[0].operator"));
+    assert_eq!(p.position.line, 10);
+    assert_eq!(p.object.as_ref().unwrap().to_string(), "NodePool/default");
+    let text = p.to_string();
+    assert!(text.starts_with("document 1 (NodePool/default), field spec.template.spec.requirements[0].operator, line 10"), "{text}");
+}
+
+#[test]
+fn unknown_fields_are_errors_in_karpenter_and_kubernetes_kinds() {
+    let text = NODEPOOL.replace("      nodeClassRef:", "      nodeClasRef: {}\n      nodeClassRef:");
+    let p = load(&text).unwrap_err().problems.into_iter().find(|p| p.kind == ProblemKind::UnknownField).expect("unknown field");
+    assert_eq!(p.field.as_deref(), Some("spec.template.spec.nodeClasRef"));
+    assert_eq!(p.position.line, 12);
+
+    let text = DEPLOYMENT.replace("      containers:", "      containres: []\n      nodeSelectr: {a: b}\n      containers:");
+    let problems = load(&text).unwrap_err().problems;
+    let fields: Vec<_> = problems.iter().map(|p| (p.kind, p.field.clone().unwrap(), p.position.line)).collect();
+    assert_eq!(
+        fields,
+        [
+            (ProblemKind::UnknownField, "spec.template.spec.containres".to_string(), 13),
+            (ProblemKind::UnknownField, "spec.template.spec.nodeSelectr".to_string(), 14)
+        ]
+    );
+}
+
+#[test]
+fn bad_quantities_are_located() {
+    let text = DEPLOYMENT.replace("cpu: \"1\"", "cpu: \"1 core\"");
+    // k8s-openapi carries quantities as strings; the loader parses every request.
+    let p = only_problem(&text);
+    assert_eq!(p.kind, ProblemKind::InvalidValue);
+    assert_eq!(p.field.as_deref(), Some("spec.template.spec.containers[0].resources.requests.cpu"));
+    assert_eq!(p.position.line, 18);
+    assert!(p.message.contains("1 core"), "{p}");
+}
+
+#[test]
+fn validation_failures_are_located() {
+    let text = NODEPOOL.replace("values: [\"spot\", \"on-demand\"]", "values: []");
+    let err = load(&text).unwrap_err();
+    let p = err.problems.iter().find(|p| p.kind == ProblemKind::Validation).expect("validation problem");
+    assert!(p.field.as_deref().unwrap().starts_with("spec.template.spec.requirements[0]"), "{p}");
+    assert_eq!(p.position.line, 11, "{p}");
+}
+
+#[test]
+fn missing_kind_and_non_objects_are_errors() {
+    assert_eq!(only_problem("apiVersion: v1\nmetadata: {name: x}\n").kind, ProblemKind::MissingTypeInfo);
+    assert_eq!(only_problem("- just\n- a list\n").kind, ProblemKind::MissingTypeInfo);
+    assert_eq!(only_problem("plain text").kind, ProblemKind::MissingTypeInfo);
+}
+
+#[test]
+fn duplicate_objects_are_errors() {
+    let p = only_problem(&format!("{NODEPOOL}---\n{NODEPOOL}"));
+    assert!(p.message.contains("defined twice"), "{p}");
+    assert_eq!(p.document, 2);
+}
+
+#[test]
+fn collects_every_problem() {
+    let bad_pool = NODEPOOL.replace("operator: In", "operator: Within");
+    let bad_deploy = DEPLOYMENT.replace("replicas: 2", "replicas: two");
+    let err = load(&format!("{bad_pool}---\n{bad_deploy}")).unwrap_err();
+    assert_eq!(err.problems.len(), 2, "{err}");
+    assert_eq!(err.problems[1].document, 2);
+    assert_eq!(err.problems[1].field.as_deref(), Some("spec.replicas"));
+}
+
+#[test]
+fn legacy_objects_are_kept_for_conversion() {
+    let text = r#"apiVersion: karpenter.sh/v1alpha5
+kind: Provisioner
+metadata:
+  name: default
+spec:
+  ttlSecondsAfterEmpty: 30
+  providerRef:
+    name: default
+"#;
+    let mut m = load(text).unwrap();
+    assert_eq!(m.legacy.len(), 1);
+    let notes = m.convert_legacy();
+    assert_eq!(m.nodepools.len(), 1);
+    assert!(notes.iter().any(|n| n.message.contains("WhenEmpty")), "{notes:?}");
+}
+
+mod fuzz {
+    use proptest::prelude::*;
+
+    const SEEDS: [&str; 3] = [super::NODEPOOL, super::NODECLASS, super::DEPLOYMENT];
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Arbitrary bytes never panic the loader.
+        #[test]
+        fn arbitrary_text_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let text = String::from_utf8_lossy(&bytes);
+            let _ = super::load(&text);
+        }
+
+        /// Valid manifests with a byte replaced, deleted or duplicated never panic the loader.
+        #[test]
+        fn mutated_manifests_never_panic(seed in 0usize..3, edits in proptest::collection::vec((any::<prop::sample::Index>(), 0u8..3, any::<u8>()), 1..6)) {
+            let mut bytes = SEEDS[seed].as_bytes().to_vec();
+            for (at, op, byte) in edits {
+                if bytes.is_empty() { break; }
+                let i = at.index(bytes.len());
+                match op {
+                    0 => bytes[i] = b" :-[]{}\n#&*!|>'\"0aZ"[byte as usize % 19],
+                    1 => { bytes.remove(i); }
+                    _ => { let b = bytes[i]; bytes.insert(i, b); }
+                }
+            }
+            let _ = super::load(&String::from_utf8_lossy(&bytes));
+        }
+    }
+}

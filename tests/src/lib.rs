@@ -1,0 +1,3 @@
+//! Shared helpers for the scenario and end-to-end tests.
+
+pub mod testenv;

@@ -1,0 +1,71 @@
+//! The project's task runner, invoked as `cargo xtask <task>` (a cargo alias in .cargo/config.toml).
+//!
+//! Each task installs what it needs on a fresh machine, so that the README's two commands
+//! (`cargo xtask play`, `cargo xtask test`) work on a clean clone.
+
+mod catalog;
+mod play;
+mod util;
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "carpentry's task runner")]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Build the browser playground (core as wasm) and serve it on localhost.
+    Play(play::PlayArgs),
+    /// Install what the tests need, then run every check and test CI runs.
+    Test(TestArgs),
+    /// Regenerate core/data/ec2-catalogue.json from the pinned registry packages.
+    Catalog(catalog::CatalogArgs),
+}
+
+#[derive(clap::Args)]
+struct TestArgs {
+    /// Skip rustfmt and clippy (for quick local iterations).
+    #[arg(long)]
+    no_lint: bool,
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    std::env::set_current_dir(workspace_root())?;
+    match cli.task {
+        Task::Play(args) => play::run(args),
+        Task::Test(args) => test(args),
+        Task::Catalog(args) => catalog::run(args),
+    }
+}
+
+/// The workspace root: the parent of this crate's manifest directory.
+pub fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives inside the workspace").to_path_buf()
+}
+
+fn test(args: TestArgs) -> Result<()> {
+    let started = std::time::Instant::now();
+    util::ensure_rust_toolchain()?;
+    if !args.no_lint {
+        util::step("rustfmt", || util::cargo(&["fmt", "--all", "--check"]))?;
+        util::step("clippy", || {
+            util::cargo(&["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"])
+        })?;
+    }
+    util::step("core builds for wasm32-unknown-unknown", || {
+        util::cargo(&["build", "--locked", "-p", "carpentry-core", "-p", "carpentry-wasm", "--target", "wasm32-unknown-unknown"])
+    })?;
+    util::step("tests", || util::cargo(&["test", "--workspace", "--locked"]))?;
+    // Benchmarks are compiled and each run once (no timing) so they cannot rot.
+    util::step("benches compile and run once", || util::cargo(&["test", "--locked", "-p", "carpentry-core", "--benches"]))?;
+    eprintln!("xtask test: all steps passed in {:.0?}", started.elapsed());
+    Ok(())
+}

@@ -1,0 +1,98 @@
+//! `cargo xtask play`: build carpentry-wasm for the browser and serve the playground.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+
+use crate::util;
+
+#[derive(clap::Args)]
+pub struct PlayArgs {
+    /// Port to serve on (127.0.0.1).
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+    /// Build the bundle into web/dist and exit without serving.
+    #[arg(long)]
+    build_only: bool,
+}
+
+pub fn run(args: PlayArgs) -> Result<()> {
+    let dist = build_bundle()?;
+    if args.build_only {
+        eprintln!("playground bundle written to {}", dist.display());
+        return Ok(());
+    }
+    serve(&dist, args.port)
+}
+
+/// Builds the wasm crate, runs wasm-bindgen and lays out web/dist. Returns the dist directory.
+pub fn build_bundle() -> Result<PathBuf> {
+    util::ensure_rust_toolchain()?;
+    let bindgen_version = locked_version("wasm-bindgen")?;
+    ensure_wasm_bindgen_cli(&bindgen_version)?;
+    util::step("build carpentry-wasm (release, wasm32)", || {
+        util::cargo(&["build", "--locked", "--release", "-p", "carpentry-wasm", "--target", "wasm32-unknown-unknown"])
+    })?;
+    let dist = PathBuf::from("web/dist");
+    std::fs::create_dir_all(&dist)?;
+    let target_dir = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
+    let wasm = Path::new(&target_dir).join("wasm32-unknown-unknown/release/carpentry_wasm.wasm");
+    util::step("wasm-bindgen", || {
+        util::run(Command::new("wasm-bindgen").args(["--target", "web", "--no-typescript", "--out-dir"]).arg(&dist).arg(&wasm))
+    })?;
+    std::fs::copy("web/static/index.html", dist.join("index.html")).context("copy index.html")?;
+    Ok(dist)
+}
+
+/// The version of a package pinned in Cargo.lock (wasm-bindgen-cli must match the library exactly).
+fn locked_version(package: &str) -> Result<String> {
+    let lock = std::fs::read_to_string("Cargo.lock").context("read Cargo.lock")?;
+    let needle = format!("name = \"{package}\"\nversion = \"");
+    let start = lock.find(&needle).with_context(|| format!("{package} is not in Cargo.lock"))? + needle.len();
+    let end = lock[start..].find('"').context("malformed Cargo.lock")?;
+    Ok(lock[start..start + end].to_string())
+}
+
+fn ensure_wasm_bindgen_cli(version: &str) -> Result<()> {
+    let installed = util::output(Command::new("wasm-bindgen").arg("--version")).unwrap_or_default();
+    if installed.split_whitespace().nth(1) == Some(version) {
+        return Ok(());
+    }
+    util::step(&format!("install wasm-bindgen-cli {version}"), || {
+        util::cargo(&["install", "--locked", "wasm-bindgen-cli", "--version", version])
+    })
+}
+
+fn serve(dist: &Path, port: u16) -> Result<()> {
+    let server = tiny_http::Server::http(("127.0.0.1", port))
+        .map_err(|e| anyhow::anyhow!("cannot listen on 127.0.0.1:{port}: {e}"))?;
+    eprintln!("carpentry playground: http://127.0.0.1:{port}/ (Ctrl-C to stop)");
+    for request in server.incoming_requests() {
+        let path = request.url().split('?').next().unwrap_or("/").trim_start_matches('/').to_string();
+        let path = if path.is_empty() { "index.html".to_string() } else { path };
+        // Only plain file names under dist are served: no traversal out of it.
+        if path.contains("..") || path.contains('\\') {
+            let _ = request.respond(tiny_http::Response::empty(400));
+            continue;
+        }
+        match std::fs::read(dist.join(&path)) {
+            Ok(body) => {
+                let content_type = match Path::new(&path).extension().and_then(|e| e.to_str()) {
+                    Some("html") => "text/html; charset=utf-8",
+                    Some("js") => "text/javascript",
+                    Some("wasm") => "application/wasm",
+                    Some("css") => "text/css",
+                    Some("json") => "application/json",
+                    _ => "application/octet-stream",
+                };
+                let header = tiny_http::Header::from_bytes("Content-Type", content_type).expect("static header");
+                let _ = request.respond(tiny_http::Response::from_data(body).with_header(header));
+            }
+            Err(_) => {
+                let _ = request.respond(tiny_http::Response::empty(404));
+            }
+        }
+    }
+    bail!("server stopped")
+}
