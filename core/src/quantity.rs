@@ -112,7 +112,7 @@ impl Quantity {
         digits.push_str(frac_part);
         let digits = digits.trim_start_matches('0');
         let mut scale = exp10 - frac_part.len() as i32 + 9; // power of ten applied to `digits`, in nano-units
-        // Drop trailing zeros of the fraction into the scale to keep the mantissa small.
+                                                            // Drop trailing zeros of the fraction into the scale to keep the mantissa small.
         let trimmed = digits.trim_end_matches('0');
         scale += (digits.len() - trimmed.len()) as i32;
         let digits = trimmed;
@@ -204,7 +204,7 @@ impl Quantity {
     }
 
     /// Multiplies by an integer factor (saturating).
-    pub fn mul(self, factor: i64) -> Quantity {
+    pub fn times(self, factor: i64) -> Quantity {
         Quantity { nanos: self.nanos.saturating_mul(factor as i128), format: self.format }
     }
 
@@ -304,12 +304,11 @@ impl fmt::Display for Quantity {
         let sign = if n < 0 { "-" } else { "" };
         let abs = n.unsigned_abs();
         let nano = NANO as u128;
-        if self.format == Format::BinarySi && abs % nano == 0 {
+        if self.format == Format::BinarySi && abs.is_multiple_of(nano) {
             let units = abs / nano;
-            const SUFFIXES: [(&str, u32); 6] =
-                [("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)];
+            const SUFFIXES: [(&str, u32); 6] = [("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)];
             for (suffix, shift) in SUFFIXES {
-                if units % (1u128 << shift) == 0 {
+                if units.is_multiple_of(1u128 << shift) {
                     return write!(f, "{sign}{}{suffix}", units >> shift);
                 }
             }
@@ -318,21 +317,11 @@ impl fmt::Display for Quantity {
             }
             // Not a multiple of 1024: upstream falls back to decimal notation.
         }
-        const DECIMAL: [(&str, u32); 10] = [
-            ("E", 27),
-            ("P", 24),
-            ("T", 21),
-            ("G", 18),
-            ("M", 15),
-            ("k", 12),
-            ("", 9),
-            ("m", 6),
-            ("u", 3),
-            ("n", 0),
-        ];
+        const DECIMAL: [(&str, u32); 10] =
+            [("E", 27), ("P", 24), ("T", 21), ("G", 18), ("M", 15), ("k", 12), ("", 9), ("m", 6), ("u", 3), ("n", 0)];
         for (suffix, pow) in DECIMAL {
             let d = 10u128.pow(pow);
-            if abs % d == 0 {
+            if abs.is_multiple_of(d) {
                 return write!(f, "{sign}{}{suffix}", abs / d);
             }
         }

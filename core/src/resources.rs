@@ -43,9 +43,7 @@ pub fn subtract(a: &ResourceList, b: &ResourceList) -> ResourceList {
 pub fn max_of(a: &ResourceList, b: &ResourceList) -> ResourceList {
     let mut out = a.clone();
     for (name, q) in b {
-        out.entry(name.clone())
-            .and_modify(|cur| *cur = Quantity::max(*cur, *q))
-            .or_insert(*q);
+        out.entry(name.clone()).and_modify(|cur| *cur = Quantity::max(*cur, *q)).or_insert(*q);
     }
     out
 }
@@ -56,9 +54,7 @@ pub fn fits(requests: &ResourceList, available: &ResourceList) -> bool {
     if available.values().any(Quantity::is_negative) {
         return false;
     }
-    requests
-        .iter()
-        .all(|(name, q)| *q <= available.get(name).copied().unwrap_or(Quantity::ZERO))
+    requests.iter().all(|(name, q)| *q <= available.get(name).copied().unwrap_or(Quantity::ZERO))
 }
 
 /// The resources of `requests` that do not fit into `available`, for explanations.
@@ -74,9 +70,7 @@ pub fn exceeded<'a>(requests: &'a ResourceList, available: &ResourceList) -> Vec
 pub fn from_k8s(
     map: &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
 ) -> Result<ResourceList, (String, QuantityError)> {
-    map.iter()
-        .map(|(k, v)| Quantity::try_from(v).map(|q| (k.clone(), q)).map_err(|e| (k.clone(), e)))
-        .collect()
+    map.iter().map(|(k, v)| Quantity::try_from(v).map(|q| (k.clone(), q)).map_err(|e| (k.clone(), e))).collect()
 }
 
 /// A container's effective requests: its requests, with limits standing in for requests it does
@@ -160,7 +154,10 @@ mod tests {
         assert!(!fits(&rl(&[("nvidia.com/gpu", "1")]), &rl(&[("cpu", "2")])));
         assert!(!fits(&rl(&[("cpu", "1")]), &rl(&[("cpu", "2"), ("memory", "-1")])));
         assert!(fits(&rl(&[]), &rl(&[("cpu", "0")])));
-        assert_eq!(exceeded(&rl(&[("cpu", "3"), ("memory", "1Gi")]), &rl(&[("cpu", "2"), ("memory", "2Gi")])), vec!["cpu"]);
+        assert_eq!(
+            exceeded(&rl(&[("cpu", "3"), ("memory", "1Gi")]), &rl(&[("cpu", "2"), ("memory", "2Gi")])),
+            vec!["cpu"]
+        );
     }
 
     #[test]
@@ -173,7 +170,10 @@ mod tests {
     }
 
     fn pod(spec: serde_json::Value) -> Pod {
-        serde_json::from_value(serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec})).unwrap()
+        serde_json::from_value(
+            serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}),
+        )
+        .unwrap()
     }
 
     fn container(name: &str, cpu: &str, memory: &str) -> serde_json::Value {
@@ -208,7 +208,10 @@ mod tests {
             "containers": [{"name": "a", "resources": {"limits": {"cpu": "2", "nvidia.com/gpu": "1"}, "requests": {"cpu": "1"}}}],
             "resources": {"requests": {"memory": "3Gi"}}
         }));
-        assert_eq!(pod_requests(&p).unwrap(), rl(&[("cpu", "1"), ("nvidia.com/gpu", "1"), ("memory", "3Gi"), ("pods", "1")]));
+        assert_eq!(
+            pod_requests(&p).unwrap(),
+            rl(&[("cpu", "1"), ("nvidia.com/gpu", "1"), ("memory", "3Gi"), ("pods", "1")])
+        );
     }
 
     #[test]

@@ -64,7 +64,11 @@ pub fn run(args: TypesArgs) -> Result<(), Failure> {
     let catalogue = Catalogue::embedded();
     if !catalogue.regions().any(|r| r == args.region) {
         let known: Vec<&str> = catalogue.regions().collect();
-        return Err(Failure::Input(format!("unknown region {:?}; the catalogue has {}", args.region, known.join(", "))));
+        return Err(Failure::Input(format!(
+            "unknown region {:?}; the catalogue has {}",
+            args.region,
+            known.join(", ")
+        )));
     }
     let nodepools: Vec<_> = manifests
         .nodepools
@@ -92,12 +96,15 @@ pub fn run(args: TypesArgs) -> Result<(), Failure> {
                 EC2NodeClassSpec::default()
             }
         };
-        let instance_types =
-            catalogue.instance_types(&args.region, &spec).map_err(|e| Failure::Input(format!("NodePool {np_name}: {e}")))?;
+        let instance_types = catalogue
+            .instance_types(&args.region, &spec)
+            .map_err(|e| Failure::Input(format!("NodePool {np_name}: {e}")))?;
         let template = NodeClaimTemplate::new(np).map_err(|e| Failure::Input(format!("NodePool {np_name}: {e}")))?;
         let prefilter = template.prefilter(&instance_types);
         if let Err(shortfall) = &prefilter.min_values {
-            eprintln!("warning: NodePool {np_name}: {shortfall}; upstream (minValuesPolicy Strict) launches nothing for it");
+            eprintln!(
+                "warning: NodePool {np_name}: {shortfall}; upstream (minValuesPolicy Strict) launches nothing for it"
+            );
         }
         if prefilter.options.is_empty() {
             eprintln!(
@@ -160,16 +167,32 @@ fn row(nodepool: &str, option: &InstanceTypeOption<'_>) -> TypeRow {
 /// A kubectl-style table: one line per instance type, its cheapest offering and the spread of zones.
 fn table(rows: &[TypeRow]) -> String {
     let mut lines = vec![[
-        "NODEPOOL", "NAME", "VCPU", "MEMORY", "ALLOC CPU", "ALLOC MEMORY", "ALLOC PODS", "ALLOC EPHEMERAL", "CHEAPEST", "OFFERINGS",
+        "NODEPOOL",
+        "NAME",
+        "VCPU",
+        "MEMORY",
+        "ALLOC CPU",
+        "ALLOC MEMORY",
+        "ALLOC PODS",
+        "ALLOC EPHEMERAL",
+        "CHEAPEST",
+        "OFFERINGS",
     ]
     .map(str::to_string)];
     for r in rows {
         let a = |k: &str| r.allocatable.get(k).cloned().unwrap_or_default();
         let cheapest = r.offerings.first().map_or(String::new(), |o| {
-            format!("${:.4}/h {} {}{}", o.price, o.capacity_type, o.zone, if o.price_source == "synthetic" { " (synthetic)" } else { "" })
+            format!(
+                "${:.4}/h {} {}{}",
+                o.price,
+                o.capacity_type,
+                o.zone,
+                if o.price_source == "synthetic" { " (synthetic)" } else { "" }
+            )
         });
         let zones: std::collections::BTreeSet<&str> = r.offerings.iter().map(|o| o.zone.as_str()).collect();
-        let capacity_types: std::collections::BTreeSet<&str> = r.offerings.iter().map(|o| o.capacity_type.as_str()).collect();
+        let capacity_types: std::collections::BTreeSet<&str> =
+            r.offerings.iter().map(|o| o.capacity_type.as_str()).collect();
         lines.push([
             r.nodepool.clone(),
             r.name.clone(),

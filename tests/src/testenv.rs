@@ -157,7 +157,11 @@ impl TestEnv {
         );
         loop {
             if let Some(status) = child.try_wait()? {
-                bail!("`testenv up` exited with {status} before it was ready; {}:\n{}", log_path.display(), tail(&log_path, 40));
+                bail!(
+                    "`testenv up` exited with {status} before it was ready; {}:\n{}",
+                    log_path.display(),
+                    tail(&log_path, 40)
+                );
             }
             let ready = std::fs::read_to_string(dir.join("ready.json")).ok();
             if let Some(ready) = ready.and_then(|r| serde_json::from_str::<Value>(&r).ok()) {
@@ -184,7 +188,11 @@ impl TestEnv {
     /// Fails with a clear message unless the environment runs `component`.
     pub fn require(&self, component: &str) -> Result<()> {
         if !self.has(component) {
-            bail!("this test needs {component}, which profile {:?} of {} does not run", self.profile, self.dir.display());
+            bail!(
+                "this test needs {component}, which profile {:?} of {} does not run",
+                self.profile,
+                self.dir.display()
+            );
         }
         Ok(())
     }
@@ -253,7 +261,9 @@ where
 pub fn unique_name(prefix: &str) -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
-    let mut x = nanos ^ (u64::from(std::process::id()) << 32) ^ COUNTER.fetch_add(1, Ordering::Relaxed).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let mut x = nanos
+        ^ (u64::from(std::process::id()) << 32)
+        ^ COUNTER.fetch_add(1, Ordering::Relaxed).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     // splitmix64 finaliser, then base36
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -291,7 +301,11 @@ fn remove_stale_dirs(root: &Path) {
     let Ok(entries) = std::fs::read_dir(root) else { return };
     for entry in entries.flatten() {
         let path = entry.path();
-        let Some(pid) = path.file_name().and_then(|n| n.to_str()).and_then(|n| n.rsplit_once('-')).and_then(|(_, p)| p.parse::<u32>().ok())
+        let Some(pid) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.rsplit_once('-'))
+            .and_then(|(_, p)| p.parse::<u32>().ok())
         else {
             continue;
         };

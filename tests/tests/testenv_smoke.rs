@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
 use carpentry_tests::testenv::{unique_name, wait_for, TestEnv, KWOK_NODE_ANNOTATION};
-use k8s_openapi::api::core::v1::{Container, Namespace, Node, NodeSpec, NodeStatus, Pod, PodSpec, ResourceRequirements};
+use k8s_openapi::api::core::v1::{
+    Container, Namespace, Node, NodeSpec, NodeStatus, Pod, PodSpec, ResourceRequirements,
+};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
@@ -25,8 +27,13 @@ async fn lists_namespaces_and_serves_a_crd() -> Result<()> {
     let Some(env) = TestEnv::shared() else { return Ok(()) };
     let client = env.client().await?;
 
-    let names: Vec<String> =
-        Api::<Namespace>::all(client.clone()).list(&ListParams::default()).await?.items.into_iter().filter_map(|n| n.metadata.name).collect();
+    let names: Vec<String> = Api::<Namespace>::all(client.clone())
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
     for wanted in ["default", "kube-system", "kube-public", "kube-node-lease"] {
         ensure!(names.iter().any(|n| n == wanted), "namespace {wanted} missing from {names:?}");
     }
@@ -73,7 +80,10 @@ async fn lists_namespaces_and_serves_a_crd() -> Result<()> {
     widgets.create(&PostParams::default(), &widget).await?;
     let mut invalid = DynamicObject::new("w2", &resource);
     invalid.data = json!({ "spec": { "size": 0 } });
-    ensure!(widgets.create(&PostParams::default(), &invalid).await.is_err(), "size 0 violates minimum 1 but was accepted");
+    ensure!(
+        widgets.create(&PostParams::default(), &invalid).await.is_err(),
+        "size 0 violates minimum 1 but was accepted"
+    );
     ensure!(widgets.get("w1").await?.data["spec"]["size"] == 3);
 
     crds.delete(&crd_name, &DeleteParams::default()).await?;
@@ -109,7 +119,12 @@ async fn kwok_node_gets_a_scheduled_pod_running_and_deleted() -> Result<()> {
     nodes.create(&PostParams::default(), &node).await?;
     wait_for("KWOK to make the node Ready", TIMEOUT, || async {
         let node = nodes.get(&node_name).await?;
-        let ready = node.status.and_then(|s| s.conditions).unwrap_or_default().iter().any(|c| c.type_ == "Ready" && c.status == "True");
+        let ready = node
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
         Ok(ready.then_some(()))
     })
     .await?;

@@ -16,7 +16,8 @@ fn summary_json() -> String {
         .regions()
         .map(|name| {
             let zones: Vec<&str> = catalogue.zones(name).unwrap_or_default().iter().map(|z| z.name.as_str()).collect();
-            let offered = catalogue.infos().iter().filter(|it| !catalogue.offered_zones(name, &it.name).is_empty()).count();
+            let offered =
+                catalogue.infos().iter().filter(|it| !catalogue.offered_zones(name, &it.name).is_empty()).count();
             serde_json::json!({ "name": name, "zones": zones, "instanceTypes": offered })
         })
         .collect();

@@ -79,7 +79,7 @@ pub fn run(args: CatalogArgs) -> Result<()> {
         None => fetch_moto_wheel(&args.moto_version, &cache)?,
     };
     let karpenter = match &args.karpenter_dir {
-        Some(dir) => KarpenterModule { dir: dir.clone(), time: None },
+        Some(dir) => KarpenterModule { dir: dir.clone(), time: module_time_near(dir, &args.karpenter_version) },
         None => fetch_karpenter_module(&args.karpenter_version, &cache)?,
     };
 
@@ -95,11 +95,7 @@ pub fn run(args: CatalogArgs) -> Result<()> {
 
     if args.check {
         let current = fs::read_to_string(&out).with_context(|| format!("reading {}", out.display()))?;
-        ensure!(
-            current == text,
-            "{} is out of date: run `cargo xtask catalog` and commit the result",
-            out.display()
-        );
+        ensure!(current == text, "{} is out of date: run `cargo xtask catalog` and commit the result", out.display());
         eprintln!("{} is up to date", out.display());
         return Ok(());
     }
@@ -336,7 +332,10 @@ fn build(
                 version: karpenter_version.into(),
                 file: VPCLIMITS_FILE.into(),
                 date: limits_date,
-                content: format!("Limits: IPv4PerInterface, IsTrunkingCompatible, BranchInterface; {} types", limits.len()),
+                content: format!(
+                    "Limits: IPv4PerInterface, IsTrunkingCompatible, BranchInterface; {} types",
+                    limits.len()
+                ),
             },
         ],
         notes: vec![
@@ -572,9 +571,7 @@ fn fetch_moto_wheel(version: &str, cache: &Path) -> Result<PathBuf> {
             .ok()?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".whl"))
+                p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".whl"))
             })
             .collect();
         found.sort();
@@ -641,6 +638,15 @@ fn fetch_karpenter_module(version: &str, cache: &Path) -> Result<KarpenterModule
         .and_then(|s| serde_json::from_str::<Value>(&s).ok())
         .and_then(|v| v["Time"].as_str().map(|t| t.chars().take(10).collect()));
     Ok(KarpenterModule { dir, time })
+}
+
+/// For a module directory inside a Go module cache (`<cache>/github.com/aws/<module>@<version>`),
+/// the version time recorded in that cache's `.info` file, if it is there.
+fn module_time_near(dir: &Path, version: &str) -> Option<String> {
+    let cache = dir.ancestors().nth(3)?;
+    let info = cache.join("cache/download").join(KARPENTER_MODULE).join("@v").join(format!("{version}.info"));
+    let v: Value = serde_json::from_str(&fs::read_to_string(info).ok()?).ok()?;
+    v["Time"].as_str().map(|t| t.chars().take(10).collect())
 }
 
 fn read_text(path: &Path) -> Result<String> {
@@ -790,7 +796,6 @@ fn parse_vpc_limits(src: &str) -> Result<BTreeMap<String, VpcLimits>> {
         }
     }
     ensure!(current.is_none(), "unterminated Limits entry");
-    drop(finish);
     ensure!(out.len() > 500, "only {} entries in Limits", out.len());
     Ok(out)
 }
@@ -846,10 +851,7 @@ mod tests {
     fn dates() {
         assert_eq!(civil_from_days(0), (1970, 1, 1));
         assert_eq!(civil_from_days(20_000), (2024, 10, 4));
-        assert_eq!(
-            generated_at("// generated at 2026-07-06T14:20:29Z for us-east-1\n").as_deref(),
-            Some("2026-07-06")
-        );
+        assert_eq!(generated_at("// generated at 2026-07-06T14:20:29Z for us-east-1\n").as_deref(), Some("2026-07-06"));
         assert_eq!(sort_zone_ids(["a-az10", "a-az2", "a-az1"].map(String::from).into()), ["a-az1", "a-az2", "a-az10"]);
     }
 }

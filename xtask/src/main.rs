@@ -61,11 +61,22 @@ fn test(args: TestArgs) -> Result<()> {
         })?;
     }
     util::step("core builds for wasm32-unknown-unknown", || {
-        util::cargo(&["build", "--locked", "-p", "carpentry-core", "-p", "carpentry-wasm", "--target", "wasm32-unknown-unknown"])
+        util::cargo(&[
+            "build",
+            "--locked",
+            "-p",
+            "carpentry-core",
+            "-p",
+            "carpentry-wasm",
+            "--target",
+            "wasm32-unknown-unknown",
+        ])
     })?;
     util::step("tests", || util::cargo(&["test", "--workspace", "--locked"]))?;
     // Benchmarks are compiled and each run once (no timing) so they cannot rot.
-    util::step("benches compile and run once", || util::cargo(&["test", "--locked", "-p", "carpentry-core", "--benches"]))?;
+    util::step("benches compile and run once", || {
+        util::cargo(&["test", "--locked", "-p", "carpentry-core", "--benches"])
+    })?;
     eprintln!("xtask test: all steps passed in {:.0?}", started.elapsed());
     Ok(())
 }

@@ -39,7 +39,12 @@ pub fn build_bundle() -> Result<PathBuf> {
     let target_dir = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
     let wasm = Path::new(&target_dir).join("wasm32-unknown-unknown/release/carpentry_wasm.wasm");
     util::step("wasm-bindgen", || {
-        util::run(Command::new("wasm-bindgen").args(["--target", "web", "--no-typescript", "--out-dir"]).arg(&dist).arg(&wasm))
+        util::run(
+            Command::new("wasm-bindgen")
+                .args(["--target", "web", "--no-typescript", "--out-dir"])
+                .arg(&dist)
+                .arg(&wasm),
+        )
     })?;
     std::fs::copy("web/static/index.html", dist.join("index.html")).context("copy index.html")?;
     Ok(dist)

@@ -40,7 +40,11 @@ pub fn cargo(args: &[&str]) -> Result<()> {
 
 /// Whether a program is on PATH.
 pub fn have(program: &str) -> bool {
-    Command::new("sh").arg("-c").arg(format!("command -v {program} >/dev/null 2>&1")).status().is_ok_and(|s| s.success())
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {program} >/dev/null 2>&1"))
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// The wasm target and the lint components (rust-toolchain.toml names them; rustup installs them

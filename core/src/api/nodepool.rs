@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::ops::{Deref, DerefMut};
 
-use k8s_openapi::api::core::v1::Taint;
+pub use k8s_openapi::api::core::v1::Taint;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 

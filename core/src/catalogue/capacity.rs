@@ -229,7 +229,8 @@ pub(crate) fn kube_reserved(vcpu: u32, pods: i64, overrides: &ResourceList) -> R
 /// 6% of the first core, 1% of the second, 0.5% of cores 3–4, 0.25% of the rest (each tier
 /// truncated to whole millicores, as upstream).
 pub(crate) fn kube_reserved_cpu_millis(cpu_millis: i64) -> i64 {
-    const TIERS: [(i64, i64, f64); 4] = [(0, 1000, 0.06), (1000, 2000, 0.01), (2000, 4000, 0.005), (4000, 1 << 31, 0.0025)];
+    const TIERS: [(i64, i64, f64); 4] =
+        [(0, 1000, 0.06), (1000, 2000, 0.01), (2000, 4000, 0.005), (4000, 1 << 31, 0.0025)];
     let mut total = 0;
     for (start, end, pct) in TIERS {
         if cpu_millis >= start {
@@ -245,9 +246,10 @@ pub(crate) fn kube_reserved_cpu_millis(cpu_millis: i64) -> i64 {
 pub(crate) fn eviction_threshold(memory: Quantity, storage: Quantity, s: &Settings) -> ResourceList {
     let mut out = ResourceList::new();
     let mem = s.eviction_memory.map_or(Quantity::from_mebibytes(100), |sig| sig.against(memory));
-    let eph = s
-        .eviction_nodefs
-        .map_or_else(|| Quantity::from_units((storage.value() as f64 / 100.0 * 10.0).ceil() as i64), |sig| sig.against(storage));
+    let eph = s.eviction_nodefs.map_or_else(
+        || Quantity::from_units((storage.value() as f64 / 100.0 * 10.0).ceil() as i64),
+        |sig| sig.against(storage),
+    );
     out.insert(MEMORY.into(), mem);
     out.insert(EPHEMERAL_STORAGE.into(), eph);
     out
@@ -255,9 +257,8 @@ pub(crate) fn eviction_threshold(memory: Quantity, storage: Quantity, s: &Settin
 
 /// upstream `computeCapacity` (plus the Windows `PrivateIPv4Address`, added by the caller).
 pub(crate) fn capacity(info: &InstanceTypeInfo, s: &Settings) -> ResourceList {
-    let count = |mfr: &str| -> i64 {
-        info.gpus.iter().filter(|g| g.manufacturer == mfr).map(|g| i64::from(g.count)).sum()
-    };
+    let count =
+        |mfr: &str| -> i64 { info.gpus.iter().filter(|g| g.manufacturer == mfr).map(|g| i64::from(g.count)).sum() };
     let neuron_devices: i64 = info.neuron_devices.iter().map(|d| i64::from(d.count)).sum();
     let neuron_cores = info.neuron_devices.first().map_or(0, |d| i64::from(d.count) * i64::from(d.cores));
     let efa = match s.efa_only_total {
@@ -284,7 +285,10 @@ pub(crate) fn capacity(info: &InstanceTypeInfo, s: &Settings) -> ResourceList {
 pub(crate) fn reserved_list(field: &str, map: &BTreeMap<String, Quantity>) -> Result<ResourceList, CatalogueError> {
     for (k, v) in map {
         if v.is_negative() {
-            return Err(CatalogueError::InvalidKubelet { field: format!("{field}[{k}]"), reason: format!("{v} is negative") });
+            return Err(CatalogueError::InvalidKubelet {
+                field: format!("{field}[{k}]"),
+                reason: format!("{v} is negative"),
+            });
         }
     }
     Ok(map.clone())

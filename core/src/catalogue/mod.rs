@@ -193,10 +193,7 @@ impl InstanceType {
     /// capacity (upstream `resources.Subtract`, which ignores keys only in the overhead).
     pub fn allocatable(&self) -> ResourceList {
         let overhead = self.overhead.total();
-        self.capacity
-            .iter()
-            .map(|(k, v)| (k.clone(), overhead.get(k).map_or(*v, |o| *v - *o)))
-            .collect()
+        self.capacity.iter().map(|(k, v)| (k.clone(), overhead.get(k).map_or(*v, |o| *v - *o))).collect()
     }
 
     /// The offerings that can be launched.
@@ -273,18 +270,19 @@ impl Catalogue {
                 return Err(invalid(format!("zone IDs of {} are not in canonical order", r.name)));
             }
             if r.offered.len() != file.types.len() {
-                return Err(invalid(format!("region {} lists {} offerings for {} types", r.name, r.offered.len(), file.types.len())));
+                return Err(invalid(format!(
+                    "region {} lists {} offerings for {} types",
+                    r.name,
+                    r.offered.len(),
+                    file.types.len()
+                )));
             }
             let full = if r.zone_ids.len() == 64 { u64::MAX } else { (1u64 << r.zone_ids.len()) - 1 };
             if r.offered.iter().any(|m| m & !full != 0) {
                 return Err(invalid(format!("region {} has offerings in unknown zones", r.name)));
             }
-            let zones = r
-                .zone_ids
-                .into_iter()
-                .enumerate()
-                .map(|(i, id)| Zone { name: zone_name(&r.name, i), id })
-                .collect();
+            let zones =
+                r.zone_ids.into_iter().enumerate().map(|(i, id)| Zone { name: zone_name(&r.name, i), id }).collect();
             regions.push(Region { name: r.name, zones, offered: r.offered });
         }
         regions.sort_by(|a, b| a.name.cmp(&b.name));
@@ -352,7 +350,10 @@ impl Catalogue {
 
     fn region(&self, name: &str) -> Result<&Region, CatalogueError> {
         self.regions.binary_search_by(|r| r.name.as_str().cmp(name)).map(|i| &self.regions[i]).map_err(|_| {
-            CatalogueError::UnknownRegion { region: name.to_string(), known: self.regions().collect::<Vec<_>>().join(", ") }
+            CatalogueError::UnknownRegion {
+                region: name.to_string(),
+                known: self.regions().collect::<Vec<_>>().join(", "),
+            }
         })
     }
 
@@ -362,7 +363,11 @@ impl Catalogue {
     ///
     /// Each call builds the list afresh (about 1,400 types with ~12 offerings each in us-east-1);
     /// callers that ask repeatedly should use [`instance_types_shared`](Self::instance_types_shared).
-    pub fn instance_types(&self, region: &str, nodeclass: &EC2NodeClassSpec) -> Result<Vec<InstanceType>, CatalogueError> {
+    pub fn instance_types(
+        &self,
+        region: &str,
+        nodeclass: &EC2NodeClassSpec,
+    ) -> Result<Vec<InstanceType>, CatalogueError> {
         let region = self.region(region)?;
         let settings = settings(nodeclass)?;
         Ok(self.build(region, &settings))
@@ -581,7 +586,10 @@ fn settings(spec: &EC2NodeClassSpec) -> Result<Settings, CatalogueError> {
         max_pods: non_negative("maxPods", kubelet.and_then(|k| k.max_pods))?,
         pods_per_core: non_negative("podsPerCore", kubelet.and_then(|k| k.pods_per_core))?,
         kube_reserved: capacity::reserved_list("kubeReserved", kubelet.map_or(&empty_list, |k| &k.kube_reserved))?,
-        system_reserved: capacity::reserved_list("systemReserved", kubelet.map_or(&empty_list, |k| &k.system_reserved))?,
+        system_reserved: capacity::reserved_list(
+            "systemReserved",
+            kubelet.map_or(&empty_list, |k| &k.system_reserved),
+        )?,
         eviction_memory: signal("memory.available")?,
         eviction_nodefs: signal("nodefs.available")?,
         raid0: matches!(spec.instance_store_policy, Some(InstanceStorePolicy::Raid0)),
@@ -590,7 +598,8 @@ fn settings(spec: &EC2NodeClassSpec) -> Result<Settings, CatalogueError> {
         efa_only_total: (!network_interfaces.is_empty())
             .then(|| network_interfaces.iter().filter(|(_, _, efa)| *efa).count() as i64),
         network_interfaces,
-        nested_virtualization: spec.cpu_options.as_ref().and_then(|c| c.nested_virtualization.as_deref()) == Some("enabled"),
+        nested_virtualization: spec.cpu_options.as_ref().and_then(|c| c.nested_virtualization.as_deref())
+            == Some("enabled"),
         connection_tracking: spec.connection_tracking.is_some(),
     })
 }

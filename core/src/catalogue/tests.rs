@@ -28,8 +28,13 @@ fn spec_for(family: AmiFamily) -> EC2NodeClassSpec {
     };
     let mut spec = EC2NodeClassSpec { ami_family: Some(family), ..EC2NodeClassSpec::default() };
     match alias {
-        Some(alias) => spec.ami_selector_terms = vec![AmiSelectorTerm { alias: Some(alias.into()), ..Default::default() }],
-        None => spec.ami_selector_terms = vec![AmiSelectorTerm { id: Some("ami-0123456789abcdef0".into()), ..Default::default() }],
+        Some(alias) => {
+            spec.ami_selector_terms = vec![AmiSelectorTerm { alias: Some(alias.into()), ..Default::default() }]
+        }
+        None => {
+            spec.ami_selector_terms =
+                vec![AmiSelectorTerm { id: Some("ami-0123456789abcdef0".into()), ..Default::default() }]
+        }
     }
     assert_eq!(spec.resolved_ami_family(), family);
     spec
@@ -248,19 +253,21 @@ fn eviction_hard_overrides_including_percentages() {
 
 #[test]
 fn ephemeral_storage_from_block_devices_and_raid0() {
-    let mut spec = EC2NodeClassSpec::default();
-    spec.block_device_mappings = vec![
-        BlockDeviceMapping {
-            device_name: Some("/dev/xvda".into()),
-            root_volume: false,
-            ebs: Some(BlockDevice { volume_size: Some(q("50Gi")), ..Default::default() }),
-        },
-        BlockDeviceMapping {
-            device_name: Some("/dev/xvdc".into()),
-            root_volume: true,
-            ebs: Some(BlockDevice { volume_size: Some(q("100Gi")), ..Default::default() }),
-        },
-    ];
+    let mut spec = EC2NodeClassSpec {
+        block_device_mappings: vec![
+            BlockDeviceMapping {
+                device_name: Some("/dev/xvda".into()),
+                root_volume: false,
+                ebs: Some(BlockDevice { volume_size: Some(q("50Gi")), ..Default::default() }),
+            },
+            BlockDeviceMapping {
+                device_name: Some("/dev/xvdc".into()),
+                root_volume: true,
+                ebs: Some(BlockDevice { volume_size: Some(q("100Gi")), ..Default::default() }),
+            },
+        ],
+        ..Default::default()
+    };
     let t = get(&spec, "m5.large");
     assert_eq!(res(&t.capacity, "ephemeral-storage"), q("100Gi"));
     assert_eq!(res(&t.overhead.eviction_threshold, "ephemeral-storage"), Quantity::from_units(10_737_418_240));
@@ -320,14 +327,19 @@ fn labels_of_m7i_flex_large() {
     for (k, v) in want {
         assert_eq!(l.get(k).map(String::as_str), Some(v), "{k}");
     }
-    for k in [aws::INSTANCE_GPU_NAME, aws::INSTANCE_ACCELERATOR_NAME, aws::INSTANCE_LOCAL_NVME, aws::CAPACITY_RESERVATION_ID] {
+    for k in
+        [aws::INSTANCE_GPU_NAME, aws::INSTANCE_ACCELERATOR_NAME, aws::INSTANCE_LOCAL_NVME, aws::CAPACITY_RESERVATION_ID]
+    {
         assert_eq!(operator(&t, k), Operator::DoesNotExist, "{k}");
     }
     let tenancy: Vec<_> = t.requirements.get_ref(aws::INSTANCE_TENANCY).unwrap().values().collect();
     assert_eq!(tenancy, ["dedicated", "default"]);
     let ct: Vec<_> = t.requirements.get_ref(labels::CAPACITY_TYPE).unwrap().values().collect();
     assert_eq!(ct, ["on-demand", "spot"]);
-    assert_eq!(label(&get(&EC2NodeClassSpec::default(), "m5.large"), aws::INSTANCE_CAPABILITY_FLEX).as_deref(), Some("false"));
+    assert_eq!(
+        label(&get(&EC2NodeClassSpec::default(), "m5.large"), aws::INSTANCE_CAPABILITY_FLEX).as_deref(),
+        Some("false")
+    );
 }
 
 #[test]
@@ -383,7 +395,9 @@ fn offerings_prices_and_availability() {
     }
     // Deterministic, and varying by zone.
     let again = get(&EC2NodeClassSpec::default(), "m5.large");
-    let spot = |t: &InstanceType| t.offerings.iter().filter(|o| o.capacity_type == CapacityType::Spot).map(|o| o.price).collect::<Vec<_>>();
+    let spot = |t: &InstanceType| {
+        t.offerings.iter().filter(|o| o.capacity_type == CapacityType::Spot).map(|o| o.price).collect::<Vec<_>>()
+    };
     assert_eq!(spot(&t), spot(&again));
     let distinct: std::collections::BTreeSet<u64> = spot(&t).iter().map(|p| p.to_bits()).collect();
     assert!(distinct.len() > 1);
@@ -437,7 +451,7 @@ fn instance_types_are_sorted_and_consistent() {
     for t in &types {
         assert_eq!(label(t, labels::INSTANCE_TYPE).as_deref(), Some(t.name.as_str()));
         let a = t.allocatable();
-        assert!(res(&a, "cpu").is_negative() == false, "{}", t.name);
+        assert!(!res(&a, "cpu").is_negative(), "{}", t.name);
         assert!(!t.offerings.is_empty());
     }
 }
@@ -460,14 +474,18 @@ fn shared_results_are_memoised_per_region_and_settings() {
 #[test]
 fn nodeclass_compatibility_checks() {
     let available = |spec: &EC2NodeClassSpec, name: &str| get(spec, name).available_offerings().count() > 0;
-    let mut nested = EC2NodeClassSpec::default();
-    nested.cpu_options = Some(CpuOptions { nested_virtualization: Some("enabled".into()) });
+    let nested = EC2NodeClassSpec {
+        cpu_options: Some(CpuOptions { nested_virtualization: Some("enabled".into()) }),
+        ..Default::default()
+    };
     assert!(cat().info("m7i-flex.large").unwrap().nested_virtualization);
     assert!(available(&nested, "m7i-flex.large"));
     assert!(!available(&nested, "m5.large"));
 
-    let mut conntrack = EC2NodeClassSpec::default();
-    conntrack.connection_tracking = Some(ConnectionTracking { tcp_established_timeout: Some(60), ..Default::default() });
+    let conntrack = EC2NodeClassSpec {
+        connection_tracking: Some(ConnectionTracking { tcp_established_timeout: Some(60), ..Default::default() }),
+        ..Default::default()
+    };
     assert!(available(&conntrack, "m5.large"));
     assert!(!available(&conntrack, "m5.metal"), "bare metal has no Nitro hypervisor label");
 
@@ -477,8 +495,10 @@ fn nodeclass_compatibility_checks() {
         device_index: device,
         interface_type: kind.into(),
     };
-    let mut efa = EC2NodeClassSpec::default();
-    efa.network_interfaces = vec![ni(0, 0, "interface"), ni(0, 1, "efa-only"), ni(1, 0, "efa-only")];
+    let efa = EC2NodeClassSpec {
+        network_interfaces: vec![ni(0, 0, "interface"), ni(0, 1, "efa-only"), ni(1, 0, "efa-only")],
+        ..Default::default()
+    };
     let p5 = get(&efa, "p5.48xlarge");
     assert!(p5.available_offerings().count() > 0);
     assert_eq!(res(&p5.capacity, "vpc.amazonaws.com/efa"), q("2"));

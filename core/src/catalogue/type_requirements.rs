@@ -133,8 +133,12 @@ pub(crate) fn compute(
             r.push(one(aws::INSTANCE_GPU_MEMORY, gpu.mem_mib.to_string()));
         }
         _ => {
-            for key in [aws::INSTANCE_GPU_NAME, aws::INSTANCE_GPU_MANUFACTURER, aws::INSTANCE_GPU_COUNT, aws::INSTANCE_GPU_MEMORY]
-            {
+            for key in [
+                aws::INSTANCE_GPU_NAME,
+                aws::INSTANCE_GPU_MANUFACTURER,
+                aws::INSTANCE_GPU_COUNT,
+                aws::INSTANCE_GPU_MEMORY,
+            ] {
                 r.push(dne(key));
             }
         }
@@ -153,7 +157,11 @@ pub(crate) fn compute(
             r.push(one(aws::INSTANCE_ACCELERATOR_COUNT, count.to_string()));
         }
         None => {
-            for key in [aws::INSTANCE_ACCELERATOR_NAME, aws::INSTANCE_ACCELERATOR_MANUFACTURER, aws::INSTANCE_ACCELERATOR_COUNT] {
+            for key in [
+                aws::INSTANCE_ACCELERATOR_NAME,
+                aws::INSTANCE_ACCELERATOR_MANUFACTURER,
+                aws::INSTANCE_ACCELERATOR_COUNT,
+            ] {
                 r.push(dne(key));
             }
         }

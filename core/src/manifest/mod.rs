@@ -358,13 +358,18 @@ impl Loader {
 /// empty lists when serializing; k8s-openapi types accept unknown fields silently but keep empty
 /// lists. So for the latter (`roundtrip_check`), every non-null key lost in a round trip is an
 /// unknown field.
-fn decode<T: DeserializeOwned + Serialize>(value: &Value, ctx: &Ctx<'_>, roundtrip_check: bool) -> Result<T, Vec<Problem>> {
+fn decode<T: DeserializeOwned + Serialize>(
+    value: &Value,
+    ctx: &Ctx<'_>,
+    roundtrip_check: bool,
+) -> Result<T, Vec<Problem>> {
     let object: T = match serde_path_to_error::deserialize(value) {
         Ok(o) => o,
         Err(e) => {
             let path = e.path().to_string();
             let inner = e.into_inner().to_string();
-            let kind = if inner.starts_with("unknown field") { ProblemKind::UnknownField } else { ProblemKind::InvalidValue };
+            let kind =
+                if inner.starts_with("unknown field") { ProblemKind::UnknownField } else { ProblemKind::InvalidValue };
             return Err(vec![ctx.problem(kind, Some(&path), inner)]);
         }
     };
@@ -409,7 +414,6 @@ fn unknown_fields(original: &Value, back: &Value, path: String, out: &mut Vec<St
     }
 }
 
-
 fn push_plain<T: DeserializeOwned + Serialize>(
     value: &Value,
     ctx: &Ctx<'_>,
@@ -424,7 +428,9 @@ fn push_plain<T: DeserializeOwned + Serialize>(
                 into.push(o);
                 return true;
             }
-            problems.extend(bad.into_iter().map(|(path, e)| ctx.problem(ProblemKind::InvalidValue, Some(&path), e.to_string())));
+            problems.extend(
+                bad.into_iter().map(|(path, e)| ctx.problem(ProblemKind::InvalidValue, Some(&path), e.to_string())),
+            );
             false
         }
         Err(p) => {
@@ -436,9 +442,15 @@ fn push_plain<T: DeserializeOwned + Serialize>(
 
 /// Maps of Kubernetes objects whose values are quantities (k8s-openapi keeps quantities as
 /// unparsed strings, so they are checked here, where the field path is still known).
-const QUANTITY_MAPS: [&str; 7] = ["requests", "limits", "overhead", "capacity", "allocatable", "allocatedResources", "hard"];
+const QUANTITY_MAPS: [&str; 7] =
+    ["requests", "limits", "overhead", "capacity", "allocatable", "allocatedResources", "hard"];
 
-fn check_quantities(value: &Value, path: String, in_quantity_map: bool, bad: &mut Vec<(String, crate::quantity::QuantityError)>) {
+fn check_quantities(
+    value: &Value,
+    path: String,
+    in_quantity_map: bool,
+    bad: &mut Vec<(String, crate::quantity::QuantityError)>,
+) {
     match value {
         Value::Object(map) => {
             for (key, v) in map {

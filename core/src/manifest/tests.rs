@@ -130,17 +130,26 @@ fn bad_operator_names_field_and_line() {
     assert_eq!(p.position.line, 10);
     assert_eq!(p.object.as_ref().unwrap().to_string(), "NodePool/default");
     let text = p.to_string();
-    assert!(text.starts_with("document 1 (NodePool/default), field spec.template.spec.requirements[0].operator, line 10"), "{text}");
+    assert!(
+        text.starts_with("document 1 (NodePool/default), field spec.template.spec.requirements[0].operator, line 10"),
+        "{text}"
+    );
 }
 
 #[test]
 fn unknown_fields_are_errors_in_karpenter_and_kubernetes_kinds() {
     let text = NODEPOOL.replace("      nodeClassRef:", "      nodeClasRef: {}\n      nodeClassRef:");
-    let p = load(&text).unwrap_err().problems.into_iter().find(|p| p.kind == ProblemKind::UnknownField).expect("unknown field");
+    let p = load(&text)
+        .unwrap_err()
+        .problems
+        .into_iter()
+        .find(|p| p.kind == ProblemKind::UnknownField)
+        .expect("unknown field");
     assert_eq!(p.field.as_deref(), Some("spec.template.spec.nodeClasRef"));
     assert_eq!(p.position.line, 12);
 
-    let text = DEPLOYMENT.replace("      containers:", "      containres: []\n      nodeSelectr: {a: b}\n      containers:");
+    let text =
+        DEPLOYMENT.replace("      containers:", "      containres: []\n      nodeSelectr: {a: b}\n      containers:");
     let problems = load(&text).unwrap_err().problems;
     let fields: Vec<_> = problems.iter().map(|p| (p.kind, p.field.clone().unwrap(), p.position.line)).collect();
     assert_eq!(

@@ -43,7 +43,10 @@ pub fn statefulset_pods(s: &StatefulSet) -> Vec<Pod> {
     for (i, pod) in pods.iter_mut().enumerate() {
         let name = format!("{}-{}", s.metadata.name.as_deref().unwrap_or("statefulset"), start as usize + i);
         // StatefulSet pods carry their hostname-like identity label (upstream: pod-name label).
-        pod.metadata.labels.get_or_insert_with(Default::default).insert("statefulset.kubernetes.io/pod-name".into(), name.clone());
+        pod.metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert("statefulset.kubernetes.io/pod-name".into(), name.clone());
         pod.metadata.name = Some(name);
     }
     pods

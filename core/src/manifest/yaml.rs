@@ -159,7 +159,11 @@ impl Builder {
             Some(Frame::Map { map, pending_key, path, .. }) => {
                 let key = pending_key.take().unwrap_or_default();
                 let duplicate = map.contains_key(&key).then(|| {
-                    format!("duplicate key {:?} in {}", key, if path.is_empty() { "the document" } else { path.as_str() })
+                    format!(
+                        "duplicate key {:?} in {}",
+                        key,
+                        if path.is_empty() { "the document" } else { path.as_str() }
+                    )
                 });
                 map.insert(key, value);
                 if let Some(msg) = duplicate {
@@ -340,7 +344,8 @@ mod tests {
 
     #[test]
     fn types_scalars_like_kubernetes() {
-        let docs = parse_documents("a: true\nb: '1'\nc: 1.5\nd: ~\ne: 0x10\nf: 1Gi\ng: -3\nh: !!str 5\ni: .5\n").unwrap();
+        let docs =
+            parse_documents("a: true\nb: '1'\nc: 1.5\nd: ~\ne: 0x10\nf: 1Gi\ng: -3\nh: !!str 5\ni: .5\n").unwrap();
         let v = &docs[0].value;
         assert_eq!(v["a"], Value::Bool(true));
         assert_eq!(v["b"], Value::String("1".into()));

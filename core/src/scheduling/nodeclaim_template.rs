@@ -52,7 +52,12 @@ impl NodeClaimTemplate {
                 Err(reason) => rejected.push((it, reason)),
             }
         }
-        options.sort_by(|a, b| a.cheapest.partial_cmp(&b.cheapest).unwrap_or(Ordering::Equal).then_with(|| a.instance_type.name.cmp(&b.instance_type.name)));
+        options.sort_by(|a, b| {
+            a.cheapest
+                .partial_cmp(&b.cheapest)
+                .unwrap_or(Ordering::Equal)
+                .then_with(|| a.instance_type.name.cmp(&b.instance_type.name))
+        });
         let min_values = satisfies_min_values(&options, &self.requirements);
         Prefilter { options, rejected, min_values }
     }
@@ -84,7 +89,8 @@ impl NodeClaimTemplate {
                 return Err(Rejection::ExceedsLimits { resource: resource.clone(), capacity, limit: *limit });
             }
         }
-        offerings.sort_by(|a, b| a.price.partial_cmp(&b.price).unwrap_or(Ordering::Equal).then_with(|| a.zone.cmp(&b.zone)));
+        offerings
+            .sort_by(|a, b| a.price.partial_cmp(&b.price).unwrap_or(Ordering::Equal).then_with(|| a.zone.cmp(&b.zone)));
         let cheapest = offerings[0].price;
         Ok(InstanceTypeOption { instance_type: it, offerings, cheapest })
     }
@@ -157,7 +163,10 @@ impl std::fmt::Display for MinValuesShortfall {
 
 /// upstream `InstanceTypes.SatisfiesMinValues`: for each key carrying minValues, the union of the
 /// options' values for that key (as the instance types state them) must reach minValues.
-pub fn satisfies_min_values(options: &[InstanceTypeOption<'_>], requirements: &Requirements) -> Result<(), MinValuesShortfall> {
+pub fn satisfies_min_values(
+    options: &[InstanceTypeOption<'_>],
+    requirements: &Requirements,
+) -> Result<(), MinValuesShortfall> {
     let mut keys = BTreeMap::new();
     for requirement in requirements.iter() {
         let Some(min) = requirement.min_values() else { continue };
