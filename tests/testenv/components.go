@@ -46,7 +46,7 @@ func runControllerManager(args []string) int {
 
 func runKubectl(args []string) int {
 	// As cmd/kubectl: set the verbosity before the command is built (plugins, kuberc).
-	_ = logs.GlogSetter(kubectlcmd.GetLogVerbosity(os.Args))
+	_, _ = logs.GlogSetter(kubectlcmd.GetLogVerbosity(os.Args))
 	command := kubectlcmd.NewDefaultKubectlCommand()
 	if err := cli.RunNoErrOutput(command); err != nil {
 		kubectlutil.CheckErr(err) // prints and exits non-zero
@@ -55,6 +55,11 @@ func runKubectl(args []string) int {
 }
 
 func runKwok(args []string) int {
+	// The Kubernetes packages linked into this binary register flags on the global pflag set
+	// at init (e.g. component-base's --version, which is not a bool); the standalone kwok
+	// binary has none of them, and cobra chokes on that --version. Start from a clean set.
+	pflag.CommandLine = pflag.NewFlagSet(os.Args[0], pflag.ExitOnError)
+
 	// As sigs.k8s.io/kwok/cmd/kwok: logging and --config are pre-parsed from os.Args.
 	flagset := pflag.NewFlagSet("global", pflag.ContinueOnError)
 	flagset.ParseErrorsAllowlist.UnknownFlags = true

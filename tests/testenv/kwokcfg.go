@@ -9,9 +9,12 @@ import (
 	"fmt"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	nodefast "sigs.k8s.io/kwok/kustomize/stage/node/fast"
 	nodeheartbeat "sigs.k8s.io/kwok/kustomize/stage/node/heartbeat-with-lease"
 	podfast "sigs.k8s.io/kwok/kustomize/stage/pod/fast"
+	kwokv1alpha1 "sigs.k8s.io/kwok/pkg/apis/config/v1alpha1"
+	"sigs.k8s.io/yaml"
 )
 
 // kwokNodeAnnotation selects the Nodes KWOK manages: kwok.x-k8s.io/node=fake.
@@ -22,22 +25,26 @@ const kwokNodeAnnotation = "kwok.x-k8s.io/node=fake"
 // the node conditions; without, Nodes are made Ready once.
 // The node IP is 127.0.0.1 and the node port is KWOK's own server, so anything that follows
 // a Node's address (kubectl logs through the API server) stays on the loopback interface.
-func kwokConfig(leaseSeconds, port int) string {
-	docs := []string{fmt.Sprintf(`apiVersion: config.kwok.x-k8s.io/v1alpha1
-kind: KwokConfiguration
-options:
-  manageAllNodes: false
-  manageSingleNode: ""
-  manageNodesWithLabelSelector: ""
-  manageNodesWithAnnotationSelector: %q
-  cidr: 10.244.0.0/16
-  nodeIP: 127.0.0.1
-  nodePort: %d
-  serverAddress: 127.0.0.1:%d
-  nodeLeaseDurationSeconds: %d
-  enableCRDs: []
-`, kwokNodeAnnotation, port, port, leaseSeconds)}
-	docs = append(docs, nodefast.DefaultNodeInit)
+func kwokConfig(leaseSeconds, port int) (string, error) {
+	conf := &kwokv1alpha1.KwokConfiguration{
+		TypeMeta: metav1.TypeMeta{APIVersion: kwokv1alpha1.GroupVersion.String(), Kind: kwokv1alpha1.KwokConfigurationKind},
+		Options: kwokv1alpha1.KwokConfigurationOptions{
+			ManageNodesWithAnnotationSelector: kwokNodeAnnotation,
+			CIDR:                              "10.244.0.0/16",
+			NodeIP:                            "127.0.0.1",
+			NodePort:                          port,
+			ServerAddress:                     fmt.Sprintf("127.0.0.1:%d", port),
+			NodeLeaseDurationSeconds:          uint(leaseSeconds),
+		},
+	}
+	// A KwokConfiguration read from a file is not defaulted; do it here, as kwok does when
+	// there is none.
+	kwokv1alpha1.SetObjectDefaults_KwokConfiguration(conf)
+	options, err := yaml.Marshal(conf)
+	if err != nil {
+		return "", err
+	}
+	docs := []string{string(options), nodefast.DefaultNodeInit}
 	if leaseSeconds > 0 {
 		docs = append(docs, nodeheartbeat.DefaultNodeHeartbeatWithLease)
 	}
@@ -45,5 +52,5 @@ options:
 	for i, doc := range docs {
 		docs[i] = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(doc), "---"))
 	}
-	return strings.Join(docs, "\n---\n") + "\n"
+	return strings.Join(docs, "\n---\n") + "\n", nil
 }

@@ -27,8 +27,8 @@ import (
 	"syscall"
 	"time"
 
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // Profiles, smallest first. Each includes the components of the previous one.
@@ -453,7 +453,11 @@ func (s *supervisor) start(ctx context.Context) error {
 		}
 		jobs = append(jobs, job{"kwok", 1, func(ports []int) []string {
 			config := filepath.Join(dir, "kwok.yaml")
-			if err := os.WriteFile(config, []byte(kwokConfig(lease, ports[0])), 0o644); err != nil {
+			data, err := kwokConfig(lease, ports[0])
+			if err == nil {
+				err = os.WriteFile(config, []byte(data), 0o644)
+			}
+			if err != nil {
 				s.logf("kwok.yaml: %v", err)
 			}
 			return append([]string{
@@ -499,6 +503,9 @@ func (s *supervisor) startWithRetry(ctx context.Context, name string, nports int
 		ports, err := freePorts(nports)
 		if err != nil {
 			return nil, err
+		}
+		if attempt == 1 {
+			_ = os.Remove(logPath) // a fresh log per run
 		}
 		c, err := s.spawn(name, ports[0], args(ports), logPath)
 		if err != nil {
@@ -780,7 +787,7 @@ func runStatus(args []string) int {
 	fmt.Printf("profile %s, k8s %s, server %s, started in %.1fs, supervisor pid %d (%s)\n",
 		info.Profile, info.K8sVersion, info.Server, info.StartupSeconds, info.SupervisorPID, rssString(info.SupervisorPID))
 	ok := alive(info.SupervisorPID)
-	total := rssKiB(info.SupervisorPID)
+	total, totalPSS := rssKiB(info.SupervisorPID), pssKiB(info.SupervisorPID)
 	for _, name := range []string{"etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok"} {
 		c, found := info.Components[name]
 		if !found {
@@ -791,9 +798,10 @@ func runStatus(args []string) int {
 			state, ok = "DEAD", false
 		}
 		total += rssKiB(c.PID)
+		totalPSS += pssKiB(c.PID)
 		fmt.Printf("  %-24s pid %-7d port %-5d %-7s rss %s\n", name, c.PID, c.Port, state, rssString(c.PID))
 	}
-	fmt.Printf("  total rss %d MiB\n", total/1024)
+	fmt.Printf("  total rss %d MiB, pss %d MiB\n", total/1024, totalPSS/1024)
 	if !ok {
 		return 1
 	}
@@ -918,7 +926,25 @@ func rssKiB(pid int) int {
 	return 0
 }
 
-func rssString(pid int) string { return fmt.Sprintf("%d MiB", rssKiB(pid)/1024) }
+// pssKiB is the proportional set size: shared pages (the binary's text, mapped by every
+// component) counted once across processes, unlike RSS.
+func pssKiB(pid int) int {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if fields := strings.Fields(line); len(fields) >= 2 && fields[0] == "Pss:" {
+			n, _ := strconv.Atoi(fields[1])
+			return n
+		}
+	}
+	return 0
+}
+
+func rssString(pid int) string {
+	return fmt.Sprintf("%d MiB (pss %d MiB)", rssKiB(pid)/1024, pssKiB(pid)/1024)
+}
 
 func tail(path string, lines int) string {
 	data, err := os.ReadFile(path)

@@ -28,6 +28,8 @@ fn summary_json() -> String {
             .inputs
             .iter()
             .map(|i| format!("{} {} ({})", i.package, i.version, i.registry))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
             .collect::<Vec<_>>()
             .join(", "),
         "regions": regions,

@@ -72,6 +72,13 @@ fn test(args: TestArgs) -> Result<()> {
             "wasm32-unknown-unknown",
         ])
     })?;
+    util::step("playground bundle builds (cargo xtask play --build-only)", || {
+        let dist = play::build_bundle()?;
+        for file in ["index.html", "carpentry_wasm.js", "carpentry_wasm_bg.wasm"] {
+            anyhow::ensure!(dist.join(file).is_file(), "{file} is missing from {}", dist.display());
+        }
+        Ok(())
+    })?;
     util::step("tests", || util::cargo(&["test", "--workspace", "--locked"]))?;
     // Benchmarks are compiled and each run once (no timing) so they cannot rot.
     util::step("benches compile and run once", || {

@@ -65,7 +65,10 @@ fn ensure_wasm_bindgen_cli(version: &str) -> Result<()> {
         return Ok(());
     }
     util::step(&format!("install wasm-bindgen-cli {version}"), || {
+        // The CLI's own lockfile can pin crates the registry no longer serves (yanked versions);
+        // fall back to a fresh resolution within its semver ranges.
         util::cargo(&["install", "--locked", "wasm-bindgen-cli", "--version", version])
+            .or_else(|_| util::cargo(&["install", "wasm-bindgen-cli", "--version", version]))
     })
 }
 

@@ -124,11 +124,29 @@ impl Default for EC2NodeClassSpec {
         let discovery: BTreeMap<String, String> =
             [("karpenter.sh/discovery".to_string(), "my-cluster".to_string())].into_iter().collect();
         EC2NodeClassSpec {
-            ami_family: None,
             ami_selector_terms: vec![AmiSelectorTerm {
                 alias: Some("al2023@latest".to_string()),
                 ..Default::default()
             }],
+            metadata_options: default_metadata_options_block(),
+            role: Some("KarpenterNodeRole".to_string()),
+            security_group_selector_terms: vec![SecurityGroupSelectorTerm {
+                tags: discovery.clone(),
+                ..Default::default()
+            }],
+            subnet_selector_terms: vec![SubnetSelectorTerm { tags: discovery, id: None }],
+            ..EC2NodeClassSpec::empty()
+        }
+    }
+}
+
+impl EC2NodeClassSpec {
+    /// A spec with nothing set, not even the CRD-default metadataOptions (the legacy converters fill it in;
+    /// [`Default`] is an example nodeclass instead).
+    pub(crate) fn empty() -> EC2NodeClassSpec {
+        EC2NodeClassSpec {
+            ami_family: None,
+            ami_selector_terms: Vec::new(),
             associate_public_ip_address: None,
             block_device_mappings: Vec::new(),
             capacity_reservation_selector_terms: Vec::new(),
@@ -140,22 +158,17 @@ impl Default for EC2NodeClassSpec {
             instance_store_policy: None,
             ip_prefix_count: None,
             kubelet: None,
-            metadata_options: default_metadata_options_block(),
+            metadata_options: None,
             network_interfaces: Vec::new(),
             placement_group_selector: None,
-            role: Some("KarpenterNodeRole".to_string()),
-            security_group_selector_terms: vec![SecurityGroupSelectorTerm {
-                tags: discovery.clone(),
-                ..Default::default()
-            }],
-            subnet_selector_terms: vec![SubnetSelectorTerm { tags: discovery, id: None }],
+            role: None,
+            security_group_selector_terms: Vec::new(),
+            subnet_selector_terms: Vec::new(),
             tags: BTreeMap::new(),
             user_data: None,
         }
     }
-}
 
-impl EC2NodeClassSpec {
     /// The alias term's value, if any term has one.
     pub fn alias(&self) -> Option<&str> {
         self.ami_selector_terms.iter().find_map(|t| t.alias.as_deref().filter(|a| !a.is_empty()))

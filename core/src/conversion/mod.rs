@@ -194,11 +194,7 @@ pub fn convert(objects: Vec<LegacyObject>) -> Converted {
                     v1alpha5::ProviderSource::Ref { kind, group: _, name: target } if kind == "AWSNodeTemplate" => {
                         let converted = template_names.get(&target);
                         let new_name = converted.cloned().unwrap_or_else(|| target.clone());
-                        *reference = NodeClassReference {
-                            group: crate::api::AWS_GROUP.to_string(),
-                            kind: v1nc::KIND.to_string(),
-                            name: new_name.clone(),
-                        };
+                        *reference = NodeClassReference { name: new_name.clone(), ..NodeClassReference::default() };
                         notes.add(
                             &object,
                             "spec.providerRef",
@@ -225,11 +221,7 @@ pub fn convert(objects: Vec<LegacyObject>) -> Converted {
                         let metadata = ObjectMeta { name: Some(class_name.clone()), ..ObjectMeta::default() };
                         let nc =
                             v1alpha5::convert_template_spec(&spec, metadata, &object, "spec.provider.", &mut notes);
-                        *reference = NodeClassReference {
-                            group: crate::api::AWS_GROUP.to_string(),
-                            kind: v1nc::KIND.to_string(),
-                            name: class_name.clone(),
-                        };
+                        *reference = NodeClassReference { name: class_name.clone(), ..NodeClassReference::default() };
                         notes.add(
                             &object,
                             "spec.provider",
@@ -242,11 +234,7 @@ pub fn convert(objects: Vec<LegacyObject>) -> Converted {
                         synthesized.push(nc);
                     }
                     v1alpha5::ProviderSource::InlineUnparsable(error) => {
-                        *reference = NodeClassReference {
-                            group: crate::api::AWS_GROUP.to_string(),
-                            kind: v1nc::KIND.to_string(),
-                            name: name.clone(),
-                        };
+                        *reference = NodeClassReference { name: name.clone(), ..NodeClassReference::default() };
                         notes.add(
                             &object,
                             "spec.provider",
@@ -451,25 +439,51 @@ pub(crate) fn clean_metadata(m: &ObjectMeta) -> ObjectMeta {
     }
 }
 
-/// Defaults of a legacy metadataOptions block: `(httpEndpoint, httpProtocolIPv6, httpPutResponseHopLimit,
-/// httpTokens)` when the block is absent and for fields missing from a partial block.
-pub(crate) struct MetadataDefaults {
-    pub when_absent: (&'static str, &'static str, i64, &'static str),
-    pub when_partial: (&'static str, &'static str, i64, &'static str),
-    pub origin: &'static str,
+/// What sets the legacy node class versions (v1beta1 EC2NodeClass, v1alpha1 AWSNodeTemplate and inline provider)
+/// apart where [`convert_family_and_metadata_options`] converts them alike.
+pub(crate) struct NodeClassVersion {
+    /// `v1beta1` or `v1alpha1`, as notes name it.
+    pub name: &'static str,
+    /// The name of the AMI selector field: `amiSelectorTerms` or `amiSelector`.
+    pub ami_selector: &'static str,
+    /// metadataOptions defaults `(httpEndpoint, httpProtocolIPv6, httpPutResponseHopLimit, httpTokens)` when the
+    /// block is absent.
+    pub metadata_when_absent: (&'static str, &'static str, i64, &'static str),
+    /// The same for fields missing from a partial block.
+    pub metadata_when_partial: (&'static str, &'static str, i64, &'static str),
+}
+
+/// Converts what every legacy node class version has and converts alike, once the rest of `v1` (its AMI terms
+/// included) is filled in: `amiFamily` ([`convert_ami_family`]) and `metadataOptions`
+/// ([`convert_metadata_options`]). `prefix` is the path of the legacy spec (`spec.`, `spec.provider.`).
+pub(crate) fn convert_family_and_metadata_options(
+    v1: &mut v1nc::EC2NodeClassSpec,
+    family: Option<&str>,
+    metadata_options: Option<&v1beta1::MetadataOptions>,
+    version: &NodeClassVersion,
+    prefix: &str,
+    object: &str,
+    notes: &mut Notes,
+) {
+    let has_terms = !v1.ami_selector_terms.is_empty();
+    let family_field = format!("{prefix}amiFamily");
+    let terms_field = format!("{prefix}{}", version.ami_selector);
+    convert_ami_family(family, has_terms, &family_field, &terms_field, object, v1, notes);
+    let metadata_field = format!("{prefix}metadataOptions");
+    v1.metadata_options = Some(convert_metadata_options(metadata_options, version, &metadata_field, object, notes));
 }
 
 /// Makes every metadata option explicit with its legacy effective value; notes each one whose legacy default
 /// differs from v1's default.
-pub(crate) fn convert_metadata_options(
+fn convert_metadata_options(
     legacy: Option<&v1beta1::MetadataOptions>,
-    defaults: &MetadataDefaults,
+    version: &NodeClassVersion,
     field: &str,
     object: &str,
     notes: &mut Notes,
 ) -> v1nc::MetadataOptions {
     let v1_defaults = v1nc::MetadataOptions::default();
-    let fallback = if legacy.is_some() { defaults.when_partial } else { defaults.when_absent };
+    let fallback = if legacy.is_some() { version.metadata_when_partial } else { version.metadata_when_absent };
     let given = legacy.cloned().unwrap_or_default();
     let mut pick = |name: &str, given: Option<String>, legacy_default: &str, v1_default: Option<String>| {
         given.unwrap_or_else(|| {
@@ -480,7 +494,7 @@ pub(crate) fn convert_metadata_options(
                     format!(
                         "{name} was not set, so {} used {legacy_default}; v1 defaults to {}. It is set to \
                          {legacy_default} to keep the old behaviour{}",
-                        defaults.origin,
+                        version.name,
                         v1_default.as_deref().unwrap_or(""),
                         metadata_hint(name)
                     ),
@@ -521,7 +535,7 @@ fn metadata_hint(name: &str) -> &'static str {
 /// The legacy `amiFamily` (and whether AMI terms were given) → v1 `amiFamily`/`amiSelectorTerms`, as upstream's
 /// v1 conversion and migration guide do: a managed family without terms becomes an `@latest` alias; Ubuntu becomes
 /// AL2; anything else becomes Custom.
-pub(crate) fn convert_ami_family(
+fn convert_ami_family(
     family: Option<&str>,
     has_terms: bool,
     family_field: &str,

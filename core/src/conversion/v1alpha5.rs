@@ -13,13 +13,19 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
 use crate::api::duration::NillableDuration;
-use crate::api::ec2nodeclass::{self as v1nc, BlockDeviceMapping, KubeletConfiguration};
+use crate::api::ec2nodeclass::{self as v1nc, KubeletConfiguration};
 use crate::api::nodepool as v1np;
-use crate::conversion::v1beta1::MetadataOptions;
-use crate::conversion::{clean_metadata, object_name, MetadataDefaults, Notes, PendingNodePool};
+use crate::conversion::{
+    clean_metadata, convert_family_and_metadata_options, object_name, NodeClassVersion, Notes, PendingNodePool,
+};
 use crate::quantity::Quantity;
 use crate::requirements::{NodeSelectorRequirementWithMinValues, Operator};
 use crate::resources::ResourceList;
+
+/// v1alpha1 `metadataOptions`: the same schema as v1beta1's.
+pub use crate::conversion::v1beta1::MetadataOptions;
+// v1's, as before, though they take `rootVolume` and `ebs.volumeInitializationRate`, which v1alpha1 did not have.
+pub use crate::api::ec2nodeclass::{BlockDevice, BlockDeviceMapping};
 
 /// The old label naming a node's Provisioner.
 pub const PROVISIONER_NAME_LABEL: &str = "karpenter.sh/provisioner-name";
@@ -95,18 +101,10 @@ pub struct ProvisionerLimits {
     pub resources: ResourceList,
 }
 
-/// `providerRef`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ProviderRef {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub api_version: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-    pub name: String,
-}
+/// `providerRef`: the same schema as v1beta1's `nodeClassRef` (`apiVersion`, `kind`, required `name`).
+pub type ProviderRef = crate::conversion::v1beta1::NodeClassReference;
 
-/// v1alpha5 `kubeletConfiguration`: v1's fields plus `containerRuntime`.
+/// v1alpha5 `kubeletConfiguration`: v1's fields plus `containerRuntime`, so kept apart (v1's rejects that field).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ProvisionerKubeletConfiguration {
@@ -324,13 +322,8 @@ pub(crate) fn convert_provisioner(p: &Provisioner, notes: &mut Notes) -> Pending
             }
         }
         (None, Some(r)) => {
-            let kind = r.kind.clone().filter(|k| !k.is_empty()).unwrap_or_else(|| "AWSNodeTemplate".to_string());
-            let group = r
-                .api_version
-                .as_deref()
-                .filter(|v| !v.is_empty())
-                .map(|v| v.split('/').next().unwrap_or("").to_string())
-                .unwrap_or_else(|| crate::api::AWS_GROUP.to_string());
+            let kind = r.given_kind().unwrap_or_else(|| "AWSNodeTemplate".to_string());
+            let group = r.given_group().unwrap_or_else(|| crate::api::AWS_GROUP.to_string());
             ProviderSource::Ref { kind, group, name: r.name.clone() }
         }
         (None, None) => ProviderSource::None,
@@ -346,8 +339,7 @@ pub(crate) fn convert_provisioner(p: &Provisioner, notes: &mut Notes) -> Pending
         ),
     );
 
-    let mut nodepool = v1np::NodePool::new(&name, v1);
-    nodepool.metadata = clean_metadata(&p.metadata);
+    let nodepool = v1np::NodePool { metadata: clean_metadata(&p.metadata), ..v1np::NodePool::new(&name, v1) };
     PendingProvisioner {
         pending: PendingNodePool { object, nodepool, kubelet, kubelet_field: "spec.kubeletConfiguration" },
         source,
@@ -462,7 +454,8 @@ pub struct AWSNodeTemplateSpec {
     pub user_data: Option<String>,
 }
 
-/// The inline `spec.provider` block of a Provisioner (upstream `v1alpha1.AWS`).
+/// The inline `spec.provider` block of a Provisioner (upstream `v1alpha1.AWS`): kept apart from
+/// [`AWSNodeTemplateSpec`], whose `userData`, `amiSelector` and `detailedMonitoring` it rejects.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AwsProvider {
@@ -511,12 +504,14 @@ impl AwsProvider {
     }
 }
 
-/// v1alpha1 metadata options: Karpenter's defaults when the block is absent (hop limit 2), EC2's defaults for fields
-/// left out of a partial block (hop limit 1, tokens optional).
-pub(crate) const V1ALPHA1_METADATA_DEFAULTS: MetadataDefaults = MetadataDefaults {
-    when_absent: ("enabled", "disabled", 2, "required"),
-    when_partial: ("enabled", "disabled", 1, "optional"),
-    origin: "v1alpha1",
+/// v1alpha1 AWSNodeTemplate and inline provider: `amiSelector`, and for metadata options Karpenter's defaults when
+/// the block is absent (hop limit 2), EC2's defaults for fields left out of a partial block (hop limit 1, tokens
+/// optional).
+pub(crate) const V1ALPHA1: NodeClassVersion = NodeClassVersion {
+    name: "v1alpha1",
+    ami_selector: "amiSelector",
+    metadata_when_absent: ("enabled", "disabled", 2, "required"),
+    metadata_when_partial: ("enabled", "disabled", 1, "optional"),
 };
 
 /// Splits a comma-separated selector value, trimming each item and dropping empty ones.
@@ -682,39 +677,26 @@ pub(crate) fn convert_template_spec(
             .into_iter()
             .map(|(id, tags)| v1nc::SecurityGroupSelectorTerm { id, name: None, tags })
             .collect::<Vec<_>>();
-    if subnet_selector_terms.is_empty() {
-        notes.add(object, &f("subnetSelector"), "no subnet selector; v1 requires subnetSelectorTerms".to_string());
-    }
-    if security_group_selector_terms.is_empty() {
-        notes.add(
-            object,
-            &f("securityGroupSelector"),
-            "no security group selector; v1 requires securityGroupSelectorTerms".to_string(),
-        );
+    for (missing, field, what) in [
+        (subnet_selector_terms.is_empty(), "subnetSelector", "subnet"),
+        (security_group_selector_terms.is_empty(), "securityGroupSelector", "security group"),
+    ] {
+        if missing {
+            notes.add(object, &f(field), format!("no {what} selector; v1 requires {field}Terms"));
+        }
     }
     let ami_selector_terms = convert_ami_selector(&s.ami_selector, &f("amiSelector"), object, notes);
     let mut v1 = v1nc::EC2NodeClassSpec {
-        ami_family: None,
         ami_selector_terms,
-        associate_public_ip_address: None,
         block_device_mappings: s.block_device_mappings.clone(),
-        capacity_reservation_selector_terms: Vec::new(),
-        connection_tracking: None,
         context: s.context.clone(),
-        cpu_options: None,
         detailed_monitoring: s.detailed_monitoring,
         instance_profile: s.instance_profile.clone(),
-        instance_store_policy: None,
-        ip_prefix_count: None,
-        kubelet: None,
-        metadata_options: None,
-        network_interfaces: Vec::new(),
-        placement_group_selector: None,
-        role: None,
         security_group_selector_terms,
         subnet_selector_terms,
         tags: s.tags.clone(),
         user_data: s.user_data.clone(),
+        ..v1nc::EC2NodeClassSpec::empty()
     };
     if s.instance_profile.is_none() {
         notes.add(
@@ -742,25 +724,8 @@ pub(crate) fn convert_template_spec(
             Some("AL2")
         }
     };
-    crate::conversion::convert_ami_family(
-        family,
-        !v1.ami_selector_terms.is_empty(),
-        &f("amiFamily"),
-        &f("amiSelector"),
-        object,
-        &mut v1,
-        notes,
-    );
-    v1.metadata_options = Some(crate::conversion::convert_metadata_options(
-        s.metadata_options.as_ref(),
-        &V1ALPHA1_METADATA_DEFAULTS,
-        &f("metadataOptions"),
-        object,
-        notes,
-    ));
-    let mut out = v1nc::EC2NodeClass::new("", v1);
-    out.metadata = metadata;
-    out
+    convert_family_and_metadata_options(&mut v1, family, s.metadata_options.as_ref(), &V1ALPHA1, prefix, object, notes);
+    v1nc::EC2NodeClass { metadata, ..v1nc::EC2NodeClass::new("", v1) }
 }
 
 pub(crate) fn convert_awsnodetemplate(t: &AWSNodeTemplate, notes: &mut Notes) -> v1nc::EC2NodeClass {

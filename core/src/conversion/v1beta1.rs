@@ -13,14 +13,21 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
 use crate::api::duration::{Duration, NillableDuration};
-use crate::api::ec2nodeclass::{
-    self as v1nc, AmiFamily, BlockDeviceMapping, InstanceStorePolicy, KubeletConfiguration, SecurityGroupSelectorTerm,
-    SubnetSelectorTerm,
+use crate::api::ec2nodeclass::{self as v1nc, AmiFamily};
+use crate::api::nodepool as v1np;
+use crate::conversion::{
+    clean_metadata, convert_family_and_metadata_options, object_name, NodeClassVersion, Notes, PendingNodePool,
 };
-use crate::api::nodepool::{self as v1np, TemplateMetadata};
-use crate::conversion::{clean_metadata, object_name, MetadataDefaults, Notes, PendingNodePool};
 use crate::requirements::NodeSelectorRequirementWithMinValues;
 use crate::resources::ResourceList;
+
+// v1beta1 schemas that are field-for-field those of v1: the v1 types serve as both.
+pub use crate::api::ec2nodeclass::{
+    InstanceStorePolicy, KubeletConfiguration, SecurityGroupSelectorTerm, SubnetSelectorTerm,
+};
+pub use crate::api::nodepool::TemplateMetadata;
+// Also v1's, as before, though its `ebs` takes `volumeInitializationRate`, which v1beta1 did not have.
+pub use crate::api::ec2nodeclass::{BlockDevice, BlockDeviceMapping};
 
 // ---------------------------------------------------------------------------------------------------------------
 // NodePool
@@ -40,6 +47,7 @@ pub struct NodePool {
     pub status: Option<serde_json::Value>,
 }
 
+/// Kept apart from v1's: its `disruption` and `template` differ, and it has no `replicas`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodePoolSpec {
@@ -52,6 +60,7 @@ pub struct NodePoolSpec {
     pub weight: Option<i32>,
 }
 
+/// Kept apart from v1's: it has `expireAfter` and every field is optional, so the v1beta1 defaults can be noted.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Disruption {
@@ -67,13 +76,14 @@ pub struct Disruption {
     pub expire_after: Option<NillableDuration>,
 }
 
+/// Kept apart from v1's: `WhenUnderutilized` is v1's `WhenEmptyOrUnderutilized`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ConsolidationPolicy {
     WhenEmpty,
     WhenUnderutilized,
 }
 
-/// A v1beta1 budget (no reasons yet).
+/// A v1beta1 budget: kept apart from v1's, which also takes `reasons`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Budget {
@@ -89,6 +99,7 @@ fn ten_percent() -> String {
     "10%".to_string()
 }
 
+/// Kept apart from v1's for its spec.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodeClaimTemplate {
@@ -97,6 +108,7 @@ pub struct NodeClaimTemplate {
     pub spec: NodeClaimSpec,
 }
 
+/// Kept apart from v1's: it has `kubelet` and `resources` but not `expireAfter` or `terminationGracePeriod`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodeClaimSpec {
@@ -115,7 +127,8 @@ pub struct NodeClaimSpec {
     pub taints: Vec<Taint>,
 }
 
-/// v1beta1 `nodeClassRef`: `apiVersion` instead of `group`; only `name` required.
+/// v1beta1 `nodeClassRef` (also v1alpha5's `providerRef`): kept apart from v1's, which has `group` instead of
+/// `apiVersion` and requires every field.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodeClassReference {
@@ -124,6 +137,18 @@ pub struct NodeClassReference {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
     pub name: String,
+}
+
+impl NodeClassReference {
+    /// The API group of `apiVersion` (`karpenter.k8s.aws/v1beta1` → `karpenter.k8s.aws`), if one is given.
+    pub(crate) fn given_group(&self) -> Option<String> {
+        self.api_version.as_deref().filter(|v| !v.is_empty()).map(|v| v.split('/').next().unwrap_or("").to_string())
+    }
+
+    /// `kind`, if one is given.
+    pub(crate) fn given_kind(&self) -> Option<String> {
+        self.kind.clone().filter(|k| !k.is_empty())
+    }
 }
 
 pub(crate) fn convert_nodepool(np: &NodePool, notes: &mut Notes) -> PendingNodePool {
@@ -216,8 +241,7 @@ pub(crate) fn convert_nodepool(np: &NodePool, notes: &mut Notes) -> PendingNodeP
         );
     }
 
-    let mut nodepool = v1np::NodePool::new("", v1);
-    nodepool.metadata = clean_metadata(&np.metadata);
+    let nodepool = v1np::NodePool { metadata: clean_metadata(&np.metadata), ..v1np::NodePool::new("", v1) };
     PendingNodePool { object, nodepool, kubelet: tspec.kubelet.clone(), kubelet_field: "spec.template.spec.kubelet" }
 }
 
@@ -228,9 +252,7 @@ fn convert_node_class_ref(
     field: &str,
     note: &mut impl FnMut(&str, String),
 ) -> v1np::NodeClassReference {
-    let group =
-        r.api_version.as_deref().filter(|v| !v.is_empty()).map(|v| v.split('/').next().unwrap_or("").to_string());
-    let kind = r.kind.clone().filter(|k| !k.is_empty());
+    let (group, kind) = (r.given_group(), r.given_kind());
     if group.is_none() || kind.is_none() {
         note(
             field,
@@ -271,6 +293,8 @@ pub struct EC2NodeClass {
     pub status: Option<serde_json::Value>,
 }
 
+/// Kept apart from v1's: `amiFamily` is free text (Ubuntu too), and v1's later fields (kubelet, capacity
+/// reservations, network interfaces, …) are absent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EC2NodeClassSpec {
@@ -305,7 +329,7 @@ pub struct EC2NodeClassSpec {
     pub user_data: Option<String>,
 }
 
-/// v1beta1 AMI term: no alias or ssmParameter yet.
+/// v1beta1 AMI term: kept apart from v1's, which also takes `alias` and `ssmParameter`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AmiSelectorTerm {
@@ -331,7 +355,8 @@ impl From<&AmiSelectorTerm> for v1nc::AmiSelectorTerm {
     }
 }
 
-/// Metadata options as written (no defaults applied), shared with v1alpha1.
+/// Metadata options as written, shared with v1alpha1: kept apart from v1's, whose fields default when left out, as
+/// conversion must know which were.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MetadataOptions {
@@ -345,56 +370,42 @@ pub struct MetadataOptions {
     pub http_tokens: Option<String>,
 }
 
-/// v1beta1's CRD defaults for metadataOptions, both for the absent block and for absent fields.
-pub(crate) const V1BETA1_METADATA_DEFAULTS: MetadataDefaults = MetadataDefaults {
-    when_absent: ("enabled", "disabled", 2, "required"),
-    when_partial: ("enabled", "disabled", 2, "required"),
-    origin: "v1beta1",
+/// v1beta1 EC2NodeClass: `amiSelectorTerms`, and the CRD defaults for metadataOptions, both for the absent block
+/// and for absent fields.
+pub(crate) const V1BETA1: NodeClassVersion = NodeClassVersion {
+    name: "v1beta1",
+    ami_selector: "amiSelectorTerms",
+    metadata_when_absent: ("enabled", "disabled", 2, "required"),
+    metadata_when_partial: ("enabled", "disabled", 2, "required"),
 };
 
 pub(crate) fn convert_nodeclass(nc: &EC2NodeClass, notes: &mut Notes) -> v1nc::EC2NodeClass {
     let object = object_name("EC2NodeClass", &nc.metadata);
     let s = &nc.spec;
     let mut v1 = v1nc::EC2NodeClassSpec {
-        ami_family: None,
         ami_selector_terms: s.ami_selector_terms.iter().map(Into::into).collect(),
         associate_public_ip_address: s.associate_public_ip_address,
         block_device_mappings: s.block_device_mappings.clone(),
-        capacity_reservation_selector_terms: Vec::new(),
-        connection_tracking: None,
         context: s.context.clone(),
-        cpu_options: None,
         detailed_monitoring: s.detailed_monitoring,
         instance_profile: s.instance_profile.clone(),
         instance_store_policy: s.instance_store_policy,
-        ip_prefix_count: None,
-        kubelet: None,
-        metadata_options: None,
-        network_interfaces: Vec::new(),
-        placement_group_selector: None,
         role: s.role.clone(),
         security_group_selector_terms: s.security_group_selector_terms.clone(),
         subnet_selector_terms: s.subnet_selector_terms.clone(),
         tags: s.tags.clone(),
         user_data: s.user_data.clone(),
+        ..v1nc::EC2NodeClassSpec::empty()
     };
-    let metadata = clean_metadata(&nc.metadata);
-    crate::conversion::convert_ami_family(
-        s.ami_family.as_deref(),
-        !s.ami_selector_terms.is_empty(),
-        "spec.amiFamily",
-        "spec.amiSelectorTerms",
-        &object,
+    convert_family_and_metadata_options(
         &mut v1,
+        s.ami_family.as_deref(),
+        s.metadata_options.as_ref(),
+        &V1BETA1,
+        "spec.",
+        &object,
         notes,
     );
-    v1.metadata_options = Some(crate::conversion::convert_metadata_options(
-        s.metadata_options.as_ref(),
-        &V1BETA1_METADATA_DEFAULTS,
-        "spec.metadataOptions",
-        &object,
-        notes,
-    ));
     if v1.role.is_none() && v1.instance_profile.is_none() {
         notes.add(
             &object,
@@ -403,9 +414,7 @@ pub(crate) fn convert_nodeclass(nc: &EC2NodeClass, notes: &mut Notes) -> v1nc::E
                 .to_string(),
         );
     }
-    let mut out = v1nc::EC2NodeClass::new("", v1);
-    out.metadata = metadata;
-    out
+    v1nc::EC2NodeClass { metadata: clean_metadata(&nc.metadata), ..v1nc::EC2NodeClass::new("", v1) }
 }
 
 /// The family string of a legacy object, parsed.
