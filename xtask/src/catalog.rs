@@ -69,8 +69,21 @@ pub struct CatalogArgs {
     pub check: bool,
 }
 
+impl CatalogArgs {
+    /// The defaults with `--check`, as `cargo xtask test` runs it.
+    pub fn check() -> CatalogArgs {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            args: CatalogArgs,
+        }
+        Wrapper::parse_from(["catalog", "--check"]).args
+    }
+}
+
 pub fn run(args: CatalogArgs) -> Result<()> {
-    let root = workspace_root();
+    let root = crate::workspace_root();
     let out = root.join(&args.out);
     let cache = root.join(&args.cache_dir);
 
@@ -112,10 +125,6 @@ pub fn run(args: CatalogArgs) -> Result<()> {
         catalogue.types.iter().filter(|t| t.od_usd.is_some()).count()
     );
     Ok(())
-}
-
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives inside the workspace").to_path_buf()
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -72,6 +72,9 @@ fn test(args: TestArgs) -> Result<()> {
             "wasm32-unknown-unknown",
         ])
     })?;
+    util::step("the committed EC2 catalogue is what the generator produces", || {
+        catalog::run(catalog::CatalogArgs::check())
+    })?;
     util::step("playground bundle builds (cargo xtask play --build-only)", || {
         let dist = play::build_bundle()?;
         for file in ["index.html", "carpentry_wasm.js", "carpentry_wasm_bg.wasm"] {
