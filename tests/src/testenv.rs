@@ -96,7 +96,7 @@ impl TestEnv {
                     wanted.display()
                 );
             }
-            eprintln!(
+            say(&format!(
                 "\n\
                  ************************************************************************\n\
                  * SKIPPING live Kubernetes tests: no testenv binary at\n\
@@ -105,7 +105,7 @@ impl TestEnv {
                  * or point {DIR_VAR} at a running environment.\n\
                  ************************************************************************\n",
                 wanted.display()
-            );
+            ));
             return Ok(None);
         };
         let profile = std::env::var(PROFILE_VAR).ok().filter(|p| !p.is_empty()).unwrap_or_else(|| "full".into());
@@ -143,7 +143,7 @@ impl TestEnv {
         let log_path = dir.join("logs/supervisor.log");
         let log = std::fs::File::create(&log_path)?;
         let started = Instant::now();
-        eprintln!("testenv: starting profile {profile} in {}", dir.display());
+        say(&format!("testenv: starting profile {profile} in {}", dir.display()));
         let mut child = Command::new(&bin)
             .args(["up", "--profile", profile, "--parent-pid", &std::process::id().to_string(), "--dir"])
             .arg(&dir)
@@ -175,7 +175,7 @@ impl TestEnv {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        eprintln!("testenv: profile {profile} ready in {:.1?}", started.elapsed());
+        say(&format!("testenv: profile {profile} ready in {:.1?}", started.elapsed()));
         Self::from_dir(&dir, Some(bin), Some(child))
     }
 
@@ -281,19 +281,23 @@ fn truncate_label(value: &str) -> String {
 /// `$CARPENTRY_TESTENV_BIN`, else tests/testenv/bin/testenv, if it exists.
 fn find_binary() -> Option<PathBuf> {
     if let Some(bin) = std::env::var_os(BIN_VAR).filter(|b| !b.is_empty()) {
-        return Some(PathBuf::from(bin));
+        return Some(PathBuf::from(bin)).filter(|b| b.is_file());
     }
     Some(default_binary()).filter(|b| b.is_file())
 }
 
 fn default_binary() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("testenv/bin/testenv")
+    match std::env::var_os(BIN_VAR).filter(|b| !b.is_empty()) {
+        Some(bin) => PathBuf::from(bin),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("testenv/bin/testenv"),
+    }
 }
 
 fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
+    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| {
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+        manifest.parent().unwrap_or(manifest).join("target")
+    })
 }
 
 /// Removes state directories of self-started environments whose supervisor is gone.
@@ -318,6 +322,13 @@ fn remove_stale_dirs(root: &Path) {
             let _ = std::fs::remove_dir_all(&path);
         }
     }
+}
+
+/// Writes a line to the real stderr: libtest captures `eprintln!` of passing tests, and a
+/// skip or the environment's start-up must be visible.
+fn say(message: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{message}");
 }
 
 fn tail(path: &Path, lines: usize) -> String {

@@ -33,56 +33,13 @@ func newPKI(dir string) (*pki, error) {
 		return nil, err
 	}
 	p := &pki{dir: dir}
-	notBefore := time.Now().Add(-time.Hour)
-	notAfter := notBefore.Add(10 * 365 * 24 * time.Hour)
-
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	var err error
+	ca, caKey, caPEM, err := p.newCA("ca", "testenv-ca")
 	if err != nil {
 		return nil, err
 	}
-	caTemplate := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "testenv-ca"},
-		NotBefore:             notBefore,
-		NotAfter:              notAfter,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTemplate, caTemplate, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, err
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, err
-	}
-	p.caCert = pemBlock("CERTIFICATE", caDER)
-	if err := p.writeKeyPair("ca", p.caCert, caKey); err != nil {
-		return nil, err
-	}
-
-	leaf := func(name string, template *x509.Certificate) ([]byte, []byte, error) {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return nil, nil, err
-		}
-		template.SerialNumber = serial()
-		template.NotBefore, template.NotAfter = notBefore, notAfter
-		template.KeyUsage = x509.KeyUsageDigitalSignature
-		der, err := x509.CreateCertificate(rand.Reader, template, ca, &key.PublicKey, caKey)
-		if err != nil {
-			return nil, nil, err
-		}
-		certPEM := pemBlock("CERTIFICATE", der)
-		keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-		if err != nil {
-			return nil, nil, err
-		}
-		return certPEM, pemBlock("PRIVATE KEY", keyDER), p.writeKeyPair(name, certPEM, key)
-	}
-
-	if _, _, err := leaf("apiserver", &x509.Certificate{
+	p.caCert = caPEM
+	if _, _, err := p.leaf("apiserver", ca, caKey, &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "kube-apiserver"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1"), net.ParseIP("10.0.0.1")},
@@ -91,8 +48,22 @@ func newPKI(dir string) (*pki, error) {
 	}); err != nil {
 		return nil, err
 	}
-	if p.adminCert, p.adminKey, err = leaf("admin", &x509.Certificate{
+	if p.adminCert, p.adminKey, err = p.leaf("admin", ca, caKey, &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "testenv-admin", Organization: []string{"system:masters"}},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}); err != nil {
+		return nil, err
+	}
+
+	// The front proxy (request-header authentication): the API server's client certificate
+	// towards aggregated API servers, and the CA that delegating components (scheduler,
+	// controller-manager) read from kube-system/extension-apiserver-authentication.
+	proxyCA, proxyKey, _, err := p.newCA("front-proxy-ca", "testenv-front-proxy-ca")
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := p.leaf("front-proxy-client", proxyCA, proxyKey, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "front-proxy-client"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}); err != nil {
 		return nil, err
@@ -113,6 +84,58 @@ func newPKI(dir string) (*pki, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+var notBefore = time.Now().Add(-time.Hour)
+
+const validity = 10 * 365 * 24 * time.Hour
+
+// newCA makes a self-signed CA and writes name.crt and name.key.
+func (p *pki) newCA(name, commonName string) (*x509.Certificate, *ecdsa.PrivateKey, []byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	template := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: commonName},
+		NotBefore:             notBefore,
+		NotAfter:              notBefore.Add(validity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	certPEM := pemBlock("CERTIFICATE", der)
+	return cert, key, certPEM, p.writeKeyPair(name, certPEM, key)
+}
+
+// leaf makes a certificate signed by ca, writes name.crt and name.key, and returns both PEMs.
+func (p *pki) leaf(name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, template *x509.Certificate) ([]byte, []byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	template.SerialNumber = serial()
+	template.NotBefore, template.NotAfter = notBefore, notBefore.Add(validity)
+	template.KeyUsage = x509.KeyUsageDigitalSignature
+	der, err := x509.CreateCertificate(rand.Reader, template, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	certPEM := pemBlock("CERTIFICATE", der)
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return certPEM, pemBlock("PRIVATE KEY", keyDER), p.writeKeyPair(name, certPEM, key)
 }
 
 func (p *pki) writeKeyPair(name string, certPEM []byte, key crypto.Signer) error {

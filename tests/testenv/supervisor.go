@@ -96,7 +96,7 @@ func runUp(args []string) int {
 	o := upOptions{extra: map[string]*stringList{}}
 	fs := flag.NewFlagSet("testenv up", flag.ContinueOnError)
 	fs.StringVar(&o.dir, "dir", "", "state directory: kubeconfig, env, ready.json, pki/, logs/ (required)")
-	fs.StringVar(&o.profile, "profile", "sched", "api (etcd + kube-apiserver), sched (+ kube-scheduler + kwok) or full (+ kube-controller-manager)")
+	fs.StringVar(&o.profile, "profile", "full", "api (etcd + kube-apiserver), sched (+ kube-scheduler + kwok) or full (+ kube-controller-manager)")
 	fs.BoolVar(&o.detach, "detach", false, "run the supervisor in the background and return once the environment is ready")
 	fs.BoolVar(&o.daemon, "daemon", false, "internal: set on the detached supervisor")
 	fs.IntVar(&o.parentPID, "parent-pid", 0, "tear down when this process exits (default: when the supervisor's parent exits, unless detached)")
@@ -368,7 +368,7 @@ func (s *supervisor) start(ctx context.Context) error {
 	}
 	p := s.pki
 	apiClient := &http.Client{Transport: &http.Transport{TLSClientConfig: s.adminTLS()}, Timeout: 5 * time.Second}
-	apiserver, err := s.startWithRetry(ctx, "kube-apiserver", 1, func(ports []int) []string {
+	_, err = s.startWithRetry(ctx, "kube-apiserver", 1, func(ports []int) []string {
 		if err := s.writeKubeconfig(ports[0]); err != nil {
 			s.logf("kubeconfig: %v", err)
 		}
@@ -381,6 +381,13 @@ func (s *supervisor) start(ctx context.Context) error {
 			"--tls-cert-file=" + p.path("apiserver.crt"),
 			"--tls-private-key-file=" + p.path("apiserver.key"),
 			"--client-ca-file=" + p.path("ca.crt"),
+			"--requestheader-client-ca-file=" + p.path("front-proxy-ca.crt"),
+			"--requestheader-allowed-names=front-proxy-client",
+			"--requestheader-username-headers=X-Remote-User",
+			"--requestheader-group-headers=X-Remote-Group",
+			"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+			"--proxy-client-cert-file=" + p.path("front-proxy-client.crt"),
+			"--proxy-client-key-file=" + p.path("front-proxy-client.key"),
 			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 			"--service-account-key-file=" + p.path("sa.pub"),
 			"--service-account-signing-key-file=" + p.path("sa.key"),
@@ -489,7 +496,6 @@ func (s *supervisor) start(ctx context.Context) error {
 	if firstErr != nil {
 		return firstErr
 	}
-	_ = apiserver
 	return s.writeReady()
 }
 

@@ -5,6 +5,7 @@
 
 mod catalog;
 mod play;
+mod testenv;
 mod util;
 
 use std::path::PathBuf;
@@ -27,6 +28,8 @@ enum Task {
     Test(TestArgs),
     /// Regenerate core/data/ec2-catalogue.json from the pinned registry packages.
     Catalog(catalog::CatalogArgs),
+    /// Build and run the live-test control plane (tests/testenv): build | up | down | status.
+    Testenv(testenv::TestenvArgs),
 }
 
 #[derive(clap::Args)]
@@ -43,6 +46,7 @@ fn main() -> Result<()> {
         Task::Play(args) => play::run(args),
         Task::Test(args) => test(args),
         Task::Catalog(args) => catalog::run(args),
+        Task::Testenv(args) => testenv::run(args),
     }
 }
 
@@ -82,6 +86,7 @@ fn test(args: TestArgs) -> Result<()> {
         }
         Ok(())
     })?;
+    util::step("testenv: build the test control plane (tests/testenv)", || testenv::ensure_built().map(drop))?;
     util::step("tests", || util::cargo(&["test", "--workspace", "--locked"]))?;
     // Benchmarks are compiled and each run once (no timing) so they cannot rot.
     util::step("benches compile and run once", || {

@@ -40,7 +40,7 @@ enum TestenvCommand {
         #[arg(long, default_value = "target/testenv/dev")]
         dir: PathBuf,
         /// api (etcd + kube-apiserver), sched (+ kube-scheduler + kwok) or full (+ kube-controller-manager).
-        #[arg(long, default_value = "sched")]
+        #[arg(long, default_value = "full")]
         profile: String,
         /// Extra arguments for `testenv up`, e.g. -- --apiserver-arg=--v=4
         #[arg(last = true)]
@@ -68,10 +68,7 @@ pub fn run(args: TestenvArgs) -> Result<()> {
         TestenvCommand::Up { dir, profile, extra } => {
             let bin = ensure_built()?;
             util::run(
-                Command::new(bin)
-                    .args(["up", "--detach", "--profile", &profile, "--dir"])
-                    .arg(&dir)
-                    .args(&extra),
+                Command::new(bin).args(["up", "--detach", "--profile", &profile, "--dir"]).arg(&dir).args(&extra),
             )?;
             eprintln!("use it with: . {}/env   (or KUBECONFIG={}/kubeconfig)", dir.display(), dir.display());
             Ok(())
@@ -107,7 +104,7 @@ fn build(force: bool) -> Result<PathBuf> {
     util::step(&format!("build testenv (k8s {k8s_version}; a cold build takes a while, a warm one seconds)"), || {
         std::fs::create_dir_all(&bin_dir)?;
         let tmp = bin_dir.join("testenv.tmp");
-        util::run(build_command(&go, &module, &k8s_version, &tmp))?;
+        util::run(&mut build_command(&go, &module, &k8s_version, &tmp))?;
         std::fs::rename(&tmp, &bin)?;
         link_components(&bin_dir)?;
         std::fs::write(&stamp_path, &stamp)?;
@@ -185,11 +182,8 @@ fn k8s_version(module: &Path) -> Result<String> {
     let gomod = std::fs::read_to_string(module.join("go.mod")).context("read tests/testenv/go.mod")?;
     gomod
         .lines()
-        .map(str::trim)
-        .find_map(|line| line.strip_prefix("k8s.io/kubernetes v").map(|v| format!("v{}", v.split_whitespace().next().unwrap_or(v))))
-        .or_else(|| {
-            gomod.lines().find_map(|l| l.trim().strip_prefix("require k8s.io/kubernetes ").map(|v| v.trim().to_string()))
-        })
+        .map(|line| line.trim().trim_start_matches("require").trim())
+        .find_map(|line| line.strip_prefix("k8s.io/kubernetes ")?.split_whitespace().next().map(str::to_owned))
         .context("tests/testenv/go.mod does not require k8s.io/kubernetes")
 }
 
