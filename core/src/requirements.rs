@@ -13,6 +13,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
+use key::Key;
+
 use k8s_openapi::api::core::v1 as core;
 use serde::{Deserialize, Serialize};
 
@@ -110,18 +112,111 @@ pub enum RequirementError {
 /// (saturated to `usize::MAX` on 32-bit targets such as wasm32).
 pub const UNBOUNDED_LEN: usize = if usize::BITS >= 64 { i64::MAX as usize } else { usize::MAX };
 
+mod key {
+    use std::borrow::Borrow;
+    use std::cmp::Ordering;
+    use std::fmt;
+    use std::hash::{Hash, Hasher};
+    use std::ops::Deref;
+    use std::sync::Arc;
+
+    use crate::labels;
+
+    /// A label key: a `'static` string for the keys carpentry knows ([`labels::static_key`]), so
+    /// cloning and dropping one costs nothing, or a reference-counted copy of any other key.
+    /// Compares, hashes and prints as the string.
+    #[derive(Clone)]
+    pub enum Key {
+        Static(&'static str),
+        Shared(Arc<str>),
+    }
+
+    impl Key {
+        pub fn new(key: &str) -> Key {
+            match labels::static_key(key) {
+                Some(known) => Key::Static(known),
+                None => Key::Shared(Arc::from(key)),
+            }
+        }
+
+        pub fn as_str(&self) -> &str {
+            match self {
+                Key::Static(s) => s,
+                Key::Shared(s) => s,
+            }
+        }
+    }
+
+    impl From<&str> for Key {
+        fn from(key: &str) -> Key {
+            Key::new(key)
+        }
+    }
+
+    impl Deref for Key {
+        type Target = str;
+        fn deref(&self) -> &str {
+            self.as_str()
+        }
+    }
+
+    impl Borrow<str> for Key {
+        fn borrow(&self) -> &str {
+            self.as_str()
+        }
+    }
+
+    impl PartialEq for Key {
+        fn eq(&self, other: &Key) -> bool {
+            self.as_str() == other.as_str()
+        }
+    }
+
+    impl Eq for Key {}
+
+    impl PartialOrd for Key {
+        fn partial_cmp(&self, other: &Key) -> Option<Ordering> {
+            Some(self.cmp(other))
+        }
+    }
+
+    impl Ord for Key {
+        fn cmp(&self, other: &Key) -> Ordering {
+            self.as_str().cmp(other.as_str())
+        }
+    }
+
+    impl Hash for Key {
+        fn hash<H: Hasher>(&self, state: &mut H) {
+            self.as_str().hash(state)
+        }
+    }
+
+    impl fmt::Debug for Key {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            fmt::Debug::fmt(self.as_str(), f)
+        }
+    }
+
+    impl fmt::Display for Key {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(self.as_str())
+        }
+    }
+}
+
 /// The set of values a label key may take.
 ///
 /// Representation (upstream's): `complement` says whether `values` lists the allowed values or the excluded ones;
 /// `gte`/`lte` are inclusive integer bounds, and when present only integer values are allowed. Values are kept
 /// sorted and unique. Equality is structural, like upstream's tests (`Gt 1 ∩ NotIn [1 2]` is `NotIn [2] >=2`).
 ///
-/// The key and the value list are reference-counted, so cloning a requirement (and a [`Requirements`]) costs two
-/// reference-count increments, like upstream's pointer copies; an intersection equal to one of its inputs shares
-/// that input's values instead of copying them.
+/// The value list is reference-counted and well-known keys are `'static` (other keys reference-counted), so cloning
+/// a requirement (and a [`Requirements`]) costs one or two reference-count increments, like upstream's pointer
+/// copies; an intersection equal to one of its inputs shares that input's values instead of copying them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Requirement {
-    key: Arc<str>,
+    key: Key,
     complement: bool,
     values: Arc<[String]>,
     gte: Option<i64>,
@@ -138,6 +233,10 @@ fn no_values() -> Arc<[String]> {
 fn sorted_unique<S: AsRef<str>>(values: &[S]) -> Arc<[String]> {
     if values.is_empty() {
         return no_values();
+    }
+    // Already sorted and unique (one value, or the catalogue's lists): copy straight into the shared list.
+    if values.windows(2).all(|w| w[0].as_ref() < w[1].as_ref()) {
+        return values.iter().map(|v| v.as_ref().to_string()).collect();
     }
     let mut out: Vec<String> = values.iter().map(|v| v.as_ref().to_string()).collect();
     out.sort_unstable();
@@ -267,8 +366,8 @@ impl Requirement {
     ///   They need exactly one value that parses as an integer (upstream assumes prior validation; it also requires
     ///   the value to be non-negative, which is the validation layer's business, not the algebra's).
     pub fn new<S: AsRef<str>>(key: &str, op: Operator, values: &[S]) -> Result<Requirement, RequirementError> {
-        let key: Arc<str> = Arc::from(labels::normalize_key(key));
-        let base = |complement: bool, values: Arc<[String]>, key: Arc<str>| Requirement {
+        let key = Key::new(labels::normalize_key(key));
+        let base = |complement: bool, values: Arc<[String]>, key: Key| Requirement {
             key,
             complement,
             values,
@@ -314,7 +413,7 @@ impl Requirement {
     /// `key Exists` (infallible shorthand).
     pub fn exists(key: &str) -> Requirement {
         Requirement {
-            key: Arc::from(labels::normalize_key(key)),
+            key: Key::new(labels::normalize_key(key)),
             complement: true,
             values: no_values(),
             gte: None,
@@ -652,9 +751,25 @@ impl fmt::Display for IncompatibleReason {
 impl std::error::Error for IncompatibleReason {}
 
 /// A set of requirements, one per key (upstream `Requirements`). Iteration is sorted by key.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+///
+/// Kept as a vector sorted by key, keys unique: sets are small (tens of keys), so lookups are binary searches,
+/// comparisons are merge walks, and a clone is one allocation.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Requirements {
-    map: BTreeMap<Arc<str>, Requirement>,
+    list: Vec<Requirement>,
+}
+
+/// Prints as a map from key to requirement.
+impl fmt::Debug for Requirements {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        struct Map<'a>(&'a [Requirement]);
+        impl fmt::Debug for Map<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_map().entries(self.0.iter().map(|r| (&r.key, r))).finish()
+            }
+        }
+        f.debug_struct("Requirements").field("map", &Map(&self.list)).finish()
+    }
 }
 
 fn is_not_in_or_does_not_exist(op: Operator) -> bool {
@@ -675,24 +790,47 @@ impl Requirements {
         Requirements::default()
     }
 
+    /// No requirements, with room for `capacity` keys.
+    pub fn with_capacity(capacity: usize) -> Self {
+        Requirements { list: Vec::with_capacity(capacity) }
+    }
+
+    /// A clone with room for `additional` more keys (no reallocation when they are added).
+    pub(crate) fn clone_with_room(&self, additional: usize) -> Requirements {
+        let mut list = Vec::with_capacity(self.list.len() + additional);
+        list.extend_from_slice(&self.list);
+        Requirements { list }
+    }
+
+    /// The position of `key`, or where it would be inserted.
+    fn find(&self, key: &str) -> Result<usize, usize> {
+        self.list.binary_search_by(|r| (*r.key).cmp(key))
+    }
+
+    /// [`find`](Self::find) for an insertion: requirements are usually added in key order, so the end is checked
+    /// first.
+    fn find_for_insert(&self, key: &str) -> Result<usize, usize> {
+        match self.list.last() {
+            None => Err(0),
+            Some(last) if &*last.key < key => Err(self.list.len()),
+            Some(_) => self.find(key),
+        }
+    }
+
     /// Adds `r`, intersecting it with any requirement already present for its key (upstream `Add`).
     pub fn add(&mut self, r: Requirement) {
-        match self.map.get_mut(&r.key) {
-            Some(existing) => *existing = r.intersection(existing),
-            None => {
-                self.map.insert(r.key.clone(), r);
-            }
+        match self.find_for_insert(&r.key) {
+            Ok(i) => self.list[i] = r.intersection(&self.list[i]),
+            Err(i) => self.list.insert(i, r),
         }
     }
 
     /// Adds every requirement of `other`.
     pub fn add_all(&mut self, other: &Requirements) {
-        for r in other.map.values() {
-            match self.map.get_mut(&r.key) {
-                Some(existing) => *existing = r.intersection(existing),
-                None => {
-                    self.map.insert(r.key.clone(), r.clone());
-                }
+        for r in &other.list {
+            match self.find_for_insert(&r.key) {
+                Ok(i) => self.list[i] = r.intersection(&self.list[i]),
+                Err(i) => self.list.insert(i, r.clone()),
             }
         }
     }
@@ -701,47 +839,47 @@ impl Requirements {
     ///
     /// [`get_ref`]: Self::get_ref
     pub fn get(&self, key: &str) -> Requirement {
-        self.map.get(key).cloned().unwrap_or_else(|| Requirement::exists(key))
+        self.get_ref(key).cloned().unwrap_or_else(|| Requirement::exists(key))
     }
 
     /// The requirement for `key`, if defined.
     pub fn get_ref(&self, key: &str) -> Option<&Requirement> {
-        self.map.get(key)
+        self.find(key).ok().map(|i| &self.list[i])
     }
 
     /// True if `key` is defined.
     pub fn has(&self, key: &str) -> bool {
-        self.map.contains_key(key)
+        self.find(key).is_ok()
     }
 
     /// Removes and returns the requirement for `key`.
     pub fn remove(&mut self, key: &str) -> Option<Requirement> {
-        self.map.remove(key)
+        self.find(key).ok().map(|i| self.list.remove(i))
     }
 
     /// The defined keys, sorted.
     pub fn keys(&self) -> impl Iterator<Item = &str> + '_ {
-        self.map.keys().map(|k| &**k)
+        self.list.iter().map(|r| &*r.key)
     }
 
     /// The requirements, sorted by key.
     pub fn iter(&self) -> impl Iterator<Item = &Requirement> + '_ {
-        self.map.values()
+        self.list.iter()
     }
 
     /// The number of keys.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.list.len()
     }
 
     /// True if no key is defined.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.list.is_empty()
     }
 
     /// True if any requirement carries `minValues`.
     pub fn has_min_values(&self) -> bool {
-        self.map.values().any(|r| r.min_values.is_some())
+        self.list.iter().any(|r| r.min_values.is_some())
     }
 
     /// Every key defined on both sides must have a common value (upstream `Intersects`); keys defined on one side
@@ -782,15 +920,15 @@ impl Requirements {
         mut f: impl FnMut(&'a str, &'a Requirement, &'a Requirement) -> bool,
     ) {
         use std::cmp::Ordering;
-        let mut mine = self.map.iter();
-        let mut theirs = other.map.iter();
+        let mut mine = self.list.iter();
+        let mut theirs = other.list.iter();
         let (mut a, mut b) = (mine.next(), theirs.next());
-        while let (Some((key_a, existing)), Some((key_b, incoming))) = (a, b) {
-            match key_a.cmp(key_b) {
+        while let (Some(existing), Some(incoming)) = (a, b) {
+            match existing.key.cmp(&incoming.key) {
                 Ordering::Less => a = mine.next(),
                 Ordering::Greater => b = theirs.next(),
                 Ordering::Equal => {
-                    if conflicts(existing, incoming) && !f(key_a, existing, incoming) {
+                    if conflicts(existing, incoming) && !f(&existing.key, existing, incoming) {
                         return;
                     }
                     a = mine.next();
@@ -800,17 +938,17 @@ impl Requirements {
         }
     }
 
-    /// The first key of `other` (in key order) that `self` does not define and that is not tolerated.
+    /// The first key of `other` (in key order) that `self` does not define and that is not tolerated. A merge
+    /// walk over both sorted lists.
     fn first_undefined<'a>(&self, other: &'a Requirements, allow_undefined: AllowUndefined) -> Option<&'a Requirement> {
-        other.map.iter().find_map(|(key, incoming)| {
+        let mut mine = self.list.iter().peekable();
+        other.list.iter().find(|incoming| {
+            let key = &incoming.key;
+            while mine.next_if(|r| r.key < *key).is_some() {}
             // Cheapest test first; the three exemptions are independent.
-            if self.map.contains_key(key)
+            !(mine.next_if(|r| r.key == *key).is_some()
                 || is_not_in_or_does_not_exist(incoming.operator())
-                || (allow_undefined == AllowUndefined::WellKnownLabels && labels::is_well_known(key))
-            {
-                return None;
-            }
-            Some(incoming)
+                || (allow_undefined == AllowUndefined::WellKnownLabels && labels::is_well_known(key)))
         })
     }
 
@@ -845,11 +983,12 @@ impl Requirements {
     /// [`compatible`](Self::compatible) without building the reason: one merge walk over both sorted maps, no
     /// allocation.
     pub fn is_compatible(&self, other: &Requirements, allow_undefined: AllowUndefined) -> bool {
-        let mut mine = self.map.iter().peekable();
-        for (key, incoming) in &other.map {
-            while mine.next_if(|(k, _)| *k < key).is_some() {}
-            match mine.next_if(|(k, _)| *k == key) {
-                Some((_, existing)) => {
+        let mut mine = self.list.iter().peekable();
+        for incoming in &other.list {
+            let key = &incoming.key;
+            while mine.next_if(|r| r.key < *key).is_some() {}
+            match mine.next_if(|r| r.key == *key) {
+                Some(existing) => {
                     if conflicts(existing, incoming) {
                         return false;
                     }
@@ -871,16 +1010,16 @@ impl Requirements {
     /// `karpenter.sh/initialized`. (Upstream v1.14.1 has no `Requirements.Labels()` any more; see
     /// [`resolve_custom_labels`](Self::resolve_custom_labels) for what NodeClaim creation adds.)
     pub fn labels(&self) -> BTreeMap<String, String> {
-        self.map
+        self.list
             .iter()
-            .filter(|(key, r)| {
-                let key: &str = key;
+            .filter(|r| {
+                let key: &str = &r.key;
                 !r.complement
                     && r.values.len() == 1
                     && !labels::RESTRICTED_LABELS.contains(&key)
                     && !labels::SCHEDULING_SIMULATION_KEYS.contains(&key)
             })
-            .map(|(key, r)| (key.to_string(), r.values[0].clone()))
+            .map(|r| (r.key.to_string(), r.values[0].clone()))
             .collect()
     }
 
@@ -888,22 +1027,22 @@ impl Requirements {
     /// well-known, not restricted (`kubernetes.io/hostname`) and not a scheduling-simulation key, a concrete value
     /// from [`Requirement::any_value`] (deterministic here; random upstream). `DoesNotExist` keys get none.
     pub fn resolve_custom_labels(&self) -> BTreeMap<String, String> {
-        self.map
+        self.list
             .iter()
-            .filter(|(key, _)| {
-                let key: &str = key;
+            .filter(|r| {
+                let key: &str = &r.key;
                 !labels::is_well_known(key)
                     && !labels::RESTRICTED_LABELS.contains(&key)
                     && !labels::SCHEDULING_SIMULATION_KEYS.contains(&key)
             })
-            .filter_map(|(key, r)| r.any_value().map(|v| (key.to_string(), v)))
+            .filter_map(|r| r.any_value().map(|v| (r.key.to_string(), v)))
             .collect()
     }
 
     /// All requirements as NodeSelectorRequirementWithMinValues, sorted by key (a requirement with both bounds
     /// gives two entries).
     pub fn to_node_selector_requirements(&self) -> Vec<NodeSelectorRequirementWithMinValues> {
-        self.map.values().flat_map(Requirement::to_node_selector_requirements).collect()
+        self.list.iter().flat_map(Requirement::to_node_selector_requirements).collect()
     }
 
     /// Upstream `NewNodeSelectorRequirementsWithMinValues`.
@@ -1014,8 +1153,8 @@ pub fn heaviest_preferred_term(
 impl fmt::Display for Requirements {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut parts: Vec<String> = self
-            .map
-            .values()
+            .list
+            .iter()
             .filter(|r| !labels::RESTRICTED_LABELS.contains(&&*r.key))
             .map(Requirement::to_string)
             .collect();
@@ -1025,10 +1164,20 @@ impl fmt::Display for Requirements {
 }
 
 impl FromIterator<Requirement> for Requirements {
+    /// As [`add`](Requirements::add) of each in turn (requirements for the same key are intersected in order).
     fn from_iter<T: IntoIterator<Item = Requirement>>(iter: T) -> Self {
-        let mut out = Requirements::new();
-        for r in iter {
-            out.add(r);
+        let mut list: Vec<Requirement> = iter.into_iter().collect();
+        if list.windows(2).all(|w| w[0].key < w[1].key) {
+            return Requirements { list };
+        }
+        // Stable, so requirements for one key stay in the order given.
+        list.sort_by(|a, b| a.key.cmp(&b.key));
+        let mut out = Requirements::with_capacity(list.len());
+        for r in list {
+            match out.list.last_mut() {
+                Some(last) if last.key == r.key => *last = r.intersection(last),
+                _ => out.list.push(r),
+            }
         }
         out
     }
@@ -1044,9 +1193,9 @@ impl Extend<Requirement> for Requirements {
 
 impl<'a> IntoIterator for &'a Requirements {
     type Item = &'a Requirement;
-    type IntoIter = std::collections::btree_map::Values<'a, Arc<str>, Requirement>;
+    type IntoIter = std::slice::Iter<'a, Requirement>;
     fn into_iter(self) -> Self::IntoIter {
-        self.map.values()
+        self.list.iter()
     }
 }
 
@@ -1881,6 +2030,26 @@ mod tests {
     }
 
     #[test]
+    fn debug_prints_a_map_and_keys_are_shared_or_static() {
+        let set: Requirements =
+            [Requirement::in_values("example.com/team", &["x"]), Requirement::exists(ARCH)].into_iter().collect();
+        assert_eq!(
+            format!("{set:?}"),
+            "Requirements { map: {\"example.com/team\": Requirement { key: \"example.com/team\", complement: false, \
+             values: [\"x\"], gte: None, lte: None, min_values: None }, \"kubernetes.io/arch\": Requirement { key: \
+             \"kubernetes.io/arch\", complement: true, values: [], gte: None, lte: None, min_values: None }} }"
+        );
+        assert!(matches!(Key::new(ARCH), Key::Static(_)));
+        assert!(matches!(Key::new(labels::HOSTNAME), Key::Static(_)));
+        assert!(matches!(Key::new("example.com/team"), Key::Shared(_)));
+        assert_eq!(Key::new(ARCH), Key::Shared(Arc::from(ARCH)));
+        let mut set = set;
+        assert_eq!(set.remove("example.com/team").map(|r| r.to_string()).as_deref(), Some("example.com/team In [x]"));
+        assert_eq!(set.remove("example.com/team"), None);
+        assert_eq!(set.keys().collect::<Vec<_>>(), vec![ARCH]);
+    }
+
+    #[test]
     fn heaviest_term_tie_break_is_first() {
         let pod = pod_with(
             &[],
@@ -2036,7 +2205,7 @@ mod tests {
             keys in (0usize..3, 0usize..3),
         ) {
             // Keys vary so that shared, one-sided and well-known keys all occur.
-            let key = |i: usize| -> Arc<str> { Arc::from(["key", TOPOLOGY_ZONE, "example.com/z"][i]) };
+            let key = |i: usize| -> Key { Key::from(["key", TOPOLOGY_ZONE, "example.com/z"][i]) };
             let mut x = Requirements::new();
             x.add(Requirement { key: key(keys.0), ..a });
             let mut y = Requirements::new();
@@ -2048,6 +2217,29 @@ mod tests {
                 prop_assert_eq!(x.compatible(&y, allow).is_ok(), x.is_compatible(&y, allow));
             }
             prop_assert_eq!(x.intersects(&y).is_ok(), x.has_intersection(&y));
+        }
+
+        #[test]
+        fn collecting_is_adding_in_turn(items in proptest::collection::vec((arb_composite(), 0usize..4), 0..8)) {
+            let key = |i: usize| ["key", TOPOLOGY_ZONE, "example.com/z", ARCH][i];
+            let items: Vec<Requirement> =
+                items.into_iter().map(|(r, k)| Requirement { key: Key::from(key(k)), ..r }).collect();
+            let mut added = Requirements::new();
+            for r in &items {
+                added.add(r.clone());
+            }
+            let collected: Requirements = items.iter().cloned().collect();
+            prop_assert_eq!(&collected, &added);
+            prop_assert!(collected.keys().zip(collected.keys().skip(1)).all(|(a, b)| a < b));
+            let mut extended = Requirements::new();
+            extended.extend(items.iter().cloned());
+            prop_assert_eq!(&extended, &added);
+            let mut all = Requirements::new();
+            all.add_all(&collected);
+            prop_assert_eq!(&all, &added);
+            for k in 0..4 {
+                prop_assert_eq!(added.has(key(k)), items.iter().any(|r| r.key() == key(k)));
+            }
         }
 
         #[test]

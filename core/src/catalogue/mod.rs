@@ -156,8 +156,10 @@ pub struct Offering {
     pub price_source: PriceSource,
     /// Offered in the zone, priced, and compatible with the NodeClass.
     pub available: bool,
-    /// capacity-type, zone, zone-id, and `DoesNotExist` for the reservation labels.
-    pub requirements: Requirements,
+    /// capacity-type, zone, zone-id, and `DoesNotExist` for the reservation labels. Shared by every
+    /// offering of the region with the same zone and capacity type (`&offering.requirements`
+    /// dereferences to `&Requirements`).
+    pub requirements: Arc<Requirements>,
 }
 
 /// kube-reserved, system-reserved and the eviction threshold.
@@ -216,6 +218,9 @@ pub struct Catalogue {
     /// Sorted by name.
     regions: Vec<Region>,
     on_demand_source: PriceSource,
+    /// Aligned with `types`: the requirements that depend on neither the region nor the NodeClass,
+    /// built on first use ([`type_requirements::base`]).
+    base_requirements: OnceLock<Vec<Requirements>>,
     /// Most recently used last.
     cache: Mutex<Vec<CacheEntry>>,
 }
@@ -227,6 +232,7 @@ impl Clone for Catalogue {
             types: self.types.clone(),
             regions: self.regions.clone(),
             on_demand_source: self.on_demand_source.clone(),
+            base_requirements: self.base_requirements.clone(),
             cache: Mutex::new(Vec::new()),
         }
     }
@@ -306,6 +312,7 @@ impl Catalogue {
             types: file.types,
             regions,
             on_demand_source,
+            base_requirements: OnceLock::new(),
             cache: Mutex::new(Vec::new()),
         })
     }
@@ -361,8 +368,10 @@ impl Catalogue {
     /// overhead, allocatable and offerings (upstream `InstanceTypeProvider.List`). Sorted by name;
     /// types not offered in any zone of the region are left out.
     ///
-    /// Each call builds the list afresh (about 1,400 types with ~12 offerings each in us-east-1);
-    /// callers that ask repeatedly should use [`instance_types_shared`](Self::instance_types_shared).
+    /// Each call builds the list afresh (about 1,400 types with ~12 offerings each in us-east-1),
+    /// from per-type requirements computed once per catalogue and offering requirements shared by
+    /// zone and capacity type; callers that ask repeatedly should use
+    /// [`instance_types_shared`](Self::instance_types_shared).
     pub fn instance_types(
         &self,
         region: &str,
@@ -405,11 +414,23 @@ impl Catalogue {
         Ok(built)
     }
 
+    fn base_requirements(&self) -> &[Requirements] {
+        self.base_requirements.get_or_init(|| self.types.iter().map(type_requirements::base).collect())
+    }
+
     fn build(&self, region: &Region, settings: &Settings) -> Vec<InstanceType> {
+        let base_requirements = self.base_requirements();
+        let mut dynamic = type_requirements::Dynamic::new(&region.name, &settings.family);
         let mut out = Vec::with_capacity(region.offered.iter().filter(|m| **m != 0).count());
         let mut zone_names: Vec<&str> = Vec::with_capacity(region.zones.len());
         let mut zone_ids: Vec<&str> = Vec::with_capacity(region.zones.len());
-        for (info, &mask) in self.types.iter().zip(&region.offered) {
+        // Offerings have only zones × capacity types distinct requirement sets: build each once.
+        let offering_requirements: Vec<[Arc<Requirements>; 2]> = region
+            .zones
+            .iter()
+            .map(|zone| OFFERED_CAPACITY_TYPES.map(|ct| Arc::new(offering_requirements(ct, zone))))
+            .collect();
+        for ((info, base), &mask) in self.types.iter().zip(base_requirements).zip(&region.offered) {
             if mask == 0 {
                 continue;
             }
@@ -421,7 +442,8 @@ impl Catalogue {
                     zone_ids.push(&z.id);
                 }
             }
-            out.push(self.instance_type(info, region, mask, &zone_names, &zone_ids, settings));
+            let requirements = dynamic.complete(info, base, mask, &zone_names, &zone_ids);
+            out.push(self.instance_type(info, requirements, region, mask, &offering_requirements, settings));
         }
         out
     }
@@ -429,13 +451,12 @@ impl Catalogue {
     fn instance_type(
         &self,
         info: &InstanceTypeInfo,
+        requirements: Requirements,
         region: &Region,
         mask: u64,
-        zone_names: &[&str],
-        zone_ids: &[&str],
+        offering_requirements: &[[Arc<Requirements>; 2]],
         s: &Settings,
     ) -> InstanceType {
-        let requirements = type_requirements::compute(info, &region.name, zone_names, zone_ids, &s.family);
         let mut capacity = capacity::capacity(info, s);
         // Windows pods take IPs from the primary ENI's secondary addresses.
         if s.family.windows_build.is_some() && info.arch == Arch::Amd64 {
@@ -458,9 +479,9 @@ impl Catalogue {
         };
         let compatible = is_compatible(info, s);
         let mut offerings = Vec::with_capacity(region.zones.len() * 2);
-        for (i, zone) in region.zones.iter().enumerate() {
+        for (i, (zone, zone_requirements)) in region.zones.iter().zip(offering_requirements).enumerate() {
             let in_zone = mask & (1 << i) != 0;
-            for ct in [CapacityType::OnDemand, CapacityType::Spot] {
+            for (ct, requirements) in OFFERED_CAPACITY_TYPES.into_iter().zip(zone_requirements) {
                 if !info.supports(ct.as_str()) {
                     continue;
                 }
@@ -479,13 +500,16 @@ impl Catalogue {
                     price,
                     price_source,
                     available,
-                    requirements: offering_requirements(ct, zone),
+                    requirements: requirements.clone(),
                 });
             }
         }
         InstanceType { name: info.name.clone(), requirements, capacity, overhead, offerings }
     }
 }
+
+/// The capacity types offerings are listed for, in order (no reservations are modelled).
+const OFFERED_CAPACITY_TYPES: [CapacityType; 2] = [CapacityType::OnDemand, CapacityType::Spot];
 
 fn offering_requirements(ct: CapacityType, zone: &Zone) -> Requirements {
     [

@@ -16,7 +16,11 @@ const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 
 /// 64-bit FNV-1a.
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut h = FNV_OFFSET;
+    fnv1a64_continue(FNV_OFFSET, bytes)
+}
+
+/// FNV-1a from state `h` over `bytes` (hashing `a` then `b` equals hashing their concatenation).
+fn fnv1a64_continue(mut h: u64, bytes: &[u8]) -> u64 {
     for b in bytes {
         h ^= u64::from(*b);
         h = h.wrapping_mul(FNV_PRIME);
@@ -26,11 +30,9 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
 
 /// The synthetic spot/on-demand ratio of `(instance type, zone ID)`, in [0.30, 0.50).
 pub fn spot_ratio(instance_type: &str, zone_id: &str) -> f64 {
-    let mut key = Vec::with_capacity(instance_type.len() + zone_id.len() + 1);
-    key.extend_from_slice(instance_type.as_bytes());
-    key.push(0);
-    key.extend_from_slice(zone_id.as_bytes());
-    let u = (fnv1a64(&key) >> 11) as f64 / (1u64 << 53) as f64;
+    // The hash of `"<type>\0<zone ID>"`, without building the key.
+    let h = fnv1a64_continue(fnv1a64_continue(fnv1a64(instance_type.as_bytes()), &[0]), zone_id.as_bytes());
+    let u = (h >> 11) as f64 / (1u64 << 53) as f64;
     SPOT_RATIO_MIN + (SPOT_RATIO_MAX - SPOT_RATIO_MIN) * u
 }
 
@@ -48,6 +50,15 @@ mod tests {
         assert_eq!(fnv1a64(b""), 0xcbf29ce484222325);
         assert_eq!(fnv1a64(b"a"), 0xaf63dc4c8601ec8c);
         assert_eq!(fnv1a64(b"foobar"), 0x85944171f73967e8);
+    }
+
+    #[test]
+    fn ratio_hashes_type_nul_zone_id() {
+        for (t, z) in [("m5.large", "use1-az1"), ("u-6tb1.metal", "apne2-az10"), ("", "")] {
+            let key = format!("{t}\0{z}");
+            let u = (fnv1a64(key.as_bytes()) >> 11) as f64 / (1u64 << 53) as f64;
+            assert_eq!(spot_ratio(t, z), SPOT_RATIO_MIN + (SPOT_RATIO_MAX - SPOT_RATIO_MIN) * u);
+        }
     }
 
     #[test]

@@ -507,3 +507,46 @@ fn nodeclass_compatibility_checks() {
     assert_eq!(res(&p5.overhead.kube_reserved, "memory"), Quantity::from_mebibytes(11 * 51 + 255));
     assert!(!available(&efa, "m5.large"), "no second network card, no EFA");
 }
+
+#[test]
+fn base_requirements_leave_out_exactly_the_dynamic_keys() {
+    let c = cat();
+    let spec = spec_for(AmiFamily::Windows2022);
+    let built: BTreeMap<String, InstanceType> =
+        c.instance_types("us-west-2", &spec).unwrap().into_iter().map(|t| (t.name.clone(), t)).collect();
+    for (info, base) in c.infos().iter().zip(c.base_requirements()) {
+        for key in type_requirements::DYNAMIC_KEYS {
+            assert!(!base.has(key), "{} base has {key}", info.name);
+        }
+        if let Some(t) = built.get(&info.name) {
+            assert_eq!(t.requirements.len(), base.len() + type_requirements::DYNAMIC_KEYS.len(), "{}", info.name);
+            for r in base {
+                assert_eq!(t.requirements.get_ref(r.key()), Some(r), "{}", info.name);
+            }
+        }
+    }
+    // The per-query parts: windows on amd64, no os value on arm64, the region and zone lists.
+    let m5 = &built["m5.large"];
+    assert_eq!(label(m5, labels::OS).as_deref(), Some("windows"));
+    assert_eq!(label(m5, labels::WINDOWS_BUILD).as_deref(), Some(aws::WINDOWS_2022_BUILD));
+    assert_eq!(label(m5, labels::TOPOLOGY_REGION).as_deref(), Some("us-west-2"));
+    assert_eq!(operator(&built["m6g.large"], labels::OS), Operator::DoesNotExist);
+}
+
+#[test]
+fn offerings_share_requirements_per_zone_and_capacity_type() {
+    let types = cat().instance_types("us-east-1", &EC2NodeClassSpec::default()).unwrap();
+    let zones = cat().zones("us-east-1").unwrap();
+    let mut seen: Vec<&Arc<Requirements>> = Vec::new();
+    for t in &types {
+        for o in &t.offerings {
+            let want: Requirements =
+                offering_requirements(o.capacity_type, &Zone { name: o.zone.clone(), id: o.zone_id.clone() });
+            assert_eq!(*o.requirements, want);
+            if !seen.iter().any(|s| Arc::ptr_eq(s, &o.requirements)) {
+                seen.push(&o.requirements);
+            }
+        }
+    }
+    assert_eq!(seen.len(), zones.len() * OFFERED_CAPACITY_TYPES.len());
+}

@@ -3,6 +3,11 @@
 //!
 //! Every well-known AWS label is present: `In [value]` when it applies, `DoesNotExist` when it does
 //! not (so pods can select "no GPU"). Only single-valued requirements become node labels.
+//!
+//! Split for speed: [`base`] holds what depends only on the type (built once per catalogue);
+//! [`Dynamic`] adds the region, zone, zone-ID, OS and Windows-build keys per query.
+
+use std::sync::OnceLock;
 
 use crate::labels::{self, aws};
 use crate::requirements::{Requirement, Requirements};
@@ -43,28 +48,19 @@ pub(crate) fn category_and_generation(name: &str) -> Option<(&str, &str)> {
     generation_from(letters)
 }
 
-/// The `os` values: `linux`, or for Windows families `windows` on amd64 and nothing on arm64.
-pub(crate) fn os_values(info: &InstanceTypeInfo, family: &FamilyTraits) -> &'static [&'static str] {
-    match (family.windows_build, info.arch) {
-        (None, _) => &["linux"],
-        (Some(_), Arch::Amd64) => &["windows"],
-        (Some(_), Arch::Arm64) => &[],
-    }
-}
-
 fn one(key: &str, value: impl AsRef<str>) -> Requirement {
     Requirement::in_values(key, &[value.as_ref()])
 }
 
-/// The requirements of one instance type in one region. `zones` are the names of the zones that
-/// offer it and `zone_ids` their IDs, in the same order.
-pub(crate) fn compute(
-    info: &InstanceTypeInfo,
-    region: &str,
-    zones: &[&str],
-    zone_ids: &[&str],
-    family: &FamilyTraits,
-) -> Requirements {
+/// The keys [`base`] leaves out: they depend on the region, the zones offering the type, or the
+/// NodeClass's AMI family, and are added per query by [`Dynamic::complete`].
+pub(crate) const DYNAMIC_KEYS: [&str; 5] =
+    [labels::OS, labels::TOPOLOGY_ZONE, labels::TOPOLOGY_REGION, labels::WINDOWS_BUILD, aws::TOPOLOGY_ZONE_ID];
+
+/// The requirements of one instance type that depend only on the type's own facts (everything but
+/// [`DYNAMIC_KEYS`]). Built once per catalogue and cloned per query (a clone shares every key and
+/// value list).
+pub(crate) fn base(info: &InstanceTypeInfo) -> Requirements {
     let mut capacity_types: Vec<&str> = Vec::with_capacity(2);
     for ct in [labels::CAPACITY_TYPE_ON_DEMAND, labels::CAPACITY_TYPE_SPOT] {
         if info.supports(ct) {
@@ -76,13 +72,6 @@ pub(crate) fn compute(
     // Well known upstream.
     r.push(one(labels::INSTANCE_TYPE, &info.name));
     r.push(one(labels::ARCH, info.arch.as_str()));
-    r.push(Requirement::in_values(labels::OS, os_values(info, family)));
-    r.push(Requirement::in_values(labels::TOPOLOGY_ZONE, zones));
-    r.push(one(labels::TOPOLOGY_REGION, region));
-    r.push(match family.windows_build {
-        Some(build) => one(labels::WINDOWS_BUILD, build),
-        None => dne(labels::WINDOWS_BUILD),
-    });
     // Well known to karpenter.
     r.push(Requirement::in_values(labels::CAPACITY_TYPE, &capacity_types));
     // Well known to AWS.
@@ -169,15 +158,98 @@ pub(crate) fn compute(
     r.push(one(aws::INSTANCE_HYPERVISOR, &info.hypervisor));
     r.push(one(aws::INSTANCE_ENCRYPTION_IN_TRANSIT_SUPPORTED, info.encryption_in_transit.to_string()));
     r.push(Requirement::in_values(aws::INSTANCE_TENANCY, &["default", "dedicated"]));
-    // Only when some offering zone maps to a zone ID (upstream: from the NodeClass subnets).
-    if !zone_ids.is_empty() {
-        r.push(Requirement::in_values(aws::TOPOLOGY_ZONE_ID, zone_ids));
-    }
     // No capacity reservations are modelled.
     r.push(dne(aws::CAPACITY_RESERVATION_ID));
     r.push(dne(aws::CAPACITY_RESERVATION_TYPE));
     r.push(dne(aws::CAPACITY_RESERVATION_INTERRUPTIBLE));
-    r.into_iter().collect()
+    in_key_order(r).into_iter().collect()
+}
+
+/// `r` in key order, cheaply: every type pushes the same keys in the same order, so the sorting
+/// permutation is found once and reused. (Collecting into [`Requirements`] checks the order and
+/// sorts if it is wrong, so this is only ever a shortcut.)
+fn in_key_order(r: Vec<Requirement>) -> Vec<Requirement> {
+    static ORDER: OnceLock<Vec<usize>> = OnceLock::new();
+    let order = ORDER.get_or_init(|| {
+        let mut order: Vec<usize> = (0..r.len()).collect();
+        order.sort_by(|&a, &b| r[a].key().cmp(r[b].key()));
+        order
+    });
+    if order.len() != r.len() {
+        return r;
+    }
+    let mut slots: Vec<Option<Requirement>> = r.into_iter().map(Some).collect();
+    order.iter().filter_map(|&i| slots[i].take()).collect()
+}
+
+/// The requirements that depend on the region, the offering zones or the AMI family
+/// ([`DYNAMIC_KEYS`]), built once per query and shared by every type.
+pub(crate) struct Dynamic {
+    region: Requirement,
+    windows_build: Requirement,
+    /// `os` by [`Arch`] (amd64, arm64).
+    os: [Requirement; 2],
+    /// (offering-zone mask, zone requirement, zone-ID requirement), built on first use per mask.
+    zones: Vec<(u64, Requirement, Requirement)>,
+}
+
+impl Dynamic {
+    pub(crate) fn new(region: &str, family: &FamilyTraits) -> Dynamic {
+        // `linux`, or for Windows families `windows` on amd64 and nothing on arm64.
+        let os = |arch: Arch| -> Requirement {
+            let values: &[&str] = match (family.windows_build, arch) {
+                (None, _) => &["linux"],
+                (Some(_), Arch::Amd64) => &["windows"],
+                (Some(_), Arch::Arm64) => &[],
+            };
+            Requirement::in_values(labels::OS, values)
+        };
+        Dynamic {
+            region: one(labels::TOPOLOGY_REGION, region),
+            windows_build: match family.windows_build {
+                Some(build) => one(labels::WINDOWS_BUILD, build),
+                None => Requirement::does_not_exist(labels::WINDOWS_BUILD),
+            },
+            os: [os(Arch::Amd64), os(Arch::Arm64)],
+            zones: Vec::new(),
+        }
+    }
+
+    /// The full requirements of one instance type in one region: its [`base`] plus the dynamic
+    /// keys. `mask` identifies the offering zones; `zones` are their names and `zone_ids` their
+    /// IDs, in the same order.
+    pub(crate) fn complete(
+        &mut self,
+        info: &InstanceTypeInfo,
+        base: &Requirements,
+        mask: u64,
+        zones: &[&str],
+        zone_ids: &[&str],
+    ) -> Requirements {
+        let (zone, zone_id) = match self.zones.iter().find(|(m, _, _)| *m == mask) {
+            Some((_, zone, zone_id)) => (zone.clone(), zone_id.clone()),
+            None => {
+                let zone = Requirement::in_values(labels::TOPOLOGY_ZONE, zones);
+                let zone_id = Requirement::in_values(aws::TOPOLOGY_ZONE_ID, zone_ids);
+                self.zones.push((mask, zone.clone(), zone_id.clone()));
+                (zone, zone_id)
+            }
+        };
+        let mut r = base.clone_with_room(DYNAMIC_KEYS.len());
+        let [amd64, arm64] = &self.os;
+        r.add(match info.arch {
+            Arch::Amd64 => amd64.clone(),
+            Arch::Arm64 => arm64.clone(),
+        });
+        r.add(zone);
+        r.add(self.region.clone());
+        r.add(self.windows_build.clone());
+        // Only when some offering zone maps to a zone ID (upstream: from the NodeClass subnets).
+        if !zone_ids.is_empty() {
+            r.add(zone_id);
+        }
+        r
+    }
 }
 
 #[cfg(test)]

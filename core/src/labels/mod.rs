@@ -129,6 +129,23 @@ pub fn well_known_labels_hint_order() -> &'static [&'static str] {
     })
 }
 
+/// `key` as a `'static` string if it is one of the keys carpentry names (well-known, restricted,
+/// scheduling-simulation and alias keys, `karpenter.sh/do-not-sync-taints`), so requirements can hold it without
+/// allocating or reference counting; `None` for any other key.
+pub(crate) fn static_key(key: &str) -> Option<&'static str> {
+    static SET: OnceLock<BTreeSet<&'static str>> = OnceLock::new();
+    SET.get_or_init(|| {
+        let mut set = well_known_labels().clone();
+        set.extend(RESTRICTED_LABELS);
+        set.extend(SCHEDULING_SIMULATION_KEYS);
+        set.extend(NORMALIZED_LABELS.iter().flat_map(|(alias, stable)| [*alias, *stable]));
+        set.insert(NODE_DO_NOT_SYNC_TAINTS);
+        set
+    })
+    .get(key)
+    .copied()
+}
+
 /// True if `key` is a well-known label.
 pub fn is_well_known(key: &str) -> bool {
     well_known_labels().contains(key)
