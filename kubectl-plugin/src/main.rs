@@ -3,6 +3,7 @@
 
 mod convert;
 mod input;
+mod simulate;
 mod types;
 
 use std::process::ExitCode;
@@ -27,12 +28,17 @@ enum Command {
     Convert(convert::ConvertArgs),
     /// List the instance types a NodePool allows, cheapest first, with allocatable resources and offerings.
     Types(types::TypesArgs),
+    /// Run one provisioning round over the pending pods in the files, offline: new NodeClaims, pods placed on
+    /// existing nodes, and why the others stay pending. Exit 0 when every pod is placed, 1 when some cannot be.
+    Simulate(simulate::SimulateArgs),
 }
 
 /// How a command failed: bad input (exit 2) or anything else (exit 1).
 pub enum Failure {
     Input(String),
     Other(anyhow::Error),
+    /// Output was printed; exit with this status and no message.
+    Exit(u8),
 }
 
 impl From<anyhow::Error> for Failure {
@@ -46,6 +52,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Convert(args) => convert::run(args),
         Command::Types(args) => types::run(args),
+        Command::Simulate(args) => simulate::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -56,6 +63,7 @@ fn main() -> ExitCode {
             }
             ExitCode::from(2)
         }
+        Err(Failure::Exit(code)) => ExitCode::from(code),
         Err(Failure::Other(e)) => {
             eprintln!("error: {e:#}");
             ExitCode::from(1)

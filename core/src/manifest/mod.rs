@@ -7,6 +7,7 @@
 //! Unknown fields are errors, as `kubectl apply` (strict field validation) makes them; unknown
 //! kinds are skipped with a warning, never silently.
 
+pub mod scenario;
 pub mod workloads;
 pub mod yaml;
 
@@ -139,6 +140,10 @@ pub struct Manifests {
     pub csinodes: Vec<CSINode>,
     pub priorityclasses: Vec<PriorityClass>,
     pub namespaces: Vec<Namespace>,
+    /// The `carpentry.dev/v1alpha1 Scenario` document, if any (at most one).
+    pub scenario: Option<scenario::Scenario>,
+    /// `carpentry.dev/v1alpha1 Expectations` documents of the scenario corpus, untyped.
+    pub expectations: Vec<Value>,
     /// Where each object was written.
     pub origins: BTreeMap<ObjectRef, Origin>,
     /// Skipped documents and other notes that did not stop loading.
@@ -322,6 +327,11 @@ impl Loader {
             ("storage.k8s.io/v1", "StorageClass") => push_plain(value, &ctx, problems, &mut m.storageclasses),
             ("storage.k8s.io/v1", "CSINode") => push_plain(value, &ctx, problems, &mut m.csinodes),
             ("scheduling.k8s.io/v1", "PriorityClass") => push_plain(value, &ctx, problems, &mut m.priorityclasses),
+            (scenario::API_VERSION, scenario::KIND) => push_scenario(value, &ctx, problems, &mut m.scenario),
+            (scenario::API_VERSION, scenario::EXPECTATIONS_KIND) => {
+                m.expectations.push(value.clone());
+                true
+            }
             _ => {
                 let hint = match (group, kind.as_str()) {
                     ("karpenter.sh" | "karpenter.k8s.aws", _) => format!(
@@ -493,6 +503,38 @@ fn push_validated<T: DeserializeOwned + Serialize + Validate>(
             }
             problems.extend(errors.into_iter().map(|e| ctx.problem(ProblemKind::Validation, Some(&e.path), e.message)));
             false
+        }
+        Err(p) => {
+            problems.extend(p);
+            false
+        }
+    }
+}
+
+fn push_scenario(
+    value: &Value,
+    ctx: &Ctx<'_>,
+    problems: &mut Vec<Problem>,
+    into: &mut Option<scenario::Scenario>,
+) -> bool {
+    match decode::<scenario::Scenario>(value, ctx, false) {
+        Ok(s) => {
+            let errors = s.validate();
+            if !errors.is_empty() {
+                problems
+                    .extend(errors.into_iter().map(|(path, m)| ctx.problem(ProblemKind::Validation, Some(&path), m)));
+                return false;
+            }
+            if into.is_some() {
+                problems.push(ctx.problem(
+                    ProblemKind::Validation,
+                    None,
+                    "a second Scenario document; an input has at most one".into(),
+                ));
+                return false;
+            }
+            *into = Some(s);
+            true
         }
         Err(p) => {
             problems.extend(p);

@@ -167,12 +167,20 @@ pub fn satisfies_min_values(
     options: &[InstanceTypeOption<'_>],
     requirements: &Requirements,
 ) -> Result<(), MinValuesShortfall> {
+    satisfies_min_values_of(options.iter().map(|o| o.instance_type), requirements)
+}
+
+/// [`satisfies_min_values`] over any sequence of instance types.
+pub fn satisfies_min_values_of<'a>(
+    types: impl Iterator<Item = &'a InstanceType> + Clone,
+    requirements: &Requirements,
+) -> Result<(), MinValuesShortfall> {
     let mut keys = BTreeMap::new();
     for requirement in requirements.iter() {
         let Some(min) = requirement.min_values() else { continue };
         let mut values: BTreeSet<String> = BTreeSet::new();
-        for option in options {
-            let it_req: Requirement = option.instance_type.requirements.get(requirement.key());
+        for it in types.clone() {
+            let it_req: Requirement = it.requirements.get(requirement.key());
             if it_req.operator() == Operator::In {
                 values.extend(it_req.values().map(str::to_string));
             }

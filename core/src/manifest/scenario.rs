@@ -1,0 +1,146 @@
+//! The Scenario document (`carpentry.dev/v1alpha1`, kind `Scenario`): the settings of a
+//! simulation that are not Kubernetes objects. At most one per input; without one, the defaults
+//! apply (region us-east-1, start now). See docs/scenario.md.
+
+use serde::{Deserialize, Serialize};
+
+use crate::scheduling::UnavailableOffering;
+
+pub const API_VERSION: &str = "carpentry.dev/v1alpha1";
+pub const KIND: &str = "Scenario";
+/// The test-expectations kind of the scenario corpus (read by `tests/tests/scenarios.rs`; kept
+/// here untyped so that scenario files load everywhere).
+pub const EXPECTATIONS_KIND: &str = "Expectations";
+pub const DEFAULT_REGION: &str = "us-east-1";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Scenario {
+    pub api_version: String,
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>,
+    #[serde(default)]
+    pub spec: ScenarioSpec,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ScenarioSpec {
+    /// The catalogue region (zones, offerings, prices).
+    #[serde(default = "default_region")]
+    pub region: String,
+    /// RFC 3339; the simulated clock starts here (unset: the caller's "now").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<String>,
+    /// Offerings that cannot be launched (insufficient capacity).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unavailable_offerings: Vec<UnavailableOffering>,
+    /// Timed actions. Not interpreted yet (the disruption work gives them meaning).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<serde_json::Value>,
+    /// Karpenter's `--min-values-policy` (default Strict).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_values_policy: Option<crate::scheduling::MinValuesPolicy>,
+}
+
+fn default_region() -> String {
+    DEFAULT_REGION.to_string()
+}
+
+impl Default for ScenarioSpec {
+    fn default() -> Self {
+        ScenarioSpec {
+            region: default_region(),
+            start_time: None,
+            unavailable_offerings: Vec::new(),
+            steps: Vec::new(),
+            min_values_policy: None,
+        }
+    }
+}
+
+impl Scenario {
+    /// Field errors as (path, message).
+    pub fn validate(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        if self.spec.region.is_empty() {
+            out.push(("spec.region".into(), "must not be empty".into()));
+        }
+        if let Some(t) = &self.spec.start_time {
+            let parsed: Result<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time, _> =
+                serde_json::from_value(serde_json::Value::String(t.clone()));
+            if parsed.is_err() {
+                out.push(("spec.startTime".into(), format!("{t:?} is not an RFC 3339 time")));
+            }
+        }
+        for (i, u) in self.spec.unavailable_offerings.iter().enumerate() {
+            if !crate::labels::CAPACITY_TYPES.contains(&u.capacity_type.as_str()) {
+                out.push((
+                    format!("spec.unavailableOfferings[{i}].capacityType"),
+                    format!("{:?} is not one of on-demand, reserved, spot", u.capacity_type),
+                ));
+            }
+            if u.instance_type.is_empty() {
+                out.push((format!("spec.unavailableOfferings[{i}].instanceType"), "must not be empty".into()));
+            }
+            if u.zone.is_empty() {
+                out.push((format!("spec.unavailableOfferings[{i}].zone"), "must not be empty".into()));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::manifest::{load, ProblemKind};
+
+    #[test]
+    fn scenario_loads_with_defaults() {
+        let m = load("apiVersion: carpentry.dev/v1alpha1\nkind: Scenario\nspec: {}\n").unwrap();
+        let s = m.scenario.unwrap();
+        assert_eq!(s.spec.region, "us-east-1");
+        assert!(s.spec.unavailable_offerings.is_empty());
+        let m = load("apiVersion: v1\nkind: Namespace\nmetadata: {name: x}\n").unwrap();
+        assert!(m.scenario.is_none());
+    }
+
+    #[test]
+    fn scenario_fields_are_read() {
+        let text = "apiVersion: carpentry.dev/v1alpha1\nkind: Scenario\nspec:\n  region: eu-west-1\n  startTime: \"2026-12-01T10:00:00Z\"\n  unavailableOfferings: [{instanceType: c5.large, zone: eu-west-1a, capacityType: spot}]\n  steps: []\n";
+        let s = load(text).unwrap().scenario.unwrap();
+        assert_eq!(s.spec.region, "eu-west-1");
+        assert_eq!(s.spec.unavailable_offerings[0].instance_type, "c5.large");
+        assert_eq!(s.spec.start_time.as_deref(), Some("2026-12-01T10:00:00Z"));
+    }
+
+    #[test]
+    fn scenario_errors_are_located() {
+        let text = "apiVersion: carpentry.dev/v1alpha1\nkind: Scenario\nspec:\n  region: us-east-1\n  unavailableOfferings:\n  - {instanceType: c5.large, zone: us-east-1a, capacityType: cheap}\n";
+        let e = load(text).unwrap_err();
+        let p = &e.problems[0];
+        assert_eq!(p.kind, ProblemKind::Validation);
+        assert_eq!(p.field.as_deref(), Some("spec.unavailableOfferings[0].capacityType"));
+        assert_eq!(p.position.line, 6, "{p}");
+
+        let text = "apiVersion: carpentry.dev/v1alpha1\nkind: Scenario\nspec:\n  regoin: us-east-1\n";
+        let e = load(text).unwrap_err();
+        assert_eq!(e.problems[0].kind, ProblemKind::UnknownField);
+        assert_eq!(e.problems[0].position.line, 4, "{}", e.problems[0]);
+
+        let text = "apiVersion: carpentry.dev/v1alpha1\nkind: Scenario\nspec: {startTime: yesterday}\n";
+        assert!(load(text).unwrap_err().problems[0].message.contains("RFC 3339"));
+
+        let two = "apiVersion: carpentry.dev/v1alpha1\nkind: Scenario\nmetadata: {name: a}\n---\napiVersion: carpentry.dev/v1alpha1\nkind: Scenario\nmetadata: {name: b}\n";
+        let e = load(two).unwrap_err();
+        assert_eq!(e.problems[0].document, 2);
+        assert!(e.problems[0].message.contains("at most one"));
+    }
+
+    #[test]
+    fn expectations_are_kept_untyped() {
+        let m = load("apiVersion: carpentry.dev/v1alpha1\nkind: Expectations\nspec: {nodeClaims: 1}\n").unwrap();
+        assert_eq!(m.expectations[0]["spec"]["nodeClaims"], 1);
+    }
+}

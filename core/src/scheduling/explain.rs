@@ -1,0 +1,619 @@
+//! Structured explanations of scheduling outcomes, and the one text renderer for them.
+//!
+//! Upstream reports only the last attempt's error string, drops existing-node reasons and (since
+//! v1.5) NodePool names (reference §6). Here every unschedulable pod carries:
+//! - the existing nodes (and NodeClaims planned earlier in the round) that rejected it, grouped
+//!   and counted by reason;
+//! - for each NodePool, the **first** failing constraint in upstream's check order, precisely,
+//!   with a fix where one exists;
+//! - for instance-type failures, the funnel (allowed → requirements → resources → offerings);
+//! - the relaxations applied before the last attempt.
+//!
+//! A whole requirement set is never the headline: conflicts name one key and both value sets.
+
+use std::collections::BTreeMap;
+use std::fmt::{self, Write as _};
+
+use serde::Serialize;
+
+use crate::quantity::Quantity;
+use crate::requirements::IncompatibleReason;
+
+use super::pod::{IgnoreReason, PodRef, Relaxation};
+use super::topology::Unsupported;
+
+/// A taint as explanations show it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct TaintRef {
+    pub key: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    pub effect: String,
+}
+
+impl TaintRef {
+    pub fn of(t: &k8s_openapi::api::core::v1::Taint) -> TaintRef {
+        TaintRef { key: t.key.clone(), value: t.value.clone().filter(|v| !v.is_empty()), effect: t.effect.clone() }
+    }
+}
+
+impl fmt::Display for TaintRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.value {
+            Some(v) => write!(f, "{}={}:{}", self.key, v, self.effect),
+            None => write!(f, "{}:{}", self.key, self.effect),
+        }
+    }
+}
+
+/// One key on which the pod and a node / NodePool disagree.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequirementConflict {
+    pub key: String,
+    /// The pod's requirement for the key (`key In [a b]`).
+    pub pod: String,
+    /// The node's / NodePool's requirement; `None` when the key is not defined there at all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// A well-known or defined key the pod's key may be a typo of.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub typo_of: Option<String>,
+}
+
+impl RequirementConflict {
+    /// The first conflicting key of `reason`.
+    pub fn from_reason(reason: &IncompatibleReason) -> RequirementConflict {
+        match reason {
+            IncompatibleReason::UndefinedLabel { key, incoming, hint } => {
+                RequirementConflict { key: key.clone(), pod: incoming.to_string(), node: None, typo_of: hint.clone() }
+            }
+            IncompatibleReason::Conflicts(conflicts) => {
+                let c = &conflicts[0];
+                RequirementConflict {
+                    key: c.key.clone(),
+                    pod: c.incoming.to_string(),
+                    node: Some(c.existing.to_string()),
+                    typo_of: None,
+                }
+            }
+        }
+    }
+}
+
+impl fmt::Display for RequirementConflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.node {
+            Some(node) => write!(f, "requirement {}: pod wants {}, but offers {}", self.key, self.pod, node),
+            None => {
+                write!(f, "label {:?} does not have known values (pod wants {})", self.key, self.pod)?;
+                if let Some(t) = &self.typo_of {
+                    write!(f, "; typo of {t:?}?")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Why an existing node (or a NodeClaim planned earlier in the round) cannot take the pod, in
+/// upstream `ExistingNode.CanAdd` / `NodeClaim.CanAdd` order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "reason", rename_all = "camelCase")]
+pub enum NodeRejection {
+    Taint {
+        taint: TaintRef,
+    },
+    HostPort {
+        port: String,
+    },
+    Resources {
+        resource: String,
+        needs: Quantity,
+        most_free: Quantity,
+    },
+    Requirements(RequirementConflict),
+    /// A planned NodeClaim: no remaining instance type fits with the pod added.
+    InstanceTypes {
+        remaining: usize,
+    },
+    /// A planned NodeClaim: minValues would no longer be met.
+    MinValues {
+        keys: Vec<String>,
+    },
+}
+
+impl NodeRejection {
+    /// Rejections with the same group key are counted together.
+    fn group_key(&self) -> String {
+        match self {
+            NodeRejection::Taint { taint } => format!("taint {taint}"),
+            NodeRejection::HostPort { port } => format!("port {port}"),
+            NodeRejection::Resources { resource, .. } => format!("resources {resource}"),
+            NodeRejection::Requirements(c) => format!("req {} {} {:?}", c.key, c.pod, c.node),
+            NodeRejection::InstanceTypes { .. } => "types".into(),
+            NodeRejection::MinValues { keys } => format!("minValues {keys:?}"),
+        }
+    }
+
+    fn merge(&mut self, other: &NodeRejection) {
+        match (self, other) {
+            (NodeRejection::Resources { most_free, .. }, NodeRejection::Resources { most_free: other, .. }) => {
+                *most_free = Quantity::max(*most_free, *other);
+            }
+            (NodeRejection::InstanceTypes { remaining }, NodeRejection::InstanceTypes { remaining: other }) => {
+                *remaining = (*remaining).max(*other);
+            }
+            _ => {}
+        }
+    }
+}
+
+impl fmt::Display for NodeRejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NodeRejection::Taint { taint } => write!(f, "taint {taint} not tolerated"),
+            NodeRejection::HostPort { port } => write!(f, "host port {port} already in use"),
+            NodeRejection::Resources { resource, needs, most_free } => {
+                write!(f, "insufficient {resource} (needs {needs}, most free {most_free})")
+            }
+            NodeRejection::Requirements(c) => write!(f, "{c}"),
+            NodeRejection::InstanceTypes { .. } => {
+                f.write_str("none of its remaining instance types fits the pod as well")
+            }
+            NodeRejection::MinValues { keys } => {
+                write!(f, "adding the pod would break minValues for {}", keys.join(", "))
+            }
+        }
+    }
+}
+
+/// Nodes rejected for the same reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RejectionGroup {
+    pub count: usize,
+    pub rejection: NodeRejection,
+    /// The first few node names (at most 5).
+    pub examples: Vec<String>,
+}
+
+/// Groups `(node, rejection)` pairs by reason, largest group first, then by first appearance.
+pub fn group_rejections(rejections: Vec<(String, NodeRejection)>) -> Vec<RejectionGroup> {
+    let mut groups: Vec<(String, RejectionGroup)> = Vec::new();
+    let mut index: BTreeMap<String, usize> = BTreeMap::new();
+    for (node, r) in rejections {
+        let key = r.group_key();
+        match index.get(&key) {
+            Some(&i) => {
+                let g = &mut groups[i].1;
+                g.count += 1;
+                g.rejection.merge(&r);
+                if g.examples.len() < 5 {
+                    g.examples.push(node);
+                }
+            }
+            None => {
+                index.insert(key.clone(), groups.len());
+                groups.push((key, RejectionGroup { count: 1, rejection: r, examples: vec![node] }));
+            }
+        }
+    }
+    let mut out: Vec<RejectionGroup> = groups.into_iter().map(|(_, g)| g).collect();
+    out.sort_by_key(|g| std::cmp::Reverse(g.count));
+    out
+}
+
+/// How many of a NodePool's instance types survive each test for this pod (upstream's
+/// `filterInstanceTypesByRequirements` reports only which tests failed; this counts them in a
+/// fixed order: requirements, then resources, then an available compatible offering).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Funnel {
+    /// Instance types the NodePool allows (after the prefilter and its limits).
+    pub allowed: usize,
+    pub requirements: usize,
+    pub resources: usize,
+    pub offerings: usize,
+    /// The pod's requests plus daemon overhead (min … max over the daemon groups).
+    pub requests: BTreeMap<String, Quantity>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub daemon_overhead_max: Option<BTreeMap<String, Quantity>>,
+    /// When requirements removed every type: the key that excluded the most of them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requirement_conflict: Option<RequirementConflict>,
+    /// When resources removed every type: the first resource that does not fit, and the largest
+    /// amount any type meeting the requirements offers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shortfall: Option<Shortfall>,
+    /// When the pod's host ports clash with a daemon's on every group.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_port: Option<String>,
+    /// The cheapest types that met the requirements and fitted, with their cheapest price (the
+    /// ones that lost only on offerings).
+    pub cheapest: Vec<(String, f64)>,
+    /// Why the cheapest allowed types (at most 3, by their cheapest offering) lost.
+    pub cheapest_lost: Vec<TypeLoss>,
+}
+
+/// Why one instance type was left out for the pod.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TypeLoss {
+    pub instance_type: String,
+    pub price: f64,
+    /// `requirements`, `hostPort`, `resources` or `offerings`.
+    pub stage: &'static str,
+    /// The conflicting key or the resource that does not fit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+impl fmt::Display for TypeLoss {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (${:.4}/h): ", self.instance_type, self.price)?;
+        let d = self.detail.as_deref().unwrap_or("");
+        match self.stage {
+            "requirements" => write!(f, "requirement {d} not met"),
+            "hostPort" => write!(f, "host port {d} taken by a DaemonSet"),
+            "resources" => write!(f, "not enough {d}"),
+            _ => f.write_str("no available offering the pod allows"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Shortfall {
+    pub resource: String,
+    pub needs: Quantity,
+    pub largest: Quantity,
+    pub largest_type: String,
+}
+
+/// The first constraint of a NodePool the pod fails, in upstream's order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "constraint", rename_all = "camelCase")]
+pub enum NodePoolFailure {
+    /// The NodePool takes no part in provisioning at all.
+    NotEligible {
+        why: String,
+    },
+    Taint {
+        taint: TaintRef,
+    },
+    Requirements(RequirementConflict),
+    /// `limits.nodes` is used up (upstream "node limits have been exhausted for nodepool").
+    NodeLimitsExhausted {
+        limit: Quantity,
+    },
+    /// Every instance type's capacity exceeds the remaining limit of a resource (upstream "all
+    /// available instance types exceed limits for nodepool").
+    ExceedsLimits {
+        resource: String,
+        limit: Quantity,
+        remaining: Quantity,
+        smallest: Quantity,
+        smallest_type: String,
+    },
+    InstanceTypes(Box<Funnel>),
+    MinValues {
+        keys: Vec<MinValuesKey>,
+    },
+    /// The NodeClaim was planned but truncation to the cheapest 600 types broke minValues.
+    MinValuesAfterTruncation {
+        keys: Vec<MinValuesKey>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MinValuesKey {
+    pub key: String,
+    pub min_values: i64,
+    pub found: usize,
+}
+
+impl NodePoolFailure {
+    /// How far the pod got: used to choose the headline (the NodePool that came closest).
+    pub fn progress(&self) -> u8 {
+        match self {
+            NodePoolFailure::NotEligible { .. } => 0,
+            NodePoolFailure::Taint { .. } => 1,
+            NodePoolFailure::Requirements(_) => 2,
+            NodePoolFailure::NodeLimitsExhausted { .. } | NodePoolFailure::ExceedsLimits { .. } => 3,
+            NodePoolFailure::InstanceTypes(_) => 4,
+            NodePoolFailure::MinValues { .. } | NodePoolFailure::MinValuesAfterTruncation { .. } => 5,
+        }
+    }
+}
+
+/// A concrete change that would let the pod schedule on a NodePool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "fix", rename_all = "camelCase")]
+pub enum Fix {
+    AddToleration { taint: TaintRef },
+    RaiseLimit { resource: String, to_at_least: Quantity },
+    DefineLabel { key: String },
+    FixTypo { key: String, typo_of: String },
+}
+
+impl fmt::Display for Fix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Fix::AddToleration { taint } => write!(f, "add a toleration for {taint} to the pod"),
+            Fix::RaiseLimit { resource, to_at_least } => write!(f, "raise limits.{resource} to at least {to_at_least}"),
+            Fix::DefineLabel { key } => {
+                write!(f, "define {key} in the NodePool (a requirement or a template label)")
+            }
+            Fix::FixTypo { key, typo_of } => write!(f, "did you mean {typo_of:?} instead of {key:?}?"),
+        }
+    }
+}
+
+/// A NodePool's verdict for one pod.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodePoolVerdict {
+    pub nodepool: String,
+    pub failure: NodePoolFailure,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<Fix>,
+}
+
+impl NodePoolVerdict {
+    pub fn new(nodepool: &str, failure: NodePoolFailure) -> NodePoolVerdict {
+        let fix = match &failure {
+            NodePoolFailure::Taint { taint } => Some(Fix::AddToleration { taint: taint.clone() }),
+            NodePoolFailure::Requirements(c) if c.node.is_none() => Some(match &c.typo_of {
+                Some(t) => Fix::FixTypo { key: c.key.clone(), typo_of: t.clone() },
+                None => Fix::DefineLabel { key: c.key.clone() },
+            }),
+            NodePoolFailure::ExceedsLimits { resource, limit, remaining, smallest, .. } => {
+                Some(Fix::RaiseLimit { resource: resource.clone(), to_at_least: *limit + (*smallest - *remaining) })
+            }
+            _ => None,
+        };
+        NodePoolVerdict { nodepool: nodepool.to_string(), failure, fix }
+    }
+}
+
+/// Why a pod stays pending after the round.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodExplanation {
+    /// The pod cannot be evaluated by this version (topology, affinity, volume topology).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unsupported: Option<Unsupported>,
+    /// Dynamic Resource Allocation claims (upstream: not supported while `--ignore-dra-requests`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub dra: bool,
+    /// No NodePool takes part in provisioning ("no dynamic nodepools found").
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub no_nodepools: bool,
+    pub existing_nodes: Vec<RejectionGroup>,
+    pub planned_nodeclaims: Vec<RejectionGroup>,
+    pub nodepools: Vec<NodePoolVerdict>,
+    pub relaxations: Vec<Relaxation>,
+}
+
+impl PodExplanation {
+    pub fn empty() -> PodExplanation {
+        PodExplanation {
+            unsupported: None,
+            dra: false,
+            no_nodepools: false,
+            existing_nodes: Vec::new(),
+            planned_nodeclaims: Vec::new(),
+            nodepools: Vec::new(),
+            relaxations: Vec::new(),
+        }
+    }
+
+    /// The NodePool that came closest (furthest in the check order; the first in weight order
+    /// among equals).
+    pub fn closest(&self) -> Option<&NodePoolVerdict> {
+        let best = self.nodepools.iter().map(|v| v.failure.progress()).max()?;
+        self.nodepools.iter().find(|v| v.failure.progress() == best)
+    }
+
+    /// One line: the reason the closest NodePool gave.
+    pub fn headline(&self) -> String {
+        if let Some(u) = &self.unsupported {
+            return u.to_string();
+        }
+        if self.dra {
+            return "pod has Dynamic Resource Allocation requirements that are not yet supported by Karpenter".into();
+        }
+        if self.no_nodepools {
+            return "no dynamic nodepools found".into();
+        }
+        match self.closest() {
+            Some(v) => {
+                let mut s = format!("NodePool {}: {}", v.nodepool, failure_text(&v.failure));
+                if let Some(fix) = &v.fix {
+                    let _ = write!(s, "; fix: {fix}");
+                }
+                s
+            }
+            None => "nodepool requirements filtered out all available instance types".into(),
+        }
+    }
+}
+
+fn list(values: &BTreeMap<String, Quantity>) -> String {
+    values.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
+}
+
+/// The text of one NodePool failure.
+pub fn failure_text(failure: &NodePoolFailure) -> String {
+    match failure {
+        NodePoolFailure::NotEligible { why } => why.clone(),
+        NodePoolFailure::Taint { taint } => format!("taint {taint} is not tolerated"),
+        NodePoolFailure::Requirements(c) => c.to_string(),
+        NodePoolFailure::NodeLimitsExhausted { limit } => format!("limits.nodes ({limit}) is used up"),
+        NodePoolFailure::ExceedsLimits { resource, limit, remaining, smallest, smallest_type } => format!(
+            "limits.{resource} is {limit} with {remaining} left, and the smallest allowed instance type ({smallest_type}) has {smallest}"
+        ),
+        NodePoolFailure::InstanceTypes(f) => funnel_text(f),
+        NodePoolFailure::MinValues { keys } | NodePoolFailure::MinValuesAfterTruncation { keys } => {
+            let parts: Vec<String> = keys
+                .iter()
+                .map(|k| format!("{} needs {} distinct values, the instance types offer {}", k.key, k.min_values, k.found))
+                .collect();
+            let when = if matches!(failure, NodePoolFailure::MinValuesAfterTruncation { .. }) {
+                " after keeping the cheapest 600 instance types"
+            } else {
+                ""
+            };
+            format!("minValues not met{when}: {}", parts.join("; "))
+        }
+    }
+}
+
+fn funnel_text(f: &Funnel) -> String {
+    let mut s = String::new();
+    if f.requirements == 0 {
+        let _ = write!(s, "none of its {} instance types meets the pod's requirements", f.allowed);
+        if let Some(c) = &f.requirement_conflict {
+            let _ = write!(s, " ({c})");
+        }
+    } else if f.resources == 0 {
+        match &f.shortfall {
+            Some(sh) => {
+                let _ = write!(
+                    s,
+                    "no instance type has {} {} (pod and daemons); of the {} meeting the requirements the largest, {}, offers {}",
+                    sh.resource, sh.needs, f.requirements, sh.largest_type, sh.largest
+                );
+            }
+            None => match &f.host_port {
+                Some(p) => {
+                    let _ = write!(s, "host port {p} clashes with a DaemonSet on every instance type");
+                }
+                None => {
+                    let _ = write!(s, "no instance type has enough resources for {}", list(&f.requests));
+                }
+            },
+        }
+    } else {
+        let _ = write!(
+            s,
+            "none of the {} instance types that meet the requirements and fit has an available offering the pod allows",
+            f.resources
+        );
+    }
+    let _ = write!(
+        s,
+        " [funnel: {} allowed → {} meet requirements → {} fit → {} with an offering]",
+        f.allowed, f.requirements, f.resources, f.offerings
+    );
+    s
+}
+
+/// A pod left pending, with its explanation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Unschedulable {
+    pub pod: PodRef,
+    pub explanation: PodExplanation,
+}
+
+/// A pod left out of the round.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Ignored {
+    pub pod: PodRef,
+    pub reason: IgnoreReason,
+}
+
+/// The one renderer: a multi-line explanation of an unschedulable pod.
+pub fn render_unschedulable(u: &Unschedulable) -> String {
+    let e = &u.explanation;
+    let mut s = format!("{}: {}\n", u.pod, e.headline());
+    if e.unsupported.is_some() || e.dra || e.no_nodepools {
+        return s;
+    }
+    for (title, groups) in
+        [("existing nodes", &e.existing_nodes), ("NodeClaims planned this round", &e.planned_nodeclaims)]
+    {
+        if groups.is_empty() {
+            continue;
+        }
+        let total: usize = groups.iter().map(|g| g.count).sum();
+        let _ = writeln!(s, "  {title} ({total}):");
+        for g in groups {
+            let _ = writeln!(
+                s,
+                "    {} node{}: {} (e.g. {})",
+                g.count,
+                if g.count == 1 { "" } else { "s" },
+                g.rejection,
+                g.examples.join(", ")
+            );
+        }
+    }
+    if !e.nodepools.is_empty() {
+        let _ = writeln!(s, "  NodePools:");
+        for v in &e.nodepools {
+            let _ = write!(s, "    {}: {}", v.nodepool, failure_text(&v.failure));
+            if let Some(fix) = &v.fix {
+                let _ = write!(s, "\n      fix: {fix}");
+            }
+            s.push('\n');
+            if let NodePoolFailure::InstanceTypes(f) = &v.failure {
+                if !f.cheapest_lost.is_empty() {
+                    let lost: Vec<String> = f.cheapest_lost.iter().map(ToString::to_string).collect();
+                    let _ = writeln!(s, "      cheapest allowed: {}", lost.join("; "));
+                }
+                if !f.cheapest.is_empty() {
+                    let cheapest: Vec<String> = f.cheapest.iter().map(|(n, p)| format!("{n} ${p:.4}/h")).collect();
+                    let _ = writeln!(s, "      cheapest that fit: {}", cheapest.join(", "));
+                }
+            }
+        }
+    }
+    if !e.relaxations.is_empty() {
+        let r: Vec<String> = e.relaxations.iter().map(ToString::to_string).collect();
+        let _ = writeln!(s, "  relaxed: {}", r.join("; "));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_count_and_keep_the_most_free() {
+        let r = |free: i64| NodeRejection::Resources {
+            resource: "cpu".into(),
+            needs: Quantity::from_millis(1500),
+            most_free: Quantity::from_millis(free),
+        };
+        let taint = NodeRejection::Taint {
+            taint: TaintRef { key: "dedicated".into(), value: Some("critical".into()), effect: "NoSchedule".into() },
+        };
+        let groups = group_rejections(vec![
+            ("a".into(), r(100)),
+            ("b".into(), taint.clone()),
+            ("c".into(), r(900)),
+            ("d".into(), r(300)),
+        ]);
+        assert_eq!(groups.len(), 2);
+        assert_eq!(groups[0].count, 3);
+        assert_eq!(groups[0].rejection.to_string(), "insufficient cpu (needs 1500m, most free 900m)");
+        assert_eq!(groups[1].rejection.to_string(), "taint dedicated=critical:NoSchedule not tolerated");
+    }
+
+    #[test]
+    fn limit_fix_names_the_needed_value() {
+        let v = NodePoolVerdict::new(
+            "default",
+            NodePoolFailure::ExceedsLimits {
+                resource: "cpu".into(),
+                limit: Quantity::from_units(50),
+                remaining: Quantity::from_units(2),
+                smallest: Quantity::from_units(4),
+                smallest_type: "c5.xlarge".into(),
+            },
+        );
+        assert_eq!(v.fix.unwrap().to_string(), "raise limits.cpu to at least 52");
+    }
+}

@@ -1,0 +1,379 @@
+//! Pods as the provisioner sees them: which are provisionable, which are ignored and why
+//! (upstream `pkg/utils/pod/scheduling.go`, `provisioner.go::GetPendingPods/Validate`), and the
+//! per-pod data the scheduler works with (requests, tolerations, host ports, node-affinity terms
+//! in relaxation order; upstream `preferences.go`).
+
+use std::fmt;
+
+use k8s_openapi::api::core::v1::{Pod, Toleration};
+use serde::Serialize;
+
+use crate::api::validation::{label_value_errors, qualified_name_errors};
+use crate::labels;
+use crate::quantity::Quantity;
+use crate::requirements::{Operator, Requirement, Requirements};
+use crate::resources::{self, ResourceList};
+
+use super::hostports::{self, HostPort};
+use super::taints;
+
+/// `namespace/name` of a pod.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct PodRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl PodRef {
+    pub fn of(pod: &Pod) -> PodRef {
+        PodRef {
+            namespace: pod.metadata.namespace.clone().unwrap_or_else(|| "default".into()),
+            name: pod.metadata.name.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl fmt::Display for PodRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Why a pod without a node is not part of the provisioning round.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "reason", rename_all = "camelCase")]
+pub enum IgnoreReason {
+    /// `status.nominatedNodeName` is set: the pod is preempting (upstream `IsProvisionable`).
+    Nominated { node: String },
+    /// Owned by a DaemonSet: the DaemonSet controller places it.
+    DaemonSetPod,
+    /// A mirror (static) pod, owned by its Node.
+    MirrorPod,
+    /// The pod's PodScheduled condition is not `False/Unschedulable`: kube-scheduler has not
+    /// rejected it, so Karpenter does not act (§8 trap 1).
+    NotRejectedByKubeScheduler { condition: String },
+    /// The pod requires `karpenter.sh/nodepool DoesNotExist` (nodeSelector, first required term
+    /// or heaviest preferred term): it avoids Karpenter capacity on purpose (no event upstream).
+    AvoidsKarpenter,
+    /// A nodeSelector entry or required node-affinity expression fails `ValidateRequirement`
+    /// (upstream event `Failed to schedule pod, <message>`).
+    InvalidRequirement { key: String, message: String },
+    /// A required node-selector term uses `matchFields`.
+    MatchFields,
+    /// The pod's spec cannot be read (a bad quantity, a bad preferred term…).
+    Unreadable { message: String },
+}
+
+impl fmt::Display for IgnoreReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IgnoreReason::Nominated { node } => write!(f, "nominated to node {node} (preempting); not provisionable"),
+            IgnoreReason::DaemonSetPod => f.write_str("owned by a DaemonSet; not provisionable"),
+            IgnoreReason::MirrorPod => f.write_str("a mirror pod; not provisionable"),
+            IgnoreReason::NotRejectedByKubeScheduler { condition } => write!(
+                f,
+                "PodScheduled is {condition}, not False/Unschedulable; Karpenter only acts on pods kube-scheduler rejected"
+            ),
+            IgnoreReason::AvoidsKarpenter => {
+                write!(f, "requires {} DoesNotExist; it avoids Karpenter capacity", labels::NODEPOOL)
+            }
+            IgnoreReason::InvalidRequirement { message, .. } => write!(f, "ignored: {message}"),
+            IgnoreReason::MatchFields => f.write_str("ignored: node selector term with matchFields is not supported"),
+            IgnoreReason::Unreadable { message } => write!(f, "ignored: {message}"),
+        }
+    }
+}
+
+/// Upstream `IsProvisionable` minus the `nodeName` test (the caller splits bound pods first).
+/// A pod without any PodScheduled condition is taken as rejected by kube-scheduler: offline
+/// manifests never went through it (docs/divergences.md).
+pub fn provisionable(pod: &Pod) -> Result<(), IgnoreReason> {
+    if let Some(node) = pod.status.as_ref().and_then(|s| s.nominated_node_name.as_ref()).filter(|n| !n.is_empty()) {
+        return Err(IgnoreReason::Nominated { node: node.clone() });
+    }
+    for owner in pod.metadata.owner_references.iter().flatten() {
+        if owner.kind == "DaemonSet" && owner.api_version.starts_with("apps/") {
+            return Err(IgnoreReason::DaemonSetPod);
+        }
+        if owner.kind == "Node" && owner.api_version == "v1" {
+            return Err(IgnoreReason::MirrorPod);
+        }
+    }
+    let scheduled = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "PodScheduled"));
+    if let Some(c) = scheduled {
+        if !(c.status == "False" && c.reason.as_deref() == Some("Unschedulable")) {
+            return Err(IgnoreReason::NotRejectedByKubeScheduler {
+                condition: format!("{}/{}", c.status, c.reason.as_deref().unwrap_or("")),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Whether a pod is owned by a DaemonSet (and which).
+pub fn daemonset_owner(pod: &Pod) -> Option<&str> {
+    pod.metadata.owner_references.iter().flatten().find(|o| o.kind == "DaemonSet").map(|o| o.name.as_str())
+}
+
+/// Whether a bound pod still occupies its node (not Succeeded/Failed).
+pub fn is_active(pod: &Pod) -> bool {
+    !matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
+}
+
+/// `karpenter.sh/do-not-disrupt`.
+pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+
+/// Upstream `pdb.IsCurrentlyReschedulable` (§1.3 step 3): a pod of a deleting node is rescheduled
+/// when it is active (or a terminating StatefulSet pod), not a DaemonSet or mirror pod, not under
+/// `karpenter.sh/do-not-disrupt` (a duration value counts as active: there is no clock here), and
+/// not covered by a fully blocking PodDisruptionBudget (maxUnavailable 0 or 0%, minAvailable 100%).
+pub fn reschedulable(pod: &Pod, pdbs: &[k8s_openapi::api::policy::v1::PodDisruptionBudget]) -> bool {
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let owners = pod.metadata.owner_references.iter().flatten();
+    let statefulset = owners.clone().any(|o| o.kind == "StatefulSet");
+    if !is_active(pod) || (pod.metadata.deletion_timestamp.is_some() && !statefulset) {
+        return false;
+    }
+    if owners.clone().any(|o| o.kind == "DaemonSet" || (o.kind == "Node" && o.api_version == "v1")) {
+        return false;
+    }
+    let annotation = pod.metadata.annotations.as_ref().and_then(|a| a.get(DO_NOT_DISRUPT));
+    if annotation.is_some_and(|v| v == "true" || crate::api::Duration::parse(v).is_ok()) {
+        return false;
+    }
+    let labels = pod.metadata.labels.clone().unwrap_or_default();
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+    !pdbs.iter().any(|pdb| {
+        let Some(spec) = &pdb.spec else { return false };
+        let blocking = matches!(&spec.max_unavailable, Some(IntOrString::Int(0)))
+            || matches!(&spec.max_unavailable, Some(IntOrString::String(s)) if s == "0%")
+            || matches!(&spec.min_available, Some(IntOrString::String(s)) if s == "100%");
+        blocking
+            && pdb.metadata.namespace.as_deref().unwrap_or("default") == namespace
+            && spec.selector.as_ref().is_some_and(|s| super::selector::matches(s, &labels))
+    })
+}
+
+/// Upstream `v1.ValidateRequirement` for one pod expression.
+fn validate_requirement(key: &str, operator: &str, values: &[String]) -> Result<(), IgnoreReason> {
+    let invalid = |message: String| IgnoreReason::InvalidRequirement { key: key.to_string(), message };
+    let normalized = labels::normalize_key(key);
+    labels::check_pod_requirement_key(normalized).map_err(|e| invalid(e.to_string()))?;
+    let Some(op) = Operator::parse(operator) else {
+        return Err(invalid(format!("key {key} has an unsupported operator {operator}")));
+    };
+    if let Some(e) = qualified_name_errors(normalized).first() {
+        return Err(invalid(format!("key {key} is not a qualified name, {e}")));
+    }
+    for v in values {
+        if let Some(e) = label_value_errors(v).first() {
+            return Err(invalid(format!("invalid value {v} for key {key}, {e}")));
+        }
+    }
+    if op == Operator::In && values.is_empty() {
+        return Err(invalid(format!("key {key} with operator In must have a value defined")));
+    }
+    if op.is_bound() && (values.len() != 1 || values[0].parse::<u64>().is_err()) {
+        return Err(invalid(format!("key {key} with operator {op} must have a single positive integer value")));
+    }
+    if normalized == labels::CAPACITY_TYPE
+        && op == Operator::In
+        && !values.iter().any(|v| labels::CAPACITY_TYPES.contains(&v.as_str()))
+    {
+        return Err(invalid(format!(
+            "key {key} with operator In must have at least one of the values {:?}",
+            labels::CAPACITY_TYPES
+        )));
+    }
+    Ok(())
+}
+
+/// A pending pod prepared for scheduling.
+#[derive(Debug, Clone)]
+pub struct PodData {
+    pub pod_ref: PodRef,
+    pub uid: String,
+    pub creation: String,
+    /// Upstream `resources.RequestsForPods` (includes `pods: 1`).
+    pub requests: ResourceList,
+    pub cpu_millis: i128,
+    pub memory_bytes: i128,
+    pub tolerations: Vec<Toleration>,
+    pub host_ports: Vec<HostPort>,
+    /// nodeSelector as `In` requirements.
+    pub node_selector: Requirements,
+    /// Required node-selector terms (ORed), in the order written.
+    pub required_terms: Vec<Requirements>,
+    /// Preferred node-affinity terms, heaviest first (stable: equal weights keep the written order).
+    pub preferred_terms: Vec<(i32, Requirements)>,
+}
+
+impl PodData {
+    /// Reads and validates a pending pod as upstream's provisioner does (`Validate`): every
+    /// nodeSelector entry and required expression must pass `ValidateRequirement`, no term may use
+    /// `matchFields`, and a pod requiring `karpenter.sh/nodepool DoesNotExist` is left alone.
+    pub fn new(pod: &Pod) -> Result<PodData, IgnoreReason> {
+        let spec = pod.spec.as_ref();
+        for (k, v) in spec.and_then(|s| s.node_selector.as_ref()).into_iter().flatten() {
+            validate_requirement(k, "In", std::slice::from_ref(v))?;
+        }
+        let required = spec
+            .and_then(|s| s.affinity.as_ref())
+            .and_then(|a| a.node_affinity.as_ref())
+            .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref());
+        for term in required.map(|r| r.node_selector_terms.as_slice()).unwrap_or(&[]) {
+            if term.match_fields.as_ref().is_some_and(|f| !f.is_empty()) {
+                return Err(IgnoreReason::MatchFields);
+            }
+            for e in term.match_expressions.iter().flatten() {
+                validate_requirement(&e.key, &e.operator, e.values.as_deref().unwrap_or(&[]))?;
+            }
+        }
+        let data = PodData::read(pod)?;
+        let reqs = data.requirements(&Preferences::default());
+        if reqs.get_ref(labels::NODEPOOL).is_some_and(|r| r.operator() == Operator::DoesNotExist) {
+            return Err(IgnoreReason::AvoidsKarpenter);
+        }
+        Ok(data)
+    }
+
+    /// Reads a pod without validating it (DaemonSet pods, whose affinity comes from the template).
+    pub fn read(pod: &Pod) -> Result<PodData, IgnoreReason> {
+        let unreadable = |message: String| IgnoreReason::Unreadable { message };
+        let requests =
+            resources::pod_requests(pod).map_err(|(resource, e)| unreadable(format!("resource {resource}: {e}")))?;
+        let spec = pod.spec.as_ref();
+        let mut node_selector = Requirements::new();
+        for (k, v) in spec.and_then(|s| s.node_selector.as_ref()).into_iter().flatten() {
+            node_selector.add(Requirement::in_values(k, &[v]));
+        }
+        let node_affinity = spec.and_then(|s| s.affinity.as_ref()).and_then(|a| a.node_affinity.as_ref());
+        let mut required_terms = Vec::new();
+        let required = node_affinity.and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref());
+        for term in required.map(|r| r.node_selector_terms.as_slice()).unwrap_or(&[]) {
+            let expressions = term.match_expressions.as_deref().unwrap_or(&[]);
+            required_terms.push(
+                Requirements::from_k8s_node_selector_requirements(expressions)
+                    .map_err(|e| unreadable(e.to_string()))?,
+            );
+        }
+        let mut preferred_terms = Vec::new();
+        let preferred = node_affinity.and_then(|n| n.preferred_during_scheduling_ignored_during_execution.as_ref());
+        for term in preferred.into_iter().flatten() {
+            let expressions = term.preference.match_expressions.as_deref().unwrap_or(&[]);
+            let reqs = Requirements::from_k8s_node_selector_requirements(expressions)
+                .map_err(|e| unreadable(format!("preferred node affinity: {e}")))?;
+            preferred_terms.push((term.weight, reqs));
+        }
+        // upstream sorts by weight with an unstable sort; equal weights keep the written order here.
+        preferred_terms.sort_by_key(|(w, _)| std::cmp::Reverse(*w));
+        Ok(PodData {
+            pod_ref: PodRef::of(pod),
+            uid: pod.metadata.uid.clone().unwrap_or_default(),
+            creation: pod.metadata.creation_timestamp.as_ref().map(|t| t.0.to_string()).unwrap_or_default(),
+            cpu_millis: requests.get(resources::CPU).map_or(0, Quantity::milli_value),
+            memory_bytes: requests.get(resources::MEMORY).map_or(0, Quantity::value),
+            requests,
+            tolerations: spec.and_then(|s| s.tolerations.clone()).unwrap_or_default(),
+            host_ports: hostports::pod_host_ports(pod),
+            node_selector,
+            required_terms,
+            preferred_terms,
+        })
+    }
+
+    /// Upstream `NewPodRequirements` under the given relaxation state: nodeSelector ∩ the heaviest
+    /// remaining preferred term ∩ the first remaining required term.
+    pub fn requirements(&self, prefs: &Preferences) -> Requirements {
+        let mut out = self.node_selector.clone();
+        if let Some((_, term)) = self.preferred_terms.get(prefs.dropped_preferred) {
+            out.add_all(term);
+        }
+        if let Some(term) = self.required_terms.get(prefs.dropped_required) {
+            out.add_all(term);
+        }
+        out
+    }
+
+    /// Upstream `NewStrictPodRequirements`: without the preferred term (daemon matching, and the
+    /// topology domains of part 2).
+    pub fn strict_requirements(&self, prefs: &Preferences) -> Requirements {
+        let mut out = self.node_selector.clone();
+        if let Some(term) = self.required_terms.get(prefs.dropped_required) {
+            out.add_all(term);
+        }
+        out
+    }
+
+    /// The tolerations in force: the pod's, plus `Exists:PreferNoSchedule` once relaxed so.
+    pub fn tolerations(&self, prefs: &Preferences) -> Vec<Toleration> {
+        let mut t = self.tolerations.clone();
+        if prefs.tolerate_prefer_no_schedule {
+            t.push(taints::prefer_no_schedule_toleration());
+        }
+        t
+    }
+}
+
+/// How far a pod has been relaxed in the current attempt (upstream mutates a pod copy; here the
+/// pod stays as read and this state says which terms are dropped).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Preferences {
+    /// Required node-selector terms dropped from the front.
+    pub dropped_required: usize,
+    /// Preferred node-affinity terms dropped, heaviest first.
+    pub dropped_preferred: usize,
+    /// The `Exists:PreferNoSchedule` toleration was added.
+    pub tolerate_prefer_no_schedule: bool,
+}
+
+/// One relaxation step that was applied (upstream `Preferences.Relax`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "step", rename_all = "camelCase")]
+pub enum Relaxation {
+    /// Step 1: the pod had more than one required node-selector term; the first was dropped.
+    DroppedRequiredTerm { index: usize },
+    /// Step 4: the heaviest remaining preferred node-affinity term was dropped.
+    DroppedPreferredNodeAffinity { weight: i32 },
+    /// Step 6: PreferNoSchedule taints are tolerated (only when some NodePool has one).
+    ToleratedPreferNoSchedule,
+}
+
+impl fmt::Display for Relaxation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Relaxation::DroppedRequiredTerm { index } => {
+                write!(f, "dropped required node-affinity term #{} (terms are ORed)", index + 1)
+            }
+            Relaxation::DroppedPreferredNodeAffinity { weight } => {
+                write!(f, "dropped the preferred node-affinity term of weight {weight}")
+            }
+            Relaxation::ToleratedPreferNoSchedule => f.write_str("tolerated PreferNoSchedule taints"),
+        }
+    }
+}
+
+impl Preferences {
+    /// Applies the first relaxation step that changes something, in upstream's order. Steps 2, 3
+    /// and 5 (preferred pod affinity / anti-affinity, ScheduleAnyway spread) belong to the
+    /// topology part and never apply to the pods scheduled here (see `topology.rs`).
+    pub fn relax(&mut self, pod: &PodData, tolerate_prefer_no_schedule: bool) -> Option<Relaxation> {
+        if pod.required_terms.len() > self.dropped_required + 1 {
+            self.dropped_required += 1;
+            return Some(Relaxation::DroppedRequiredTerm { index: self.dropped_required - 1 });
+        }
+        if let Some((weight, _)) = pod.preferred_terms.get(self.dropped_preferred) {
+            self.dropped_preferred += 1;
+            return Some(Relaxation::DroppedPreferredNodeAffinity { weight: *weight });
+        }
+        if tolerate_prefer_no_schedule && !self.tolerate_prefer_no_schedule {
+            self.tolerate_prefer_no_schedule = true;
+            return Some(Relaxation::ToleratedPreferNoSchedule);
+        }
+        None
+    }
+}

@@ -1,0 +1,1226 @@
+//! One provisioning round as a pure function (upstream `provisioner.go::Schedule` and
+//! `scheduling/scheduler.go`, v1.14.1): NodePools with their instance types, existing nodes and
+//! NodeClaims with their bound pods, pending pods, DaemonSets and unavailable offerings in; new
+//! NodeClaims, pods placed on existing nodes, and unschedulable or ignored pods (each with a
+//! structured explanation) out.
+//!
+//! Order of work (reference §1.3–§1.9):
+//! 1. pods: provisionable and valid (§1.2), else ignored with the reason;
+//! 2. NodePools: dynamic, managed, ready, not deleting; ordered by weight desc, then name desc;
+//!    instance types prefiltered against the template (§1.4); limits minus existing capacity;
+//! 3. existing nodes: initialized first, then by name; remaining = allocatable − bound pods −
+//!    remaining daemon overhead;
+//! 4. the queue: cpu desc, memory desc, creation, uid (then input order); each pod tries existing
+//!    nodes, then this round's NodeClaims (fewest pods first, then creation order), then a new
+//!    NodeClaim per NodePool in order; on failure one relaxation step and retry; a failed pod goes
+//!    to the back unrelaxed; stop after a full cycle without progress (§1.5);
+//! 5. finalisation: daemon overhead minimum into requests, price order, truncation to 600 with
+//!    the minValues re-check, the NodeClaim requirements and labels, and the simulated launch.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use serde::{Deserialize, Serialize};
+
+use crate::api::nodeclaim::NodeClaim;
+use crate::api::nodepool::NodePool;
+use crate::catalogue::InstanceType;
+use crate::labels;
+use crate::quantity::Quantity;
+use crate::requirements::{AllowUndefined, NodeSelectorRequirementWithMinValues, Requirement, Requirements};
+use crate::resources::{self, ResourceList};
+
+use super::cloudprovider::{self, Launch};
+use super::daemons::{self, Daemon, DaemonGroup};
+use super::explain::{
+    self, Funnel, Ignored, MinValuesKey, NodePoolFailure, NodePoolVerdict, NodeRejection, PodExplanation,
+    RequirementConflict, Shortfall, TaintRef, TypeLoss, Unschedulable,
+};
+use super::hostports::{self, HostPort};
+use super::nodeclaim_template::NodeClaimTemplate;
+use super::pod::{self, PodData, PodRef, Preferences, Relaxation};
+use super::taints;
+use super::topology::{Topology, Unsupported};
+
+/// Upstream `MaxInstanceTypes` (v1.7+).
+pub const MAX_INSTANCE_TYPES: usize = 600;
+
+/// `--min-values-policy`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MinValuesPolicy {
+    #[default]
+    Strict,
+    BestEffort,
+}
+
+/// Scheduler switches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    pub min_values_policy: MinValuesPolicy,
+    pub max_instance_types: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { min_values_policy: MinValuesPolicy::Strict, max_instance_types: MAX_INSTANCE_TYPES }
+    }
+}
+
+/// An offering that cannot be launched now (insufficient capacity).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UnavailableOffering {
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: String,
+}
+
+/// A NodePool with the instance types its NodeClass can launch in the region.
+#[derive(Debug, Clone)]
+pub struct NodePoolInput {
+    pub nodepool: NodePool,
+    pub instance_types: Arc<Vec<InstanceType>>,
+}
+
+/// Everything one round reads.
+#[derive(Debug, Clone, Default)]
+pub struct Input {
+    pub nodepools: Vec<NodePoolInput>,
+    pub nodes: Vec<Node>,
+    pub nodeclaims: Vec<NodeClaim>,
+    /// Every pod: bound ones (with `spec.nodeName`) count against their node; the others are
+    /// candidates for the round.
+    pub pods: Vec<Pod>,
+    pub daemonsets: Vec<DaemonSet>,
+    /// Used to decide which pods of deleting nodes are rescheduled (fully blocking PDBs).
+    pub pdbs: Vec<PodDisruptionBudget>,
+    pub unavailable_offerings: Vec<UnavailableOffering>,
+    pub options: Options,
+}
+
+/// A NodeClaim the round creates.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedNodeClaim {
+    pub nodepool: String,
+    pub pods: Vec<PodRef>,
+    /// Cheapest first, at most 600.
+    pub instance_type_options: Vec<String>,
+    pub requirements: Vec<NodeSelectorRequirementWithMinValues>,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<TaintRef>,
+    pub startup_taints: Vec<TaintRef>,
+    /// Pod requests plus the minimum daemon overhead (includes `pods`).
+    pub requests: ResourceList,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub launch: Option<Launch>,
+    /// Annotation `karpenter.sh/nodeclaim-min-values-relaxed`.
+    pub min_values_relaxed: bool,
+}
+
+/// Pods planned onto an existing node or in-flight NodeClaim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExistingPlacement {
+    pub name: String,
+    pub pods: Vec<PodRef>,
+}
+
+/// A placed pod whose preferences had to be relaxed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RelaxedPod {
+    pub pod: PodRef,
+    pub relaxations: Vec<Relaxation>,
+}
+
+/// A NodePool that takes no part in the round.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SkippedNodePool {
+    pub nodepool: String,
+    pub why: String,
+}
+
+/// The outcome of one round.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Results {
+    pub nodeclaims: Vec<PlannedNodeClaim>,
+    pub existing_nodes: Vec<ExistingPlacement>,
+    pub unschedulable: Vec<Unschedulable>,
+    pub ignored: Vec<Ignored>,
+    pub skipped_nodepools: Vec<SkippedNodePool>,
+    /// Placed pods whose preferences were relaxed to place them, with the steps applied.
+    pub relaxed: Vec<RelaxedPod>,
+    /// Things the round could not take into account, said plainly.
+    pub notes: Vec<String>,
+}
+
+/// An instance type a NodePool may launch, with what packing needs.
+#[derive(Debug, Clone)]
+struct TypeOption {
+    it: usize,
+    allocatable: ResourceList,
+    group: usize,
+}
+
+/// A NodePool as the round uses it.
+struct Template {
+    name: String,
+    base: NodeClaimTemplate,
+    taints: Vec<Taint>,
+    startup_taints: Vec<Taint>,
+    instance_types: Arc<Vec<InstanceType>>,
+    options: Vec<TypeOption>,
+    groups: Vec<DaemonGroup>,
+    /// Limits left (capacity-based); only the limited resources.
+    remaining: ResourceList,
+    limits: ResourceList,
+}
+
+/// A node that exists (or a launched NodeClaim) as the round sees it.
+struct ExistingNode {
+    name: String,
+    initialized: bool,
+    taints: Vec<Taint>,
+    requirements: Requirements,
+    available: ResourceList,
+    host_ports: Vec<HostPort>,
+    placed: Vec<usize>,
+}
+
+/// A NodeClaim planned in this round.
+#[derive(Clone)]
+struct Claim {
+    template: usize,
+    requirements: Requirements,
+    /// Indices into the template's options, in price order.
+    options: Vec<u32>,
+    pods: Vec<usize>,
+    requests: ResourceList,
+    host_ports: Vec<HostPort>,
+    min_values_relaxed: bool,
+}
+
+/// Why a planned NodeClaim cannot take a pod.
+enum ClaimRejection {
+    Taint(usize),
+    Requirements(crate::requirements::IncompatibleReason),
+    InstanceTypes { remaining: usize },
+    MinValues(Vec<MinValuesKey>),
+}
+
+/// What a successful `can_add` on a claim would commit.
+struct Addition {
+    requirements: Requirements,
+    options: Vec<u32>,
+    relaxed_min_values: bool,
+}
+
+struct Round<'a> {
+    input: &'a Input,
+    pods: Vec<PodData>,
+    templates: Vec<Template>,
+    nodes: Vec<ExistingNode>,
+    claims: Vec<Claim>,
+    topology: Topology,
+    tolerate_prefer_no_schedule: bool,
+    hostname_counter: std::cell::Cell<usize>,
+    /// Placed pods that needed relaxation, with the steps.
+    relaxed: Vec<(usize, Vec<Relaxation>)>,
+}
+
+/// Runs one provisioning round.
+pub fn schedule(input: &Input) -> Results {
+    let mut results = Results {
+        nodeclaims: Vec::new(),
+        existing_nodes: Vec::new(),
+        unschedulable: Vec::new(),
+        ignored: Vec::new(),
+        skipped_nodepools: Vec::new(),
+        relaxed: Vec::new(),
+        notes: Vec::new(),
+    };
+    let (daemons, daemon_errors) = daemons::daemons(&input.daemonsets);
+    for (name, e) in daemon_errors {
+        results.notes.push(format!("DaemonSet {name} is not counted as overhead: {e}"));
+    }
+
+    // Pods: bound ones stay with their node; the others are candidates.
+    let mut bound: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
+    let mut pending_pods: Vec<PodData> = Vec::new();
+    let mut unsupported: Vec<(PodRef, Unsupported)> = Vec::new();
+    let mut dra: Vec<PodRef> = Vec::new();
+    let bound_pods: Vec<&Pod> = input
+        .pods
+        .iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty()))
+        .collect();
+    let topology = Topology::new(bound_pods.iter().copied());
+    for p in &bound_pods {
+        if pod::is_active(p) {
+            let node = p.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or_default();
+            bound.entry(node).or_default().push(p);
+        }
+    }
+    for p in &input.pods {
+        if p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty()) {
+            continue;
+        }
+        let pod_ref = PodRef::of(p);
+        if let Err(reason) = pod::provisionable(p) {
+            results.ignored.push(Ignored { pod: pod_ref, reason });
+            continue;
+        }
+        match PodData::new(p) {
+            Err(reason) => results.ignored.push(Ignored { pod: pod_ref, reason }),
+            Ok(data) => {
+                if let Some(u) = topology.unsupported(p) {
+                    unsupported.push((pod_ref, u));
+                } else if p.spec.as_ref().and_then(|s| s.resource_claims.as_ref()).is_some_and(|c| !c.is_empty()) {
+                    // upstream: DRA pods fail in the scheduler while --ignore-dra-requests (default).
+                    dra.push(pod_ref);
+                } else {
+                    pending_pods.push(data);
+                }
+            }
+        }
+    }
+
+    // NodePools.
+    let mut eligible: Vec<&NodePoolInput> = Vec::new();
+    for np in &input.nodepools {
+        match eligibility(&np.nodepool) {
+            Ok(()) => eligible.push(np),
+            Err(why) => results.skipped_nodepools.push(SkippedNodePool { nodepool: np.nodepool.name().into(), why }),
+        }
+    }
+    // upstream `OrderByWeight`: weight desc (unset = 0), equal weights by name descending.
+    eligible.sort_by(|a, b| {
+        let w = |n: &NodePoolInput| n.nodepool.spec.weight.unwrap_or(0);
+        w(b).cmp(&w(a)).then_with(|| b.nodepool.name().cmp(a.nodepool.name()))
+    });
+    let unavailable: BTreeMap<&str, Vec<&UnavailableOffering>> =
+        input.unavailable_offerings.iter().fold(BTreeMap::new(), |mut m, u| {
+            m.entry(u.instance_type.as_str()).or_default().push(u);
+            m
+        });
+    let mut templates = Vec::new();
+    for np in eligible {
+        match build_template(np, &unavailable, &daemons, input.options.min_values_policy) {
+            Ok(t) => templates.push(t),
+            Err(why) => results.skipped_nodepools.push(SkippedNodePool { nodepool: np.nodepool.name().into(), why }),
+        }
+    }
+    let tolerate_prefer_no_schedule =
+        templates.iter().any(|t| t.taints.iter().any(|t| t.effect == taints::PREFER_NO_SCHEDULE));
+
+    // Existing nodes and in-flight NodeClaims.
+    let (nodes, usage, notes, deleting) = existing_nodes(input, &bound, &daemons);
+    results.notes.extend(notes);
+    // §1.3 step 3: the currently reschedulable pods of deleting nodes join the pending pods.
+    for node in &deleting {
+        for p in bound.get(node.as_str()).into_iter().flatten() {
+            if !pod::reschedulable(p, &input.pdbs) {
+                continue;
+            }
+            match PodData::read(p) {
+                Ok(data) if topology.unsupported(p).is_none() => pending_pods.push(data),
+                Ok(_) => unsupported.push((PodRef::of(p), topology.unsupported(p).expect("checked"))),
+                Err(reason) => results.ignored.push(Ignored { pod: PodRef::of(p), reason }),
+            }
+        }
+    }
+    for t in &mut templates {
+        if let Some(used) = usage.get(&t.name) {
+            for (resource, remaining) in t.remaining.iter_mut() {
+                *remaining -= used.get(resource).copied().unwrap_or(Quantity::ZERO);
+            }
+        }
+    }
+
+    let mut round = Round {
+        input,
+        pods: pending_pods,
+        templates,
+        nodes,
+        claims: Vec::new(),
+        topology,
+        tolerate_prefer_no_schedule,
+        hostname_counter: std::cell::Cell::new(0),
+        relaxed: Vec::new(),
+    };
+    let failed = round.solve();
+    round.finish(failed, &mut results);
+    for (pod, u) in unsupported {
+        let mut e = PodExplanation::empty();
+        e.unsupported = Some(u);
+        results.unschedulable.push(Unschedulable { pod, explanation: e });
+    }
+    for pod in dra {
+        let mut e = PodExplanation::empty();
+        e.dra = true;
+        results.unschedulable.push(Unschedulable { pod, explanation: e });
+    }
+    results
+}
+
+/// Upstream `Provisioner.NewScheduler`'s NodePool filter.
+fn eligibility(np: &NodePool) -> Result<(), String> {
+    if np.is_static() {
+        return Err("static NodePool (spec.replicas): not used for dynamic provisioning".into());
+    }
+    if np.metadata.deletion_timestamp.is_some() {
+        return Err("being deleted".into());
+    }
+    let r = &np.spec.template.spec.node_class_ref;
+    if r.group != crate::api::AWS_GROUP || r.kind != "EC2NodeClass" {
+        return Err(format!("nodeClassRef {}/{} is not managed by the AWS provider", r.group, r.kind));
+    }
+    if let Some(status) = &np.status {
+        if let Some(c) = crate::api::find_condition(&status.conditions, "Ready") {
+            if !c.is_true() {
+                return Err(format!("not Ready ({})", c.message.as_deref().unwrap_or("condition Ready is not True")));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn build_template(
+    np: &NodePoolInput,
+    unavailable: &BTreeMap<&str, Vec<&UnavailableOffering>>,
+    daemons: &[Daemon],
+    policy: MinValuesPolicy,
+) -> Result<Template, String> {
+    let base = NodeClaimTemplate::new(&np.nodepool).map_err(|e| format!("requirements: {e}"))?;
+    // The unavailable-offerings input marks offerings unavailable (upstream's ICE cache).
+    let mut instance_types = np.instance_types.clone();
+    if instance_types.iter().any(|it| unavailable.contains_key(it.name.as_str())) {
+        let types = Arc::make_mut(&mut instance_types);
+        for it in types.iter_mut() {
+            if let Some(list) = unavailable.get(it.name.as_str()) {
+                for o in &mut it.offerings {
+                    if list.iter().any(|u| u.zone == o.zone && u.capacity_type == o.capacity_type.as_str()) {
+                        o.available = false;
+                    }
+                }
+            }
+        }
+    }
+    // Prefilter without limits: limits are applied per new NodeClaim against what remains (§1.6).
+    let mut unlimited = base.clone();
+    unlimited.limits.clear();
+    let prefilter = unlimited.prefilter(&instance_types);
+    if prefilter.options.is_empty() {
+        return Err("NodePool requirements filtered out all compatible available instance types".into());
+    }
+    if let (Err(shortfall), MinValuesPolicy::Strict) = (&prefilter.min_values, policy) {
+        return Err(format!(
+            "NodePool requirements filtered out all compatible available instance types due to minValues \
+             incompatibility ({shortfall})"
+        ));
+    }
+    let index: HashMap<&str, usize> = instance_types.iter().enumerate().map(|(i, it)| (it.name.as_str(), i)).collect();
+    let types: Vec<usize> = prefilter.options.iter().map(|o| index[o.instance_type.name.as_str()]).collect();
+    drop(prefilter);
+    let spec = &np.nodepool.spec.template.spec;
+    let (groups, group_of) =
+        daemons::overhead_groups(daemons, &base.requirements, &spec.taints, &instance_types, &types);
+    let options = types
+        .iter()
+        .zip(group_of)
+        .map(|(&it, group)| TypeOption { it, allocatable: instance_types[it].allocatable(), group })
+        .collect();
+    Ok(Template {
+        name: base.nodepool.clone(),
+        remaining: base.limits.clone(),
+        limits: base.limits.clone(),
+        taints: spec.taints.clone(),
+        startup_taints: spec.startup_taints.clone(),
+        base,
+        instance_types,
+        options,
+        groups,
+    })
+}
+
+fn node_labels_requirements(labels_map: &BTreeMap<String, String>, hostname: &str) -> Requirements {
+    let mut reqs = Requirements::from_labels(labels_map);
+    if !reqs.has(labels::HOSTNAME) {
+        reqs.add(Requirement::in_values(labels::HOSTNAME, &[hostname]));
+    }
+    reqs
+}
+
+fn k8s_resources(
+    map: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+) -> ResourceList {
+    map.map(|m| resources::from_k8s(m).unwrap_or_default()).unwrap_or_default()
+}
+
+type Usage = BTreeMap<String, ResourceList>;
+
+/// Builds the existing nodes (upstream `ExistingNode`s of `cluster.Nodes().Active()`), sorted
+/// initialized first, then by name; and the capacity each NodePool already uses (`nodes` = 1 per
+/// node).
+fn existing_nodes(
+    input: &Input,
+    bound: &BTreeMap<&str, Vec<&Pod>>,
+    daemons: &[Daemon],
+) -> (Vec<ExistingNode>, Usage, Vec<String>, Vec<String>) {
+    let mut out = Vec::new();
+    let mut deleting = Vec::new();
+    let mut usage: Usage = BTreeMap::new();
+    let mut notes = Vec::new();
+    let mut claimed = vec![false; input.nodeclaims.len()];
+    let mut add_usage = |nodepool: Option<&String>, capacity: &ResourceList| {
+        if let Some(np) = nodepool {
+            let u = usage.entry(np.clone()).or_default();
+            resources::add_into(u, capacity);
+            resources::add_into(u, &BTreeMap::from([("nodes".to_string(), Quantity::from_units(1))]));
+        }
+    };
+    for node in &input.nodes {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let provider_id = node.spec.as_ref().and_then(|s| s.provider_id.clone());
+        let claim_index = input.nodeclaims.iter().position(|nc| {
+            nc.status.as_ref().is_some_and(|s| {
+                (!s.node_name.is_empty() && s.node_name == name)
+                    || (!s.provider_id.is_empty() && Some(&s.provider_id) == provider_id.as_ref())
+            })
+        });
+        if let Some(i) = claim_index {
+            claimed[i] = true;
+        }
+        let claim = claim_index.map(|i| &input.nodeclaims[i]);
+        if node.metadata.deletion_timestamp.is_some() || claim.is_some_and(marked_for_deletion) {
+            // §1.3: not active capacity; its reschedulable pods join the round.
+            deleting.push(name);
+            continue;
+        }
+        let mut node_labels = node.metadata.labels.clone().unwrap_or_default();
+        let nodepool = node_labels.get(labels::NODEPOOL).cloned();
+        let managed = nodepool.is_some();
+        let registered = !managed || node_labels.get(labels::NODE_REGISTERED).map(String::as_str) == Some("true");
+        let initialized = !managed || node_labels.get(labels::NODE_INITIALIZED).map(String::as_str) == Some("true");
+        let mut node_taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+        if managed && !registered {
+            // §2.4: an unregistered managed node looks like its NodeClaim.
+            if let Some(c) = claim {
+                node_labels.extend(c.metadata.labels.clone().unwrap_or_default());
+                node_taints = c.spec.taints.clone();
+                node_taints.extend(c.spec.startup_taints.iter().cloned());
+            }
+        }
+        if managed && !initialized {
+            let startup = claim.map(|c| c.spec.startup_taints.as_slice()).unwrap_or(&[]);
+            node_taints.retain(|t| {
+                !taints::is_known_ephemeral(t) && !startup.iter().any(|s| s.key == t.key && s.effect == t.effect)
+            });
+        }
+        let status = node.status.as_ref();
+        let mut allocatable = k8s_resources(status.and_then(|s| s.allocatable.as_ref()));
+        let mut capacity = k8s_resources(status.and_then(|s| s.capacity.as_ref()));
+        if managed && !initialized {
+            if let Some(cs) = claim.and_then(|c| c.status.as_ref()) {
+                fill_zero(&mut allocatable, &cs.allocatable);
+                fill_zero(&mut capacity, &cs.capacity);
+            }
+        }
+        add_usage(nodepool.as_ref(), &capacity);
+        let hostname = node_labels.get(labels::HOSTNAME).cloned().unwrap_or_else(|| name.clone());
+        let requirements = node_labels_requirements(&node_labels, &hostname);
+        out.push(make_existing(name, initialized, node_taints, requirements, allocatable, bound, daemons));
+    }
+    for (i, nc) in input.nodeclaims.iter().enumerate() {
+        if claimed[i] {
+            continue;
+        }
+        let name = nc.name().to_string();
+        let Some(status) = nc.status.as_ref().filter(|s| !s.provider_id.is_empty() || !s.allocatable.is_empty()) else {
+            notes.push(format!(
+                "NodeClaim {name} is not launched yet (no providerID): upstream schedules nothing until it is; \
+                 here it is left out"
+            ));
+            continue;
+        };
+        if marked_for_deletion(nc) {
+            deleting.push(name);
+            continue;
+        }
+        // In flight: launched, no Node yet; shape from the NodeClaim (§2.4), startup taints ignored.
+        let mut node_labels = nc.metadata.labels.clone().unwrap_or_default();
+        let reqs = Requirements::from_node_selector_requirements(&nc.spec.requirements).unwrap_or_default();
+        for (k, v) in reqs.labels() {
+            node_labels.entry(k).or_insert(v);
+        }
+        add_usage(node_labels.get(labels::NODEPOOL), &status.capacity);
+        let requirements = node_labels_requirements(&node_labels, &name);
+        let node_taints = nc.spec.taints.iter().filter(|t| !taints::is_known_ephemeral(t)).cloned().collect();
+        out.push(make_existing(name, false, node_taints, requirements, status.allocatable.clone(), bound, daemons));
+    }
+    // upstream: initialized first, then by name (stable).
+    out.sort_by(|a, b| b.initialized.cmp(&a.initialized).then_with(|| a.name.cmp(&b.name)));
+    (out, usage, notes, deleting)
+}
+
+/// Upstream `StateNode.MarkedForDeletion` as far as objects show it: a deletion timestamp or the
+/// `InstanceTerminating` condition.
+fn marked_for_deletion(nc: &NodeClaim) -> bool {
+    nc.metadata.deletion_timestamp.is_some()
+        || nc.status.as_ref().is_some_and(|s| {
+            crate::api::find_condition(&s.conditions, crate::api::nodeclaim::conditions::INSTANCE_TERMINATING)
+                .is_some_and(|c| c.is_true())
+        })
+}
+
+fn fill_zero(target: &mut ResourceList, from: &ResourceList) {
+    for (k, v) in from {
+        let slot = target.entry(k.clone()).or_insert(Quantity::ZERO);
+        if slot.is_zero() {
+            *slot = *v;
+        }
+    }
+}
+
+fn make_existing(
+    name: String,
+    initialized: bool,
+    node_taints: Vec<Taint>,
+    requirements: Requirements,
+    allocatable: ResourceList,
+    bound: &BTreeMap<&str, Vec<&Pod>>,
+    daemons: &[Daemon],
+) -> ExistingNode {
+    let pods = bound.get(name.as_str()).map(Vec::as_slice).unwrap_or(&[]);
+    let mut used = ResourceList::new();
+    let mut host_ports = Vec::new();
+    let mut daemon_running = ResourceList::new();
+    for p in pods {
+        let requests = resources::pod_requests(p).unwrap_or_default();
+        resources::add_into(&mut used, &requests);
+        if pod::daemonset_owner(p).is_some() {
+            resources::add_into(&mut daemon_running, &requests);
+        }
+        host_ports.extend(hostports::pod_host_ports(p));
+    }
+    // Remaining daemon overhead: compatible daemons minus the daemon pods already there, ≥ 0.
+    let mut daemon_overhead = ResourceList::new();
+    for d in daemons {
+        if daemons::runs_on_node(d, &node_taints, &requirements) {
+            resources::add_into(&mut daemon_overhead, &d.pod.requests);
+        }
+    }
+    for (k, v) in daemon_overhead.iter_mut() {
+        *v = Quantity::max(*v - daemon_running.get(k).copied().unwrap_or(Quantity::ZERO), Quantity::ZERO);
+    }
+    let available = resources::subtract(&resources::subtract(&allocatable, &used), &daemon_overhead);
+    ExistingNode { name, initialized, taints: node_taints, requirements, available, host_ports, placed: Vec::new() }
+}
+
+impl ExistingNode {
+    /// Upstream `ExistingNode.CanAdd`, in its order: taints, host ports, resources, requirements
+    /// (strict), then topology.
+    fn can_add(
+        &self,
+        pod: &PodData,
+        requirements: &Requirements,
+        tolerations: &[k8s_openapi::api::core::v1::Toleration],
+    ) -> Result<(), NodeRejection> {
+        if let Some(t) = taints::first_untolerated(&self.taints, tolerations) {
+            return Err(NodeRejection::Taint { taint: TaintRef::of(t) });
+        }
+        if let Some((wanted, _)) = hostports::first_conflict(&pod.host_ports, &self.host_ports) {
+            return Err(NodeRejection::HostPort { port: wanted.to_string() });
+        }
+        if !resources::fits(&pod.requests, &self.available) {
+            let resource =
+                resources::exceeded(&pod.requests, &self.available).first().map_or("cpu", |r| *r).to_string();
+            return Err(NodeRejection::Resources {
+                needs: pod.requests.get(&resource).copied().unwrap_or(Quantity::ZERO),
+                most_free: self.available.get(&resource).copied().unwrap_or(Quantity::ZERO),
+                resource,
+            });
+        }
+        self.requirements
+            .compatible(requirements, AllowUndefined::Nothing)
+            .map_err(|e| NodeRejection::Requirements(RequirementConflict::from_reason(&e)))?;
+        Ok(())
+    }
+}
+
+impl Round<'_> {
+    /// Upstream `Solve`: the queue with its retry semantics. Returns the pods left, with the
+    /// relaxation state of their last attempt.
+    fn solve(&mut self) -> Vec<(usize, Preferences, Vec<Relaxation>)> {
+        let mut order: Vec<usize> = (0..self.pods.len()).collect();
+        // upstream queue order: cpu desc, memory desc, creation asc, uid asc (then input order).
+        order.sort_by(|&a, &b| {
+            let (p, q) = (&self.pods[a], &self.pods[b]);
+            q.cpu_millis
+                .cmp(&p.cpu_millis)
+                .then_with(|| q.memory_bytes.cmp(&p.memory_bytes))
+                .then_with(|| p.creation.cmp(&q.creation))
+                .then_with(|| p.uid.cmp(&q.uid))
+        });
+        let mut queue: VecDeque<usize> = order.into();
+        let mut last_len: Vec<Option<usize>> = vec![None; self.pods.len()];
+        let mut last_state: Vec<Option<(Preferences, Vec<Relaxation>)>> = vec![None; self.pods.len()];
+        while let Some(&p) = queue.front() {
+            // A full cycle without progress: the head was pushed when the queue had this length.
+            if last_len[p] == Some(queue.len()) {
+                break;
+            }
+            queue.pop_front();
+            match self.try_schedule(p) {
+                Ok(relaxations) => {
+                    last_state[p] = None;
+                    if !relaxations.is_empty() {
+                        self.relaxed.push((p, relaxations));
+                    }
+                }
+                Err(state) => {
+                    last_state[p] = Some(state);
+                    queue.push_back(p);
+                    last_len[p] = Some(queue.len());
+                }
+            }
+        }
+        queue
+            .into_iter()
+            .map(|p| {
+                let (prefs, relaxations) = last_state[p].take().unwrap_or_default();
+                (p, prefs, relaxations)
+            })
+            .collect()
+    }
+
+    /// Upstream `trySchedule`: add, relax one step on failure, retry until nothing relaxes.
+    fn try_schedule(&mut self, p: usize) -> Result<Vec<Relaxation>, (Preferences, Vec<Relaxation>)> {
+        let mut prefs = Preferences::default();
+        let mut relaxations = Vec::new();
+        loop {
+            if self.add(p, &prefs) {
+                return Ok(relaxations);
+            }
+            match prefs.relax(&self.pods[p], self.tolerate_prefer_no_schedule) {
+                Some(r) => relaxations.push(r),
+                None => return Err((prefs, relaxations)),
+            }
+        }
+    }
+
+    /// Upstream `Scheduler.add`: existing nodes, then this round's NodeClaims, then a new one.
+    fn add(&mut self, p: usize, prefs: &Preferences) -> bool {
+        let pod = &self.pods[p];
+        let requirements = pod.requirements(prefs);
+        let tolerations = pod.tolerations(prefs);
+        if let Some(i) = self.nodes.iter().position(|n| n.can_add(pod, &requirements, &tolerations).is_ok()) {
+            let node = &mut self.nodes[i];
+            node.available = resources::subtract(&node.available, &pod.requests);
+            node.host_ports.extend(pod.host_ports.iter().cloned());
+            node.placed.push(p);
+            self.topology.record(&node.requirements);
+            return true;
+        }
+        // upstream re-sorts in-flight NodeClaims by pod count (unstable); ties by creation order here.
+        let mut order: Vec<usize> = (0..self.claims.len()).collect();
+        order.sort_by_key(|&c| self.claims[c].pods.len());
+        for c in order {
+            if let Ok(addition) = self.claim_can_add(&self.claims[c], pod, &requirements, &tolerations) {
+                self.commit(c, p, addition);
+                return true;
+            }
+        }
+        for t in 0..self.templates.len() {
+            let Ok(claim) = self.new_claim(t) else { continue };
+            if let Ok(addition) = self.claim_can_add(&claim, pod, &requirements, &tolerations) {
+                self.claims.push(claim);
+                let c = self.claims.len() - 1;
+                self.commit(c, p, addition);
+                // upstream: subtract the element-wise max capacity over the options, once, now.
+                let tpl = &self.templates[t];
+                let mut max = ResourceList::new();
+                for &o in &self.claims[c].options {
+                    max = resources::max_of(&max, &tpl.instance_types[tpl.options[o as usize].it].capacity);
+                }
+                let tpl = &mut self.templates[t];
+                for (resource, remaining) in tpl.remaining.iter_mut() {
+                    *remaining -= max.get(resource).copied().unwrap_or(Quantity::ZERO);
+                }
+                return true;
+            }
+        }
+        false
+    }
+
+    fn commit(&mut self, c: usize, p: usize, addition: Addition) {
+        let pod = &self.pods[p];
+        let claim = &mut self.claims[c];
+        claim.requirements = addition.requirements;
+        claim.options = addition.options;
+        claim.min_values_relaxed |= addition.relaxed_min_values;
+        resources::add_into(&mut claim.requests, &pod.requests);
+        claim.host_ports.extend(pod.host_ports.iter().cloned());
+        claim.pods.push(p);
+        self.topology.record(&claim.requirements);
+    }
+
+    /// A fresh NodeClaim of template `t`, with the limits applied (upstream `addToNewNodeClaim`).
+    fn new_claim(&self, t: usize) -> Result<Claim, Box<NodePoolFailure>> {
+        let tpl = &self.templates[t];
+        if let Some(nodes) = tpl.remaining.get("nodes") {
+            if nodes.is_zero() {
+                return Err(Box::new(NodePoolFailure::NodeLimitsExhausted {
+                    limit: tpl.limits.get("nodes").copied().unwrap_or(Quantity::ZERO),
+                }));
+            }
+        }
+        let options: Vec<u32> = (0..tpl.options.len() as u32)
+            .filter(|&o| within_limits(&tpl.instance_types[tpl.options[o as usize].it].capacity, &tpl.remaining))
+            .collect();
+        if options.is_empty() {
+            return Err(Box::new(exceeds_limits(tpl)));
+        }
+        Ok(self.fresh_claim(t, options))
+    }
+
+    /// A NodeClaim of template `t` with the given options and a new placeholder hostname.
+    fn fresh_claim(&self, t: usize, options: Vec<u32>) -> Claim {
+        let tpl = &self.templates[t];
+        self.hostname_counter.set(self.hostname_counter.get() + 1);
+        let mut requirements = tpl.base.requirements.clone();
+        requirements.add(Requirement::in_values(
+            labels::HOSTNAME,
+            &[format!("hostname-placeholder-{:04}", self.hostname_counter.get())],
+        ));
+        Claim {
+            template: t,
+            requirements,
+            options,
+            pods: Vec::new(),
+            requests: ResourceList::new(),
+            host_ports: Vec::new(),
+            min_values_relaxed: false,
+        }
+    }
+
+    /// Upstream `NodeClaim.CanAdd`: taints, requirements (well-known keys may be undefined),
+    /// topology, instance-type narrowing, minValues.
+    fn claim_can_add(
+        &self,
+        claim: &Claim,
+        pod: &PodData,
+        requirements: &Requirements,
+        tolerations: &[k8s_openapi::api::core::v1::Toleration],
+    ) -> Result<Addition, ClaimRejection> {
+        let tpl = &self.templates[claim.template];
+        if let Some(i) = tpl.taints.iter().position(|t| !tolerations.iter().any(|tol| taints::tolerates(tol, t))) {
+            return Err(ClaimRejection::Taint(i));
+        }
+        claim
+            .requirements
+            .compatible(requirements, AllowUndefined::WellKnownLabels)
+            .map_err(ClaimRejection::Requirements)?;
+        let mut merged = claim.requirements.clone();
+        merged.add_all(requirements);
+        let merged = self.topology.add_requirements(requirements, merged);
+        let unchanged = merged == claim.requirements;
+        let mut base = claim.requests.clone();
+        resources::add_into(&mut base, &pod.requests);
+        let mut group_totals: Vec<Option<Option<ResourceList>>> = vec![None; tpl.groups.len()];
+        let mut kept = Vec::with_capacity(claim.options.len());
+        for &o in &claim.options {
+            let option = &tpl.options[o as usize];
+            let total = group_totals[option.group].get_or_insert_with(|| {
+                let group = &tpl.groups[option.group];
+                if hostports::first_conflict(&pod.host_ports, &group.host_ports).is_some()
+                    || hostports::first_conflict(&pod.host_ports, &claim.host_ports).is_some()
+                {
+                    return None;
+                }
+                Some(resources::merge(&base, &group.overhead))
+            });
+            let Some(total) = total else { continue };
+            if !resources::fits(total, &option.allocatable) {
+                continue;
+            }
+            if !unchanged && !type_matches(&tpl.instance_types[option.it], &merged) {
+                continue;
+            }
+            kept.push(o);
+        }
+        if kept.is_empty() {
+            return Err(ClaimRejection::InstanceTypes { remaining: claim.options.len() });
+        }
+        let mut merged = merged;
+        let mut relaxed = false;
+        if merged.has_min_values() {
+            let shortfall = min_values_shortfall(tpl, &kept, &merged);
+            if !shortfall.is_empty() {
+                match self.input.options.min_values_policy {
+                    MinValuesPolicy::Strict => return Err(ClaimRejection::MinValues(shortfall)),
+                    MinValuesPolicy::BestEffort => {
+                        for k in &shortfall {
+                            if let Some(r) = merged.remove(&k.key) {
+                                merged.add(r.with_min_values(Some(k.found as i64)));
+                            }
+                        }
+                        relaxed = true;
+                    }
+                }
+            }
+        }
+        Ok(Addition { requirements: merged, options: kept, relaxed_min_values: relaxed })
+    }
+
+    /// Builds the results: finalises the NodeClaims and explains the pods left.
+    fn finish(mut self, failed: Vec<(usize, Preferences, Vec<Relaxation>)>, results: &mut Results) {
+        let mut truncated_out: Vec<(usize, NodePoolVerdict)> = Vec::new();
+        for claim in std::mem::take(&mut self.claims) {
+            match self.finalize(&claim) {
+                Ok(nc) => results.nodeclaims.push(nc),
+                Err(verdict) => truncated_out.extend(claim.pods.iter().map(|&p| (p, (*verdict).clone()))),
+            }
+        }
+        for node in &self.nodes {
+            if !node.placed.is_empty() {
+                results.existing_nodes.push(ExistingPlacement {
+                    name: node.name.clone(),
+                    pods: node.placed.iter().map(|&p| self.pods[p].pod_ref.clone()).collect(),
+                });
+            }
+        }
+        for (p, relaxations) in std::mem::take(&mut self.relaxed) {
+            results.relaxed.push(RelaxedPod { pod: self.pods[p].pod_ref.clone(), relaxations });
+        }
+        for (p, prefs, relaxations) in failed {
+            let mut explanation = self.explain(p, &prefs);
+            explanation.relaxations = relaxations;
+            results.unschedulable.push(Unschedulable { pod: self.pods[p].pod_ref.clone(), explanation });
+        }
+        for (p, verdict) in truncated_out {
+            let mut explanation = PodExplanation::empty();
+            explanation.nodepools.push(verdict);
+            results.unschedulable.push(Unschedulable { pod: self.pods[p].pod_ref.clone(), explanation });
+        }
+    }
+
+    /// Upstream `FinalizeScheduling`, `TruncateInstanceTypes` and `ToNodeClaim`, then the launch.
+    fn finalize(&self, claim: &Claim) -> Result<PlannedNodeClaim, Box<NodePoolVerdict>> {
+        let tpl = &self.templates[claim.template];
+        let mut requirements = claim.requirements.clone();
+        requirements.remove(labels::HOSTNAME);
+        // Daemon overhead: the minimum over the groups that still have an instance type.
+        let mut live_groups: Vec<usize> = claim.options.iter().map(|&o| tpl.options[o as usize].group).collect();
+        live_groups.sort_unstable();
+        live_groups.dedup();
+        let overhead = daemons::min_overhead(live_groups.iter().map(|&g| &tpl.groups[g].overhead));
+        let requests = resources::merge(&claim.requests, &overhead);
+        // Price order (cheapest compatible available offering, then name), then truncation.
+        let mut options: Vec<(f64, u32)> = claim
+            .options
+            .iter()
+            .map(|&o| (cheapest_offering(&tpl.instance_types[tpl.options[o as usize].it], &requirements), o))
+            .collect();
+        options.sort_by(|a, b| {
+            a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal).then_with(|| {
+                let name = |o: u32| &tpl.instance_types[tpl.options[o as usize].it].name;
+                name(a.1).cmp(name(b.1))
+            })
+        });
+        options.truncate(self.input.options.max_instance_types);
+        let kept: Vec<u32> = options.iter().map(|(_, o)| *o).collect();
+        if requirements.has_min_values() && self.input.options.min_values_policy == MinValuesPolicy::Strict {
+            let shortfall = min_values_shortfall(tpl, &kept, &requirements);
+            if !shortfall.is_empty() {
+                let failure = NodePoolFailure::MinValuesAfterTruncation { keys: shortfall };
+                return Err(Box::new(NodePoolVerdict::new(&tpl.name, failure)));
+            }
+        }
+        let types: Vec<&InstanceType> = kept.iter().map(|&o| &tpl.instance_types[tpl.options[o as usize].it]).collect();
+        let names: Vec<String> = types.iter().map(|it| it.name.clone()).collect();
+        let it_min = requirements.get_ref(labels::INSTANCE_TYPE).and_then(Requirement::min_values);
+        let mut capacity_types: Vec<&str> = types
+            .iter()
+            .flat_map(|it| it.offerings.iter())
+            .filter(|o| o.available && requirements.is_compatible(&o.requirements, AllowUndefined::WellKnownLabels))
+            .map(|o| o.capacity_type.as_str())
+            .collect();
+        capacity_types.sort_unstable();
+        capacity_types.dedup();
+        let mut final_reqs = requirements.clone();
+        final_reqs.remove(labels::INSTANCE_TYPE);
+        final_reqs.add(Requirement::in_values(labels::INSTANCE_TYPE, &names).with_min_values(it_min));
+        let ct = final_reqs.remove(labels::CAPACITY_TYPE);
+        let mut ct_req = Requirement::in_values(labels::CAPACITY_TYPE, &capacity_types);
+        if let Some(min) = ct.as_ref().and_then(Requirement::min_values) {
+            ct_req = ct_req.with_min_values(Some(min));
+        }
+        final_reqs.add(ct_req);
+        let mut node_labels = tpl.base.labels.clone();
+        node_labels.extend(final_reqs.resolve_custom_labels());
+        let launch = cloudprovider::launch(
+            &final_reqs,
+            &requests,
+            kept.iter().map(|&o| {
+                let option = &tpl.options[o as usize];
+                (&tpl.instance_types[option.it], &option.allocatable)
+            }),
+        );
+        Ok(PlannedNodeClaim {
+            nodepool: tpl.name.clone(),
+            pods: claim.pods.iter().map(|&p| self.pods[p].pod_ref.clone()).collect(),
+            instance_type_options: names,
+            requirements: final_reqs.to_node_selector_requirements(),
+            labels: node_labels,
+            taints: tpl.taints.iter().map(TaintRef::of).collect(),
+            startup_taints: tpl.startup_taints.iter().map(TaintRef::of).collect(),
+            requests,
+            launch,
+            min_values_relaxed: claim.min_values_relaxed,
+        })
+    }
+
+    /// The explanation of a pod's last attempt, evaluated against the final state (the last
+    /// cycle placed nothing, so the state is the one the attempt saw).
+    fn explain(&self, p: usize, prefs: &Preferences) -> PodExplanation {
+        let pod = &self.pods[p];
+        let requirements = pod.requirements(prefs);
+        let tolerations = pod.tolerations(prefs);
+        let mut e = PodExplanation::empty();
+        e.existing_nodes = explain::group_rejections(
+            self.nodes
+                .iter()
+                .filter_map(|n| n.can_add(pod, &requirements, &tolerations).err().map(|r| (n.name.clone(), r)))
+                .collect(),
+        );
+        let mut planned = Vec::new();
+        for (i, claim) in self.claims.iter().enumerate() {
+            let name = format!("{} #{}", self.templates[claim.template].name, i + 1);
+            let rejection = match self.claim_can_add(claim, pod, &requirements, &tolerations) {
+                Ok(_) => continue,
+                Err(ClaimRejection::Taint(t)) => {
+                    NodeRejection::Taint { taint: TaintRef::of(&self.templates[claim.template].taints[t]) }
+                }
+                Err(ClaimRejection::Requirements(r)) => {
+                    NodeRejection::Requirements(RequirementConflict::from_reason(&r))
+                }
+                Err(ClaimRejection::InstanceTypes { remaining }) => NodeRejection::InstanceTypes { remaining },
+                Err(ClaimRejection::MinValues(keys)) => {
+                    NodeRejection::MinValues { keys: keys.into_iter().map(|k| k.key).collect() }
+                }
+            };
+            planned.push((name, rejection));
+        }
+        e.planned_nodeclaims = explain::group_rejections(planned);
+        if self.templates.is_empty() {
+            e.no_nodepools = true;
+        }
+        let saved_counter = self.hostname_counter.get();
+        // Per NodePool, the constraints of the pod itself come first (with every instance type, as
+        // if no limit applied), then the limits: a limit is only the reason when lifting it would
+        // let the pod schedule. (Upstream checks limits first and reports only the last error.)
+        for t in 0..self.templates.len() {
+            let name = self.templates[t].name.clone();
+            let pod = &self.pods[p];
+            let unlimited = self.fresh_claim(t, (0..self.templates[t].options.len() as u32).collect());
+            let failure = match self.claim_can_add(&unlimited, pod, &requirements, &tolerations) {
+                Err(rejection) => self.pool_failure(t, &unlimited, pod, &requirements, rejection),
+                Ok(_) => match self.new_claim(t) {
+                    Err(limits) => *limits,
+                    Ok(claim) => match self.claim_can_add(&claim, pod, &requirements, &tolerations) {
+                        Ok(_) => continue,
+                        Err(rejection) => self.pool_failure(t, &claim, pod, &requirements, rejection),
+                    },
+                },
+            };
+            e.nodepools.push(NodePoolVerdict::new(&name, failure));
+        }
+        self.hostname_counter.set(saved_counter);
+        e
+    }
+
+    fn pool_failure(
+        &self,
+        t: usize,
+        claim: &Claim,
+        pod: &PodData,
+        requirements: &Requirements,
+        rejection: ClaimRejection,
+    ) -> NodePoolFailure {
+        match rejection {
+            ClaimRejection::Taint(i) => NodePoolFailure::Taint { taint: TaintRef::of(&self.templates[t].taints[i]) },
+            ClaimRejection::Requirements(r) => NodePoolFailure::Requirements(RequirementConflict::from_reason(&r)),
+            ClaimRejection::InstanceTypes { .. } => {
+                NodePoolFailure::InstanceTypes(Box::new(self.funnel(claim, pod, requirements)))
+            }
+            ClaimRejection::MinValues(keys) => NodePoolFailure::MinValues { keys },
+        }
+    }
+
+    /// The instance-type funnel of a fresh NodeClaim of `claim.template` for the pod.
+    fn funnel(&self, claim: &Claim, pod: &PodData, requirements: &Requirements) -> Funnel {
+        let tpl = &self.templates[claim.template];
+        let mut merged = claim.requirements.clone();
+        merged.add_all(requirements);
+        let mut overheads: Vec<&ResourceList> =
+            claim.options.iter().map(|&o| &tpl.groups[tpl.options[o as usize].group].overhead).collect();
+        overheads.dedup();
+        let min = daemons::min_overhead(overheads.iter().copied());
+        let max = overheads.iter().fold(ResourceList::new(), |m, o| resources::max_of(&m, o));
+        let requests = resources::merge(&pod.requests, &min);
+        let mut f = Funnel {
+            allowed: claim.options.len(),
+            requirements: 0,
+            resources: 0,
+            offerings: 0,
+            daemon_overhead_max: (max != min).then(|| resources::merge(&pod.requests, &max)),
+            requests,
+            requirement_conflict: None,
+            shortfall: None,
+            host_port: None,
+            cheapest: Vec::new(),
+            cheapest_lost: Vec::new(),
+        };
+        let lose = |f: &mut Funnel, it: &InstanceType, stage: &'static str, detail: Option<String>| {
+            if f.cheapest_lost.len() < 3 {
+                let price = cheapest_offering(it, &tpl.base.requirements);
+                f.cheapest_lost.push(TypeLoss { instance_type: it.name.clone(), price, stage, detail });
+            }
+        };
+        let mut conflicts: BTreeMap<String, (usize, RequirementConflict)> = BTreeMap::new();
+        let mut largest: BTreeMap<String, (Quantity, String)> = BTreeMap::new();
+        let mut first_short: Option<(String, Quantity)> = None;
+        for &o in &claim.options {
+            let option = &tpl.options[o as usize];
+            let it = &tpl.instance_types[option.it];
+            if let Err(r) = it.requirements.intersects(&merged) {
+                let c = RequirementConflict::from_reason(&r);
+                lose(&mut f, it, "requirements", Some(c.key.clone()));
+                conflicts.entry(c.key.clone()).or_insert((0, c)).0 += 1;
+                continue;
+            }
+            f.requirements += 1;
+            let group = &tpl.groups[option.group];
+            if let Some((w, _)) = hostports::first_conflict(&pod.host_ports, &group.host_ports) {
+                lose(&mut f, it, "hostPort", Some(w.to_string()));
+                f.host_port.get_or_insert_with(|| w.to_string());
+                continue;
+            }
+            let total = resources::merge(&pod.requests, &group.overhead);
+            for (k, v) in &option.allocatable {
+                let slot = largest.entry(k.clone()).or_insert((*v, it.name.clone()));
+                if *v > slot.0 {
+                    *slot = (*v, it.name.clone());
+                }
+            }
+            if !resources::fits(&total, &option.allocatable) {
+                let exceeded = resources::exceeded(&total, &option.allocatable);
+                lose(&mut f, it, "resources", Some(exceeded.join(", ")));
+                if first_short.is_none() {
+                    if let Some(r) = exceeded.first() {
+                        first_short = Some((r.to_string(), total[*r]));
+                    }
+                }
+                continue;
+            }
+            f.resources += 1;
+            let price = cheapest_offering(it, &merged);
+            if !price.is_finite() {
+                lose(&mut f, it, "offerings", None);
+            }
+            if price.is_finite() {
+                f.offerings += 1;
+                if f.cheapest.len() < 3 {
+                    f.cheapest.push((it.name.clone(), price));
+                }
+            }
+        }
+        if f.requirements == 0 {
+            f.requirement_conflict = conflicts.into_values().max_by_key(|(n, _)| *n).map(|(_, c)| c);
+        }
+        if f.resources == 0 && f.requirements > 0 {
+            // The resource that does not fit: prefer one no type can hold at all.
+            let pick = f
+                .requests
+                .iter()
+                .find(|(k, v)| largest.get(*k).is_none_or(|(l, _)| **v > *l))
+                .map(|(k, v)| (k.clone(), *v))
+                .or(first_short);
+            if let Some((resource, needs)) = pick {
+                let (largest_q, largest_type) =
+                    largest.get(&resource).cloned().unwrap_or((Quantity::ZERO, String::new()));
+                f.shortfall = Some(Shortfall { resource, needs, largest: largest_q, largest_type });
+            }
+        }
+        f
+    }
+}
+
+/// Whether an instance type meets requirements and has a compatible available offering.
+fn type_matches(it: &InstanceType, requirements: &Requirements) -> bool {
+    it.requirements.has_intersection(requirements)
+        && it
+            .offerings
+            .iter()
+            .any(|o| o.available && requirements.is_compatible(&o.requirements, AllowUndefined::WellKnownLabels))
+}
+
+/// The cheapest available offering compatible with the requirements (+∞ when none).
+fn cheapest_offering(it: &InstanceType, requirements: &Requirements) -> f64 {
+    it.offerings
+        .iter()
+        .filter(|o| o.available && requirements.is_compatible(&o.requirements, AllowUndefined::WellKnownLabels))
+        .map(|o| o.price)
+        .fold(f64::INFINITY, f64::min)
+}
+
+fn within_limits(capacity: &ResourceList, remaining: &ResourceList) -> bool {
+    remaining.iter().all(|(r, left)| capacity.get(r).copied().unwrap_or(Quantity::ZERO) <= *left)
+}
+
+fn exceeds_limits(tpl: &Template) -> NodePoolFailure {
+    // The limited resource that excludes the most types, with the smallest type's capacity.
+    let mut best: Option<(usize, &str)> = None;
+    for (resource, left) in &tpl.remaining {
+        let excluded = tpl
+            .options
+            .iter()
+            .filter(|o| tpl.instance_types[o.it].capacity.get(resource).copied().unwrap_or(Quantity::ZERO) > *left)
+            .count();
+        if best.is_none_or(|(n, _)| excluded > n) {
+            best = Some((excluded, resource));
+        }
+    }
+    let resource = best.map_or("cpu", |(_, r)| r).to_string();
+    let (smallest, smallest_type) = tpl
+        .options
+        .iter()
+        .map(|o| {
+            let it = &tpl.instance_types[o.it];
+            (it.capacity.get(&resource).copied().unwrap_or(Quantity::ZERO), it.name.clone())
+        })
+        .min()
+        .unwrap_or((Quantity::ZERO, String::new()));
+    NodePoolFailure::ExceedsLimits {
+        limit: tpl.limits.get(&resource).copied().unwrap_or(Quantity::ZERO),
+        remaining: tpl.remaining.get(&resource).copied().unwrap_or(Quantity::ZERO),
+        resource,
+        smallest,
+        smallest_type,
+    }
+}
+
+/// Upstream `SatisfiesMinValues` over the given options (in order).
+fn min_values_shortfall(tpl: &Template, options: &[u32], requirements: &Requirements) -> Vec<MinValuesKey> {
+    let types = options.iter().map(|&o| &tpl.instance_types[tpl.options[o as usize].it]);
+    match super::nodeclaim_template::satisfies_min_values_of(types, requirements) {
+        Ok(()) => Vec::new(),
+        Err(s) => {
+            s.keys.into_iter().map(|(key, (min_values, found))| MinValuesKey { key, min_values, found }).collect()
+        }
+    }
+}

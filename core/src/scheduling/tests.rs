@@ -1,0 +1,610 @@
+//! Scheduler unit tests on the fake instance types (reference §5.4 P-scenarios, adapted).
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+
+use super::explain::{NodePoolFailure, NodeRejection};
+use super::fake;
+use super::scheduler::{schedule, Input, MinValuesPolicy, NodePoolInput, Results, UnavailableOffering};
+use crate::api::nodepool::NodePool;
+use crate::catalogue::InstanceType;
+use crate::quantity::Quantity;
+
+fn nodepool(yaml_spec: &str, name: &str) -> NodePool {
+    let text = format!(
+        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata:\n  name: {name}\nspec:\n{}",
+        indent(yaml_spec, 2)
+    );
+    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+fn indent(s: &str, n: usize) -> String {
+    s.lines().map(|l| format!("{}{l}\n", " ".repeat(n))).collect()
+}
+
+/// A NodePool spec with the given requirements / extra template-spec lines.
+fn np_spec(extra_template_spec: &str, extra_spec: &str) -> String {
+    let empty = if extra_template_spec.contains("requirements:") { "" } else { "    requirements: []\n" };
+    format!(
+        "template:\n  spec:\n    nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}\n{empty}{}{}",
+        indent(extra_template_spec, 4),
+        extra_spec
+    )
+}
+
+fn pod(name: &str, cpu: &str, memory: &str, extra_spec: &str) -> Pod {
+    let text = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  containers:\n  - name: c\n    image: x\n    resources:\n      requests: {{cpu: \"{cpu}\", memory: \"{memory}\"}}\n{}",
+        indent(extra_spec, 2)
+    );
+    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+fn input(nodepools: Vec<NodePool>, its: Vec<InstanceType>, pods: Vec<Pod>) -> Input {
+    let its = Arc::new(its);
+    Input {
+        nodepools: nodepools
+            .into_iter()
+            .map(|np| NodePoolInput { nodepool: np, instance_types: its.clone() })
+            .collect(),
+        pods,
+        ..Default::default()
+    }
+}
+
+fn small_types() -> Vec<InstanceType> {
+    vec![
+        fake::instance_type("small-instance-type", 2, Quantity::from_gibibytes(2), 5, "amd64"),
+        fake::instance_type("default-instance-type", 4, Quantity::from_gibibytes(4), 5, "amd64"),
+        fake::instance_type("arm-instance-type", 16, Quantity::from_gibibytes(128), 5, "arm64"),
+    ]
+}
+
+fn placed(r: &Results) -> usize {
+    r.nodeclaims.iter().map(|n| n.pods.len()).sum::<usize>()
+        + r.existing_nodes.iter().map(|n| n.pods.len()).sum::<usize>()
+}
+
+#[test]
+fn p1_one_pod_one_nodeclaim_cheapest_type() {
+    let r = schedule(&input(
+        vec![nodepool(&np_spec("", ""), "default")],
+        small_types(),
+        vec![pod("a", "100m", "100M", "")],
+    ));
+    assert_eq!(r.nodeclaims.len(), 1, "{r:#?}");
+    let nc = &r.nodeclaims[0];
+    assert_eq!(nc.instance_type_options[0], "small-instance-type");
+    assert_eq!(nc.instance_type_options.len(), 3);
+    let launch = nc.launch.as_ref().unwrap();
+    assert_eq!(launch.instance_type, "small-instance-type");
+    // capacity-type priority: spot before on-demand.
+    assert_eq!(launch.capacity_type, "spot");
+    assert_eq!(nc.labels.get("karpenter.sh/nodepool").map(String::as_str), Some("default"));
+    assert!(nc.requirements.iter().all(|r| r.key != "kubernetes.io/hostname"));
+    assert_eq!(nc.requests.get("pods"), Some(&Quantity::from_units(1)));
+}
+
+#[test]
+fn p2_first_fit_decreasing() {
+    let mut pods = Vec::new();
+    for i in 0..40 {
+        pods.push(pod(&format!("big-{i}"), "10m", "1.8G", "nodeSelector: {kubernetes.io/arch: amd64}"));
+    }
+    for i in 0..20 {
+        pods.push(pod(&format!("small-{i}"), "10m", "400M", "nodeSelector: {kubernetes.io/arch: amd64}"));
+    }
+    let its = vec![
+        fake::instance_type("small-instance-type", 2, Quantity::from_gibibytes(2), 5, "amd64"),
+        fake::instance_type("default-instance-type", 4, Quantity::from_gibibytes(4), 5, "amd64"),
+    ];
+    let r = schedule(&input(vec![nodepool(&np_spec("", ""), "default")], its, pods));
+    assert!(r.unschedulable.is_empty(), "{r:#?}");
+    assert_eq!(r.nodeclaims.len(), 20);
+    for nc in &r.nodeclaims {
+        assert_eq!(nc.pods.len(), 3);
+        assert_eq!(nc.launch.as_ref().unwrap().instance_type, "default-instance-type");
+    }
+}
+
+#[test]
+fn equal_weights_by_name_descending_and_weight_first() {
+    let np = |name: &str, weight: Option<i32>| {
+        let extra = weight.map(|w| format!("weight: {w}\n")).unwrap_or_default();
+        nodepool(&np_spec("", &extra), name)
+    };
+    let r = schedule(&input(vec![np("a", None), np("b", None)], small_types(), vec![pod("p", "1", "1Gi", "")]));
+    assert_eq!(r.nodeclaims[0].nodepool, "b");
+    let r = schedule(&input(
+        vec![np("a", None), np("b", Some(20)), np("c", Some(100))],
+        small_types(),
+        vec![pod("p", "1", "1Gi", ""), pod("q", "1", "1Gi", "nodeSelector: {karpenter.sh/nodepool: a}")],
+    ));
+    let by_pod: Vec<(&str, &str)> =
+        r.nodeclaims.iter().flat_map(|n| n.pods.iter().map(move |p| (p.name.as_str(), n.nodepool.as_str()))).collect();
+    assert!(by_pod.contains(&("p", "c")) && by_pod.contains(&("q", "a")), "{by_pod:?}");
+}
+
+#[test]
+fn taints_need_tolerations_and_explain_the_fix() {
+    let tainted = nodepool(&np_spec("taints: [{key: workload, value: batch, effect: NoSchedule}]", ""), "batch");
+    let r = schedule(&input(vec![tainted.clone()], small_types(), vec![pod("p", "1", "1Gi", "")]));
+    assert_eq!(r.unschedulable.len(), 1);
+    let e = &r.unschedulable[0].explanation;
+    assert!(matches!(e.nodepools[0].failure, NodePoolFailure::Taint { .. }));
+    assert!(e.headline().contains("add a toleration for workload=batch:NoSchedule"), "{}", e.headline());
+    let tolerating = "tolerations: [{key: workload, operator: Equal, value: batch, effect: NoSchedule}]";
+    let r = schedule(&input(vec![tainted], small_types(), vec![pod("p", "1", "1Gi", tolerating)]));
+    assert_eq!(r.nodeclaims.len(), 1);
+    assert_eq!(r.nodeclaims[0].taints.len(), 1);
+}
+
+#[test]
+fn p9_prefer_no_schedule_is_hard_until_relaxed() {
+    let pns = nodepool(&np_spec("taints: [{key: x, effect: PreferNoSchedule}]", ""), "pns");
+    let r = schedule(&input(vec![pns.clone()], small_types(), vec![pod("p", "1", "1Gi", "")]));
+    assert_eq!(r.nodeclaims.len(), 1, "{r:#?}");
+    // With an untainted NodePool too, the untainted one is used (before relaxation).
+    let plain = nodepool(&np_spec("", ""), "a-plain");
+    let r = schedule(&input(vec![pns, plain], small_types(), vec![pod("p", "1", "1Gi", "")]));
+    assert_eq!(r.nodeclaims[0].nodepool, "a-plain");
+}
+
+#[test]
+fn p6_undefined_custom_label() {
+    let np = nodepool(&np_spec("", ""), "default");
+    let r = schedule(&input(vec![np.clone()], small_types(), vec![pod("p", "1", "1Gi", "nodeSelector: {team: a}")]));
+    let e = &r.unschedulable[0].explanation;
+    match &e.nodepools[0].failure {
+        NodePoolFailure::Requirements(c) => {
+            assert_eq!(c.key, "team");
+            assert!(c.node.is_none());
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(e.headline().contains("define team in the NodePool"), "{}", e.headline());
+    let not_in = "affinity:\n  nodeAffinity:\n    requiredDuringSchedulingIgnoredDuringExecution:\n      nodeSelectorTerms:\n      - matchExpressions: [{key: team, operator: NotIn, values: [a]}]";
+    let r = schedule(&input(vec![np], small_types(), vec![pod("p", "1", "1Gi", not_in)]));
+    assert_eq!(r.nodeclaims.len(), 1, "{r:#?}");
+}
+
+#[test]
+fn p5_hostname_selector_is_ignored() {
+    let r = schedule(&input(
+        vec![nodepool(&np_spec("", ""), "default")],
+        small_types(),
+        vec![pod("p", "1", "1Gi", "nodeSelector: {kubernetes.io/hostname: x}")],
+    ));
+    assert_eq!(r.ignored.len(), 1);
+    assert!(r.nodeclaims.is_empty());
+}
+
+#[test]
+fn p7_required_terms_relax_in_order() {
+    let aff = "affinity:\n  nodeAffinity:\n    requiredDuringSchedulingIgnoredDuringExecution:\n      nodeSelectorTerms:\n      - matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [invalid]}]\n      - matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [invalid]}]\n      - matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [test-zone-1]}]\n      - matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [test-zone-2]}]";
+    let r =
+        schedule(&input(vec![nodepool(&np_spec("", ""), "default")], small_types(), vec![pod("p", "1", "1Gi", aff)]));
+    assert_eq!(r.nodeclaims.len(), 1, "{r:#?}");
+    assert_eq!(r.nodeclaims[0].launch.as_ref().unwrap().zone, "test-zone-1");
+}
+
+#[test]
+fn p8_heaviest_satisfiable_preference_wins() {
+    let aff = "affinity:\n  nodeAffinity:\n    preferredDuringSchedulingIgnoredDuringExecution:\n    - weight: 100\n      preference: {matchExpressions: [{key: node.kubernetes.io/instance-type, operator: In, values: [test-zone-3]}]}\n    - weight: 50\n      preference: {matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [test-zone-2]}]}\n    - weight: 1\n      preference: {matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [test-zone-1]}]}";
+    let np = nodepool(
+        &np_spec(
+            "requirements: [{key: topology.kubernetes.io/zone, operator: In, values: [test-zone-1, test-zone-2]}]",
+            "",
+        ),
+        "default",
+    );
+    let r = schedule(&input(vec![np], small_types(), vec![pod("p", "1", "1Gi", aff)]));
+    assert_eq!(r.nodeclaims[0].launch.as_ref().unwrap().zone, "test-zone-2", "{r:#?}");
+    assert_eq!(r.relaxed[0].relaxations, [super::pod::Relaxation::DroppedPreferredNodeAffinity { weight: 100 }]);
+}
+
+#[test]
+fn p12_limits_use_capacity() {
+    let np = |limit: &str| nodepool(&np_spec("", &format!("limits: {{cpu: \"{limit}\"}}\n")), "default");
+    let r = schedule(&input(vec![np("2")], small_types(), vec![pod("p", "2.1", "1Gi", "")]));
+    assert_eq!(r.unschedulable.len(), 1);
+    let r = schedule(&input(vec![np("2")], small_types(), vec![pod("p", "1.75", "1Gi", "")]));
+    assert_eq!(r.nodeclaims.len(), 1, "{r:#?}");
+    // In the same round, the first NodeClaim used up the limit (max capacity over its options).
+    let r =
+        schedule(&input(vec![np("2")], small_types(), vec![pod("p", "1.75", "1Gi", ""), pod("q", "1.75", "1Gi", "")]));
+    assert_eq!(r.nodeclaims.len(), 1);
+    assert_eq!(r.unschedulable.len(), 1);
+    let e = &r.unschedulable[0].explanation;
+    assert!(matches!(e.nodepools[0].failure, NodePoolFailure::ExceedsLimits { .. }), "{e:#?}");
+    assert!(e.headline().contains("raise limits.cpu to at least 4"), "{}", e.headline());
+}
+
+#[test]
+fn limits_nodes_not_decremented_within_a_round() {
+    // §1.10: limits.nodes counts existing nodes only; one round may exceed it.
+    let np = nodepool(&np_spec("", "limits: {nodes: \"1\"}\n"), "default");
+    let pods = (0..3).map(|i| pod(&format!("p{i}"), "1.5", "1Gi", "")).collect();
+    let its = vec![fake::instance_type("small-instance-type", 2, Quantity::from_gibibytes(2), 5, "amd64")];
+    let r = schedule(&input(vec![np], its, pods));
+    assert_eq!(r.nodeclaims.len(), 3, "{r:#?}");
+}
+
+#[test]
+fn p14_host_ports_conflict() {
+    let ports = "containers:\n- name: c\n  image: x\n  resources: {requests: {cpu: 100m}}\n  ports: [{containerPort: 80, hostPort: 8080}]";
+    let mk = |name: &str| -> Pod {
+        serde_yaml::from_str(&format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: default}}\nspec:\n{}",
+            indent(ports, 2)
+        ))
+        .unwrap()
+    };
+    let r = schedule(&input(vec![nodepool(&np_spec("", ""), "default")], small_types(), vec![mk("a"), mk("b")]));
+    assert_eq!(r.nodeclaims.len(), 2, "{r:#?}");
+}
+
+#[test]
+fn p20_daemon_overhead_in_requests_and_type_choice() {
+    let ds: k8s_openapi::api::apps::v1::DaemonSet = serde_yaml::from_str(
+        "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: agent, namespace: kube-system}\nspec:\n  selector: {matchLabels: {app: agent}}\n  template:\n    metadata: {labels: {app: agent}}\n    spec:\n      containers: [{name: a, image: x, resources: {requests: {cpu: \"1\"}}}]",
+    )
+    .unwrap();
+    let mut i = input(vec![nodepool(&np_spec("", ""), "default")], small_types(), vec![pod("p", "1", "1Gi", "")]);
+    i.daemonsets = vec![ds.clone()];
+    let r = schedule(&i);
+    let nc = &r.nodeclaims[0];
+    assert_eq!(nc.requests.get("cpu"), Some(&Quantity::from_units(2)), "{nc:#?}");
+    assert_eq!(nc.requests.get("pods"), Some(&Quantity::from_units(2)));
+    // 1 + 1 CPU does not fit the 2-vCPU type (1.9 allocatable).
+    assert_eq!(nc.launch.as_ref().unwrap().instance_type, "default-instance-type");
+    // A DaemonSet that does not tolerate the NodePool's taint adds nothing.
+    let tainted = nodepool(&np_spec("taints: [{key: t, effect: NoSchedule}]", ""), "default");
+    let mut i =
+        input(vec![tainted], small_types(), vec![pod("p", "1", "1Gi", "tolerations: [{key: t, operator: Exists}]")]);
+    i.daemonsets = vec![ds];
+    let r = schedule(&i);
+    assert_eq!(r.nodeclaims[0].requests.get("cpu"), Some(&Quantity::from_units(1)));
+}
+
+#[test]
+fn p16_min_values_strict_and_best_effort() {
+    let its = vec![
+        fake::instance_type("it1", 1, Quantity::from_gibibytes(1), 5, "amd64"),
+        fake::instance_type("it2", 2, Quantity::from_gibibytes(2), 5, "amd64"),
+    ];
+    let np = nodepool(
+        &np_spec(
+            "requirements: [{key: node.kubernetes.io/instance-type, operator: In, values: [it1, it2], minValues: 2}]",
+            "",
+        ),
+        "default",
+    );
+    let pods = vec![pod("a", "0.9", "0.9Gi", ""), pod("b", "0.9", "0.9Gi", "")];
+    let r = schedule(&input(vec![np.clone()], its.clone(), pods.clone()));
+    assert_eq!(r.nodeclaims.len(), 2, "{r:#?}");
+    assert!(r.nodeclaims.iter().all(|n| n.instance_type_options.len() == 2));
+    let mut i = input(vec![np.clone()], its.clone(), pods.clone());
+    i.options.max_instance_types = 1;
+    let r = schedule(&i);
+    assert_eq!(r.unschedulable.len(), 2, "{r:#?}");
+    assert!(matches!(
+        r.unschedulable[0].explanation.nodepools[0].failure,
+        NodePoolFailure::MinValuesAfterTruncation { .. }
+    ));
+    // BestEffort: the second pod narrows the options to it2, minValues is lowered to 1 and the
+    // NodeClaim is annotated relaxed; both pods share it.
+    i.options.min_values_policy = MinValuesPolicy::BestEffort;
+    let r = schedule(&i);
+    assert!(r.unschedulable.is_empty(), "{r:#?}");
+    assert_eq!(r.nodeclaims.len(), 1);
+    assert!(r.nodeclaims[0].min_values_relaxed);
+}
+
+fn node(name: &str, labels: &str, cpu: &str, taints: &str) -> Node {
+    serde_yaml::from_str(&format!(
+        "apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels: {{{labels}}}\nspec: {{taints: [{taints}]}}\nstatus:\n  allocatable: {{cpu: \"{cpu}\", memory: 16Gi, pods: \"110\"}}\n  capacity: {{cpu: \"{cpu}\", memory: 16Gi, pods: \"110\"}}"
+    ))
+    .unwrap()
+}
+
+#[test]
+fn existing_nodes_first_and_grouped_rejections() {
+    let np = nodepool(&np_spec("", ""), "default");
+    let mut i = input(vec![np], small_types(), vec![pod("p", "1", "1Gi", ""), pod("big", "3", "1Gi", "")]);
+    i.nodes = vec![
+        node("n-b", "kubernetes.io/arch: amd64", "2", ""),
+        node("n-a", "kubernetes.io/arch: amd64", "2", "{key: dedicated, value: critical, effect: NoSchedule}"),
+    ];
+    let r = schedule(&i);
+    assert_eq!(r.existing_nodes.len(), 1);
+    assert_eq!(r.existing_nodes[0].name, "n-b");
+    assert_eq!(r.existing_nodes[0].pods[0].name, "p");
+    // "big" (3 CPU) goes to a new NodeClaim.
+    assert_eq!(r.nodeclaims.len(), 1);
+    assert_eq!(placed(&r), 2);
+}
+
+#[test]
+fn unschedulable_explains_nodes_and_funnel() {
+    let np =
+        nodepool(&np_spec("requirements: [{key: kubernetes.io/arch, operator: In, values: [amd64]}]", ""), "default");
+    let mut i = input(vec![np], small_types(), vec![pod("huge", "96", "1Gi", "")]);
+    i.nodes =
+        vec![node("n-1", "", "2", ""), node("n-2", "", "2", ""), node("n-3", "", "2", "{key: d, effect: NoSchedule}")];
+    let r = schedule(&i);
+    assert_eq!(r.unschedulable.len(), 1);
+    let e = &r.unschedulable[0].explanation;
+    assert_eq!(e.existing_nodes.len(), 2);
+    assert_eq!(e.existing_nodes[0].count, 2);
+    assert!(matches!(e.existing_nodes[0].rejection, NodeRejection::Resources { .. }));
+    match &e.nodepools[0].failure {
+        NodePoolFailure::InstanceTypes(f) => {
+            assert_eq!(f.allowed, 2);
+            assert_eq!(f.requirements, 2);
+            assert_eq!(f.resources, 0);
+            let s = f.shortfall.as_ref().unwrap();
+            assert_eq!(s.resource, "cpu");
+            assert_eq!(s.largest_type, "default-instance-type");
+            assert_eq!(f.cheapest_lost[0].instance_type, "small-instance-type");
+            assert_eq!((f.cheapest_lost[0].stage, f.cheapest_lost[0].detail.as_deref()), ("resources", Some("cpu")));
+        }
+        other => panic!("{other:?}"),
+    }
+    let text = super::explain::render_unschedulable(&r.unschedulable[0]);
+    assert!(text.contains("2 nodes: insufficient cpu (needs 96, most free 2)"), "{text}");
+    assert!(text.contains("1 node: taint d:NoSchedule not tolerated"), "{text}");
+    assert!(text.contains("largest, default-instance-type, offers 3900m"), "{text}");
+}
+
+#[test]
+fn unavailable_offerings_move_the_launch() {
+    let np = nodepool(
+        &np_spec("requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [spot]}]", ""),
+        "default",
+    );
+    let mut i = input(vec![np], small_types(), vec![pod("p", "1", "1Gi", "")]);
+    i.unavailable_offerings = ["test-zone-1", "test-zone-2"]
+        .iter()
+        .map(|z| UnavailableOffering {
+            instance_type: "small-instance-type".into(),
+            zone: z.to_string(),
+            capacity_type: "spot".into(),
+        })
+        .collect();
+    let r = schedule(&i);
+    assert_eq!(r.nodeclaims[0].instance_type_options[0], "default-instance-type");
+    assert_eq!(r.nodeclaims[0].launch.as_ref().unwrap().capacity_type, "spot");
+}
+
+#[test]
+fn in_flight_claims_fewest_pods_first() {
+    // Two NodeClaims created by big pods, then small pods spread: fewest pods first.
+    let np = nodepool(&np_spec("", ""), "default");
+    let pods = vec![
+        pod("big-1", "3", "1Gi", ""),
+        pod("big-2", "3", "1Gi", ""),
+        pod("s-1", "100m", "100Mi", ""),
+        pod("s-2", "100m", "100Mi", ""),
+    ];
+    let its = vec![fake::instance_type("default-instance-type", 4, Quantity::from_gibibytes(4), 5, "amd64")];
+    let r = schedule(&input(vec![np], its, pods));
+    assert_eq!(r.nodeclaims.len(), 2);
+    assert_eq!(r.nodeclaims[0].pods.len(), 2);
+    assert_eq!(r.nodeclaims[1].pods.len(), 2);
+}
+
+#[test]
+fn topology_pods_are_reported_not_guessed() {
+    let tsc = "topologySpreadConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: a}}}]";
+    let r =
+        schedule(&input(vec![nodepool(&np_spec("", ""), "default")], small_types(), vec![pod("p", "1", "1Gi", tsc)]));
+    assert_eq!(r.unschedulable.len(), 1);
+    assert!(r.unschedulable[0].explanation.headline().contains("not yet supported"));
+}
+
+#[test]
+fn uninitialized_nodes_ignore_startup_and_ephemeral_taints() {
+    let np = nodepool(&np_spec("", ""), "default");
+    let labels = "karpenter.sh/nodepool: default, karpenter.sh/registered: \"true\"";
+    let taints = "{key: node.kubernetes.io/not-ready, effect: NoSchedule}, {key: agent, effect: NoSchedule}";
+    let mut i = input(vec![np.clone()], small_types(), vec![pod("p", "1", "1Gi", "")]);
+    i.nodes = vec![node("starting", labels, "4", taints)];
+    i.nodes[0].spec.as_mut().unwrap().provider_id = Some("aws:///z/i-1".into());
+    let claim: crate::api::nodeclaim::NodeClaim = serde_yaml::from_str(
+        "apiVersion: karpenter.sh/v1\nkind: NodeClaim\nmetadata: {name: default-x}\nspec:\n  nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n  requirements: []\n  startupTaints: [{key: agent, effect: NoSchedule}]\nstatus: {providerID: \"aws:///z/i-1\", nodeName: starting}",
+    )
+    .unwrap();
+    i.nodeclaims = vec![claim];
+    let r = schedule(&i);
+    assert_eq!(r.existing_nodes.len(), 1, "{r:#?}");
+    // Once initialized, the same taints are real.
+    let labels = format!("{labels}, karpenter.sh/initialized: \"true\"");
+    i.nodes = vec![node("started", &labels, "4", taints)];
+    let r = schedule(&i);
+    assert!(r.existing_nodes.is_empty());
+    assert_eq!(r.nodeclaims.len(), 1);
+}
+
+#[test]
+fn existing_node_daemon_overhead_is_reserved() {
+    let ds: k8s_openapi::api::apps::v1::DaemonSet = serde_yaml::from_str(
+        "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: agent, namespace: kube-system}\nspec:\n  selector: {matchLabels: {app: agent}}\n  template:\n    metadata: {labels: {app: agent}}\n    spec:\n      containers: [{name: a, image: x, resources: {requests: {cpu: \"1\"}}}]",
+    )
+    .unwrap();
+    let np = nodepool(&np_spec("", ""), "default");
+    let mut i = input(vec![np], small_types(), vec![pod("p", "1.5", "1Gi", "")]);
+    i.nodes = vec![node("n", "", "2", "")];
+    i.daemonsets = vec![ds];
+    // 2 CPU − 1 CPU of the daemon not yet running: the 1.5-CPU pod does not fit.
+    let r = schedule(&i);
+    assert!(r.existing_nodes.is_empty(), "{r:#?}");
+    // With the daemon pod already running there (and counted as bound), the same holds.
+    let mut running = pod("agent-x", "1", "0", "nodeName: n");
+    running.metadata.owner_references = Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "DaemonSet".into(),
+        name: "agent".into(),
+        uid: "u".into(),
+        ..Default::default()
+    }]);
+    i.pods.push(running);
+    let r = schedule(&i);
+    assert!(r.existing_nodes.is_empty());
+    // Without DaemonSets the pod fits.
+    i.daemonsets.clear();
+    i.pods.pop();
+    assert_eq!(schedule(&i).existing_nodes.len(), 1);
+}
+
+#[test]
+fn pods_of_deleting_nodes_are_rescheduled_unless_blocked() {
+    let np = nodepool(&np_spec("", ""), "default");
+    let mut i = input(vec![np], small_types(), Vec::new());
+    let mut n = node("old", "", "4", "");
+    n.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default()));
+    i.nodes = vec![n];
+    let mut protected = pod("protected", "1", "1Gi", "nodeName: old");
+    protected.metadata.labels = Some([("app".to_string(), "db".to_string())].into());
+    let mut pinned = pod("pinned", "1", "1Gi", "nodeName: old");
+    pinned.metadata.annotations = Some([("karpenter.sh/do-not-disrupt".to_string(), "true".to_string())].into());
+    i.pods = vec![pod("movable", "1", "1Gi", "nodeName: old"), protected, pinned];
+    i.pdbs = vec![serde_yaml::from_str(
+        "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: db, namespace: default}\nspec: {maxUnavailable: 0, selector: {matchLabels: {app: db}}}",
+    )
+    .unwrap()];
+    let r = schedule(&i);
+    let moved: Vec<&str> = r.nodeclaims.iter().flat_map(|n| n.pods.iter().map(|p| p.name.as_str())).collect();
+    assert_eq!(moved, ["movable"], "{r:#?}");
+}
+
+#[test]
+fn existing_required_anti_affinity_gates_only_selected_pods() {
+    let np = nodepool(&np_spec("", ""), "default");
+    let anti = "nodeName: n\naffinity:\n  podAntiAffinity:\n    requiredDuringSchedulingIgnoredDuringExecution:\n    - {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: web}}}";
+    let mut web = pod("web", "100m", "100Mi", "");
+    web.metadata.labels = Some([("app".to_string(), "web".to_string())].into());
+    let mut i = input(
+        vec![np],
+        small_types(),
+        vec![pod("owner", "100m", "100Mi", anti), web, pod("other", "100m", "100Mi", "")],
+    );
+    i.nodes = vec![node("n", "", "4", "")];
+    let r = schedule(&i);
+    let unsupported: Vec<&str> = r.unschedulable.iter().map(|u| u.pod.name.as_str()).collect();
+    assert_eq!(unsupported, ["web"], "{r:#?}");
+    assert_eq!(r.existing_nodes[0].pods[0].name, "other");
+}
+
+#[test]
+fn p15_nodeclaim_labels_and_requirements() {
+    let reqs = "requirements:\n- {key: test-key-2, operator: In, values: [two]}\n- {key: test-key-3, operator: NotIn, values: [x]}\n- {key: test-key-4, operator: Lt, values: [\"4\"]}\n- {key: test-key-5, operator: Gt, values: [\"5\"]}\n- {key: test-key-6, operator: Exists}\n- {key: test-key-7, operator: DoesNotExist}";
+    let np = nodepool(
+        &format!("template:\n  metadata:\n    labels: {{test-key-1: one}}\n  spec:\n    nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}\n{}", indent(reqs, 4)),
+        "default",
+    );
+    let r = schedule(&input(vec![np], small_types(), vec![pod("p", "100m", "100Mi", "")]));
+    let labels = &r.nodeclaims[0].labels;
+    assert_eq!(labels.get("test-key-1").map(String::as_str), Some("one"));
+    assert_eq!(labels.get("test-key-2").map(String::as_str), Some("two"));
+    for key in ["test-key-3", "test-key-4", "test-key-5", "test-key-6"] {
+        assert!(labels.contains_key(key), "{key} missing from {labels:?}");
+    }
+    let four: i64 = labels["test-key-4"].parse().unwrap();
+    let five: i64 = labels["test-key-5"].parse().unwrap();
+    assert!(four < 4 && five > 5);
+    assert!(!labels.contains_key("test-key-7"));
+    assert_eq!(labels.get("karpenter.k8s.aws/ec2nodeclass").map(String::as_str), Some("default"));
+    let it = r.nodeclaims[0].requirements.iter().find(|r| r.key == "node.kubernetes.io/instance-type").unwrap();
+    // The requirement is a set (printed sorted); the options carry the price order.
+    let mut options = r.nodeclaims[0].instance_type_options.clone();
+    options.sort();
+    assert_eq!(it.values, options);
+}
+
+#[test]
+fn failed_pods_list_the_relaxations_tried() {
+    let aff = "affinity:\n  nodeAffinity:\n    preferredDuringSchedulingIgnoredDuringExecution:\n    - weight: 10\n      preference: {matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [test-zone-1]}]}";
+    let r =
+        schedule(&input(vec![nodepool(&np_spec("", ""), "default")], small_types(), vec![pod("p", "64", "1Gi", aff)]));
+    let e = &r.unschedulable[0].explanation;
+    assert_eq!(e.relaxations, [super::pod::Relaxation::DroppedPreferredNodeAffinity { weight: 10 }]);
+    assert!(super::explain::render_unschedulable(&r.unschedulable[0])
+        .contains("relaxed: dropped the preferred node-affinity term of weight 10"));
+}
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::resources;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+        /// Placements respect resources, taints, requirements and limits; same input, same output.
+        #[test]
+        fn placements_are_valid_and_deterministic(
+            specs in proptest::collection::vec((1u32..4000, 64u32..8192, 0u8..4), 1..40),
+            limit in 4u32..64,
+        ) {
+            let pods: Vec<Pod> = specs.iter().enumerate().map(|(i, (cpu, mem, kind))| {
+                let extra = match kind {
+                    0 => "",
+                    1 => "nodeSelector: {kubernetes.io/arch: arm64}",
+                    2 => "tolerations: [{key: workload, operator: Exists}]",
+                    _ => "nodeSelector: {karpenter.sh/capacity-type: on-demand}",
+                };
+                pod(&format!("p{i}"), &format!("{cpu}m"), &format!("{mem}Mi"), extra)
+            }).collect();
+            let plain = nodepool(&np_spec("", &format!("limits: {{cpu: \"{limit}\"}}\n")), "plain");
+            let tainted = nodepool(&np_spec("taints: [{key: workload, effect: NoSchedule}]", ""), "tainted");
+            let mut i = input(vec![plain, tainted], fake::instance_types(20), pods.clone());
+            i.nodes = vec![
+                node("n-plain", "kubernetes.io/arch: amd64", "3", ""),
+                node("n-tainted", "kubernetes.io/arch: amd64", "3", "{key: workload, effect: NoSchedule}"),
+            ];
+            let r = schedule(&i);
+            for placement in &r.existing_nodes {
+                let mut used = resources::ResourceList::new();
+                for p in &placement.pods {
+                    let idx: usize = p.name[1..].parse().unwrap();
+                    let kind = specs[idx].2;
+                    prop_assert!(kind != 1 && kind != 3, "pod {} of kind {} on an existing node", p, kind);
+                    if placement.name == "n-tainted" {
+                        prop_assert_eq!(kind, 2);
+                    }
+                    resources::add_into(&mut used, &crate::resources::pod_requests(&pods[idx]).unwrap());
+                }
+                prop_assert!(used["cpu"] <= Quantity::from_units(3) && used["pods"] <= Quantity::from_units(110));
+                prop_assert!(used["memory"] <= Quantity::from_gibibytes(16));
+            }
+            prop_assert_eq!(&r, &schedule(&i));
+            prop_assert_eq!(placed(&r) + r.unschedulable.len(), pods.len());
+            let mut plain_cpu = Quantity::ZERO;
+            for nc in &r.nodeclaims {
+                let launch = nc.launch.as_ref().expect("a launch");
+                let it = fake::instance_types(20).into_iter().find(|t| t.name == launch.instance_type).unwrap();
+                prop_assert!(resources::fits(&nc.requests, &it.allocatable()));
+                if nc.nodepool == "plain" {
+                    plain_cpu += it.capacity["cpu"];
+                }
+                for p in &nc.pods {
+                    let idx: usize = p.name[1..].parse().unwrap();
+                    let kind = specs[idx].2;
+                    if nc.nodepool == "tainted" {
+                        prop_assert_eq!(kind, 2, "untolerating pod on tainted pool");
+                    }
+                    if kind == 1 {
+                        prop_assert!(false, "arm64 pod placed on an amd64-only catalogue");
+                    }
+                    if kind == 3 {
+                        prop_assert_eq!(&launch.capacity_type, "on-demand");
+                    }
+                }
+            }
+            prop_assert!(plain_cpu <= Quantity::from_units(limit as i64), "limit exceeded: {} > {}", plain_cpu, limit);
+        }
+    }
+}

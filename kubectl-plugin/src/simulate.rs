@@ -1,0 +1,265 @@
+//! `kubectl karpenter simulate -f FILE [-f FILE …] [--region R] [-o text|json]`: one provisioning
+//! round over every pending pod in the files, offline. Adapter only: loading, merging files and
+//! rendering; the round and its explanations come from `carpentry_core::scheduling`.
+
+use std::fmt::Write as _;
+
+use carpentry_core::catalogue::Catalogue;
+use carpentry_core::manifest::Manifests;
+use carpentry_core::scheduling::{self, cluster, explain, Results};
+use serde::Serialize;
+
+use crate::{input, Failure};
+
+#[derive(clap::Args)]
+pub struct SimulateArgs {
+    /// Manifests (NodePools, EC2NodeClasses, Nodes, NodeClaims, pods and workloads, DaemonSets, a
+    /// Scenario); repeat for several files; `-` reads stdin.
+    #[arg(short = 'f', long = "filename", required = true)]
+    files: Vec<String>,
+    /// AWS region (default: the Scenario's, else us-east-1).
+    #[arg(long)]
+    region: Option<String>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Text)]
+    output: Output,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Output {
+    Text,
+    Json,
+}
+
+/// The stable JSON shape (docs/simulate.md).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Report<'a> {
+    region: &'a str,
+    node_claims: Vec<NodeClaimRow<'a>>,
+    existing_nodes: Vec<ExistingRow<'a>>,
+    unschedulable: Vec<UnschedulableRow<'a>>,
+    ignored: Vec<IgnoredRow<'a>>,
+    skipped_node_pools: &'a [scheduling::SkippedNodePool],
+    relaxed: Vec<RelaxedRow<'a>>,
+    notes: Vec<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct NodeClaimRow<'a> {
+    node_pool: &'a str,
+    instance_type: Option<&'a str>,
+    capacity_type: Option<&'a str>,
+    zone: Option<&'a str>,
+    price: Option<f64>,
+    price_synthetic: bool,
+    instance_type_options: &'a [String],
+    pods: Vec<String>,
+    requests: std::collections::BTreeMap<&'a str, String>,
+    labels: &'a std::collections::BTreeMap<String, String>,
+    requirements: &'a [carpentry_core::requirements::NodeSelectorRequirementWithMinValues],
+    min_values_relaxed: bool,
+}
+
+#[derive(Serialize)]
+struct ExistingRow<'a> {
+    name: &'a str,
+    pods: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct RelaxedRow<'a> {
+    pod: String,
+    relaxations: &'a [carpentry_core::scheduling::pod::Relaxation],
+}
+
+#[derive(Serialize)]
+struct IgnoredRow<'a> {
+    pod: String,
+    reason: String,
+    detail: &'a carpentry_core::scheduling::pod::IgnoreReason,
+}
+
+#[derive(Serialize)]
+struct UnschedulableRow<'a> {
+    pod: String,
+    reason: String,
+    explanation: &'a explain::PodExplanation,
+}
+
+/// Appends `b` to `a` (several `-f` files form one input). A second Scenario is bad input.
+fn merge(a: &mut Manifests, b: Manifests, file: &str) -> Result<(), Failure> {
+    if b.scenario.is_some() && a.scenario.is_some() {
+        return Err(Failure::Input(format!("{file}: a second Scenario document; an input has at most one")));
+    }
+    a.scenario = a.scenario.take().or(b.scenario);
+    a.nodepools.extend(b.nodepools);
+    a.nodeclaims.extend(b.nodeclaims);
+    a.nodeclasses.extend(b.nodeclasses);
+    a.legacy.extend(b.legacy);
+    a.pods.extend(b.pods);
+    a.nodes.extend(b.nodes);
+    a.deployments.extend(b.deployments);
+    a.replicasets.extend(b.replicasets);
+    a.statefulsets.extend(b.statefulsets);
+    a.jobs.extend(b.jobs);
+    a.daemonsets.extend(b.daemonsets);
+    a.pdbs.extend(b.pdbs);
+    a.pvcs.extend(b.pvcs);
+    a.pvs.extend(b.pvs);
+    a.storageclasses.extend(b.storageclasses);
+    a.csinodes.extend(b.csinodes);
+    a.priorityclasses.extend(b.priorityclasses);
+    a.namespaces.extend(b.namespaces);
+    a.expectations.extend(b.expectations);
+    for (k, v) in b.origins {
+        if a.origins.contains_key(&k) {
+            return Err(Failure::Input(format!("{file}: {k} is also defined in an earlier file")));
+        }
+        a.origins.insert(k, v);
+    }
+    Ok(())
+}
+
+pub fn run(args: SimulateArgs) -> Result<(), Failure> {
+    let mut manifests = Manifests::default();
+    for file in &args.files {
+        let m = input::load(file)?;
+        merge(&mut manifests, m, file)?;
+    }
+    let mut notes: Vec<String> = manifests
+        .convert_legacy()
+        .into_iter()
+        .map(|n| format!("converted {}: {}: {}", n.object, n.field, n.message))
+        .collect();
+    let prepared = cluster::input_from_manifests(&manifests, Catalogue::embedded(), args.region.as_deref())
+        .map_err(Failure::Input)?;
+    notes.extend(prepared.notes.iter().cloned());
+    let results = scheduling::schedule(&prepared.input);
+    notes.extend(results.notes.iter().cloned());
+    match args.output {
+        Output::Json => {
+            let report = report(&prepared.region, &results, notes);
+            println!("{}", serde_json::to_string_pretty(&report).map_err(|e| Failure::Other(e.into()))?);
+        }
+        Output::Text => {
+            for n in &notes {
+                eprintln!("note: {n}");
+            }
+            print!("{}", text(&results));
+        }
+    }
+    if results.unschedulable.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure::Exit(1))
+    }
+}
+
+fn report<'a>(region: &'a str, r: &'a Results, notes: Vec<String>) -> Report<'a> {
+    Report {
+        region,
+        node_claims: r
+            .nodeclaims
+            .iter()
+            .map(|nc| NodeClaimRow {
+                node_pool: &nc.nodepool,
+                instance_type: nc.launch.as_ref().map(|l| l.instance_type.as_str()),
+                capacity_type: nc.launch.as_ref().map(|l| l.capacity_type.as_str()),
+                zone: nc.launch.as_ref().map(|l| l.zone.as_str()),
+                price: nc.launch.as_ref().map(|l| l.price),
+                price_synthetic: nc.launch.as_ref().is_some_and(|l| l.price_synthetic),
+                instance_type_options: &nc.instance_type_options,
+                pods: nc.pods.iter().map(ToString::to_string).collect(),
+                requests: nc.requests.iter().map(|(k, v)| (k.as_str(), v.to_string())).collect(),
+                labels: &nc.labels,
+                requirements: &nc.requirements,
+                min_values_relaxed: nc.min_values_relaxed,
+            })
+            .collect(),
+        existing_nodes: r
+            .existing_nodes
+            .iter()
+            .map(|n| ExistingRow { name: &n.name, pods: n.pods.iter().map(ToString::to_string).collect() })
+            .collect(),
+        unschedulable: r
+            .unschedulable
+            .iter()
+            .map(|u| UnschedulableRow {
+                pod: u.pod.to_string(),
+                reason: u.explanation.headline(),
+                explanation: &u.explanation,
+            })
+            .collect(),
+        ignored: r
+            .ignored
+            .iter()
+            .map(|i| IgnoredRow { pod: i.pod.to_string(), reason: i.reason.to_string(), detail: &i.reason })
+            .collect(),
+        skipped_node_pools: &r.skipped_nodepools,
+        relaxed: r.relaxed.iter().map(|x| RelaxedRow { pod: x.pod.to_string(), relaxations: &x.relaxations }).collect(),
+        notes,
+    }
+}
+
+fn text(r: &Results) -> String {
+    let mut s = String::new();
+    let total: f64 = r.nodeclaims.iter().filter_map(|n| n.launch.as_ref()).fold(0.0, |sum, l| sum + l.price);
+    let _ = writeln!(s, "NodeClaims: {} (${total:.4}/h)", r.nodeclaims.len());
+    for nc in &r.nodeclaims {
+        match &nc.launch {
+            Some(l) => {
+                let _ = writeln!(
+                    s,
+                    "  {}: {} {} {} ${:.4}/h{} ({} option{})",
+                    nc.nodepool,
+                    l.instance_type,
+                    l.capacity_type,
+                    l.zone,
+                    l.price,
+                    if l.price_synthetic { " (synthetic spot price)" } else { "" },
+                    nc.instance_type_options.len(),
+                    if nc.instance_type_options.len() == 1 { "" } else { "s" }
+                );
+            }
+            None => {
+                let _ = writeln!(s, "  {}: no launchable offering", nc.nodepool);
+            }
+        }
+        let pods: Vec<String> = nc.pods.iter().map(ToString::to_string).collect();
+        let _ = writeln!(s, "    pods: {}", pods.join(", "));
+    }
+    if !r.existing_nodes.is_empty() {
+        let _ = writeln!(s, "Existing nodes:");
+        for n in &r.existing_nodes {
+            let pods: Vec<String> = n.pods.iter().map(ToString::to_string).collect();
+            let _ = writeln!(s, "  {}: {}", n.name, pods.join(", "));
+        }
+    }
+    if !r.relaxed.is_empty() {
+        let _ = writeln!(s, "Relaxed to place:");
+        for x in &r.relaxed {
+            let steps: Vec<String> = x.relaxations.iter().map(ToString::to_string).collect();
+            let _ = writeln!(s, "  {}: {}", x.pod, steps.join("; "));
+        }
+    }
+    if !r.unschedulable.is_empty() {
+        let _ = writeln!(s, "Unschedulable: {}", r.unschedulable.len());
+        for u in &r.unschedulable {
+            for line in explain::render_unschedulable(u).lines() {
+                let _ = writeln!(s, "  {line}");
+            }
+        }
+    }
+    if !r.ignored.is_empty() {
+        let _ = writeln!(s, "Ignored: {}", r.ignored.len());
+        for i in &r.ignored {
+            let _ = writeln!(s, "  {}: {}", i.pod, i.reason);
+        }
+    }
+    for np in &r.skipped_nodepools {
+        let _ = writeln!(s, "NodePool {} not used: {}", np.nodepool, np.why);
+    }
+    s
+}

@@ -1,0 +1,78 @@
+//! `kubectl karpenter simulate` end to end: files in, report and exit status out.
+
+use std::process::{Command, Output};
+
+fn plugin(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kubectl-karpenter"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run kubectl-karpenter")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn all_placed_exits_0_with_the_documented_json() {
+    let out = plugin(&["simulate", "-f", "../tests/scenarios/inflate-2vcpu.yaml", "-o", "json"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let claims = report["nodeClaims"].as_array().expect("nodeClaims");
+    assert_eq!(claims.len(), 3);
+    for c in claims {
+        assert_eq!(c["nodePool"], "default");
+        assert_eq!(c["capacityType"], "on-demand");
+        assert!(c["instanceType"].is_string() && c["zone"].is_string() && c["price"].is_f64());
+        let options = c["instanceTypeOptions"].as_array().unwrap();
+        assert!(!options.is_empty() && options.len() <= 600);
+        assert_eq!(options[0], c["instanceType"], "cheapest option launched");
+        assert_eq!(c["pods"].as_array().unwrap().len(), 1);
+    }
+    assert_eq!(report["unschedulable"], serde_json::json!([]));
+    assert_eq!(report["existingNodes"], serde_json::json!([]));
+}
+
+#[test]
+fn unschedulable_exits_1_with_the_reason() {
+    let out = plugin(&["simulate", "-f", "../tests/scenarios/critical-static-group.yaml"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(stdout.contains("critical-a: kube-system/critical-0"), "{stdout}");
+    assert!(
+        stdout.contains("kube-system/critical-2: NodePool default: label \"node-group\" does not have known values")
+    );
+    assert!(stdout.contains("2 nodes: insufficient cpu (needs 1, most free 930m)"), "{stdout}");
+
+    let out = plugin(&["simulate", "-f", "../tests/scenarios/critical-static-group.yaml", "-o", "json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let u = &report["unschedulable"][0];
+    assert_eq!(u["pod"], "kube-system/critical-2");
+    assert!(u["reason"].as_str().unwrap().contains("define node-group"));
+    assert_eq!(u["explanation"]["nodepools"][0]["failure"]["constraint"], "requirements");
+    assert_eq!(u["explanation"]["existingNodes"][0]["count"], 2);
+    assert_eq!(report["existingNodes"][0]["pods"][0], "kube-system/critical-0");
+}
+
+#[test]
+fn several_files_form_one_input_and_bad_input_exits_2() {
+    let out = plugin(&[
+        "simulate",
+        "-f",
+        "tests/data/nodepool-c5.yaml",
+        "-f",
+        "../tests/scenarios/p14-host-ports.yaml",
+        "--region",
+        "us-east-1",
+    ]);
+    assert!(matches!(out.status.code(), Some(0)), "{}", text(&out.stderr));
+    let out = plugin(&["simulate", "-f", "tests/data/bad-nodepool.yaml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("line 10"));
+    let out = plugin(&["simulate", "-f", "../tests/scenarios/p01-one-pod.yaml", "--region", "mars-1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("unknown region"));
+}

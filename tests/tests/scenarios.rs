@@ -1,0 +1,271 @@
+//! The scenario corpus: every `tests/scenarios/*.yaml` is loaded like `kubectl karpenter simulate`
+//! loads its files, one provisioning round is run, and the `carpentry.dev/v1alpha1 Expectations`
+//! document(s) in the same file are checked. Expectations are invariants (counts, partitions,
+//! capacity types, which NodePool a pod lands on), not generated names. The round is also run
+//! twice and must give the same result. See docs/scenario.md.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use carpentry_core::catalogue::Catalogue;
+use carpentry_core::manifest;
+use carpentry_core::scheduling::{self, cluster, Results};
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Expectations {
+    #[serde(rename = "apiVersion")]
+    _api_version: String,
+    #[serde(rename = "kind")]
+    _kind: String,
+    #[serde(default, rename = "metadata")]
+    _metadata: Option<serde_json::Value>,
+    spec: Expect,
+}
+
+/// Every field is optional; each one present is checked.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Expect {
+    /// Number of new NodeClaims.
+    node_claims: Option<usize>,
+    /// Number of unschedulable pods.
+    unschedulable: Option<usize>,
+    /// Exactly these pods are unschedulable (`namespace/name`).
+    unschedulable_pods: Option<BTreeSet<String>>,
+    /// Exactly these pods are ignored.
+    ignored_pods: Option<BTreeSet<String>>,
+    /// NodeClaims per NodePool (NodePools not listed: none).
+    node_claims_per_node_pool: Option<BTreeMap<String, usize>>,
+    /// The multiset of pod counts per NodeClaim, sorted ascending.
+    pods_per_node_claim: Option<Vec<usize>>,
+    /// The set of launched capacity types.
+    capacity_types: Option<BTreeSet<String>>,
+    /// The set of launched instance types (only where no price tie is possible).
+    instance_types: Option<BTreeSet<String>>,
+    /// Pod → NodePool of the NodeClaim it is planned on.
+    node_pool_of: Option<BTreeMap<String, String>>,
+    /// Pod → zone of the instance launched for its NodeClaim.
+    zone_of: Option<BTreeMap<String, String>>,
+    /// Existing node → the pods planned onto it (exact set; nodes not listed get none).
+    existing_nodes: Option<BTreeMap<String, BTreeSet<String>>>,
+    /// Groups of pods that must share a NodeClaim.
+    together: Option<Vec<Vec<String>>>,
+    /// Pod → text its one-line reason must contain.
+    reason_contains: Option<BTreeMap<String, String>>,
+    /// Checked on every NodeClaim.
+    every_node_claim: Option<EveryNodeClaim>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct EveryNodeClaim {
+    instance_type_options_at_most: Option<usize>,
+    instance_type_options_at_least: Option<usize>,
+    /// Labels every NodeClaim carries.
+    labels: Option<BTreeMap<String, String>>,
+    /// Allowed launched instance types (a superset).
+    instance_type_in: Option<BTreeSet<String>>,
+    /// Every instance-type option starts with one of these prefixes.
+    options_prefixed: Option<Vec<String>>,
+    /// Every launched instance has this architecture label among its labels-or-requirements.
+    arch: Option<String>,
+}
+
+fn scenario_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios")
+}
+
+fn run(path: &Path) -> Result<(), Vec<String>> {
+    let text = std::fs::read_to_string(path).map_err(|e| vec![e.to_string()])?;
+    let mut m = manifest::load(&text).map_err(|e| vec![e.to_string()])?;
+    m.convert_legacy();
+    if m.expectations.is_empty() {
+        return Err(vec!["no Expectations document".into()]);
+    }
+    let prepared = cluster::input_from_manifests(&m, Catalogue::embedded(), None).map_err(|e| vec![e])?;
+    let results = scheduling::schedule(&prepared.input);
+    let mut errors = Vec::new();
+    if results != scheduling::schedule(&prepared.input) {
+        errors.push("two runs on the same input differ".into());
+    }
+    for e in &m.expectations {
+        match serde_json::from_value::<Expectations>(e.clone()) {
+            Ok(x) => check(&x.spec, &results, &mut errors),
+            Err(err) => errors.push(format!("bad Expectations document: {err}")),
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        errors.push(format!("results: {}", serde_json::to_string_pretty(&summary(&results)).unwrap()));
+        Err(errors)
+    }
+}
+
+fn summary(r: &Results) -> serde_json::Value {
+    serde_json::json!({
+        "nodeClaims": r.nodeclaims.iter().map(|n| serde_json::json!({
+            "nodePool": n.nodepool,
+            "launch": n.launch,
+            "options": n.instance_type_options.len(),
+            "pods": n.pods.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "existingNodes": r.existing_nodes,
+        "unschedulable": r.unschedulable.iter().map(|u| format!("{}: {}", u.pod, u.explanation.headline())).collect::<Vec<_>>(),
+        "ignored": r.ignored.iter().map(|i| format!("{}: {}", i.pod, i.reason)).collect::<Vec<_>>(),
+        "skipped": r.skipped_nodepools,
+        "notes": r.notes,
+    })
+}
+
+fn check(x: &Expect, r: &Results, errors: &mut Vec<String>) {
+    let mut eq = |what: &str, got: String, want: String| {
+        if got != want {
+            errors.push(format!("{what}: expected {want}, got {got}"));
+        }
+    };
+    if let Some(n) = x.node_claims {
+        eq("nodeClaims", r.nodeclaims.len().to_string(), n.to_string());
+    }
+    if let Some(n) = x.unschedulable {
+        eq("unschedulable", r.unschedulable.len().to_string(), n.to_string());
+    }
+    if let Some(want) = &x.unschedulable_pods {
+        let got: BTreeSet<String> = r.unschedulable.iter().map(|u| u.pod.to_string()).collect();
+        eq("unschedulablePods", format!("{got:?}"), format!("{want:?}"));
+    }
+    if let Some(want) = &x.ignored_pods {
+        let got: BTreeSet<String> = r.ignored.iter().map(|u| u.pod.to_string()).collect();
+        eq("ignoredPods", format!("{got:?}"), format!("{want:?}"));
+    }
+    if let Some(want) = &x.node_claims_per_node_pool {
+        let mut got: BTreeMap<String, usize> = BTreeMap::new();
+        for n in &r.nodeclaims {
+            *got.entry(n.nodepool.clone()).or_default() += 1;
+        }
+        eq("nodeClaimsPerNodePool", format!("{got:?}"), format!("{want:?}"));
+    }
+    if let Some(want) = &x.pods_per_node_claim {
+        let mut got: Vec<usize> = r.nodeclaims.iter().map(|n| n.pods.len()).collect();
+        got.sort_unstable();
+        let mut want = want.clone();
+        want.sort_unstable();
+        eq("podsPerNodeClaim", format!("{got:?}"), format!("{want:?}"));
+    }
+    if let Some(want) = &x.capacity_types {
+        let got: BTreeSet<String> =
+            r.nodeclaims.iter().filter_map(|n| n.launch.as_ref()).map(|l| l.capacity_type.clone()).collect();
+        eq("capacityTypes", format!("{got:?}"), format!("{want:?}"));
+    }
+    if let Some(want) = &x.instance_types {
+        let got: BTreeSet<String> =
+            r.nodeclaims.iter().filter_map(|n| n.launch.as_ref()).map(|l| l.instance_type.clone()).collect();
+        eq("instanceTypes", format!("{got:?}"), format!("{want:?}"));
+    }
+    let nodeclaim_of = |pod: &str| r.nodeclaims.iter().position(|n| n.pods.iter().any(|p| p.to_string() == pod));
+    if let Some(want) = &x.node_pool_of {
+        for (pod, np) in want {
+            let got = nodeclaim_of(pod).map(|i| r.nodeclaims[i].nodepool.clone()).unwrap_or_else(|| "<none>".into());
+            eq(&format!("nodePoolOf[{pod}]"), got, np.clone());
+        }
+    }
+    if let Some(want) = &x.zone_of {
+        for (pod, zone) in want {
+            let got = nodeclaim_of(pod)
+                .and_then(|i| r.nodeclaims[i].launch.as_ref())
+                .map_or_else(|| "<none>".to_string(), |l| l.zone.clone());
+            eq(&format!("zoneOf[{pod}]"), got, zone.clone());
+        }
+    }
+    if let Some(want) = &x.existing_nodes {
+        let got: BTreeMap<String, BTreeSet<String>> = r
+            .existing_nodes
+            .iter()
+            .map(|n| (n.name.clone(), n.pods.iter().map(ToString::to_string).collect()))
+            .collect();
+        eq("existingNodes", format!("{got:?}"), format!("{want:?}"));
+    }
+    for group in x.together.iter().flatten() {
+        let claims: BTreeSet<Option<usize>> = group.iter().map(|p| nodeclaim_of(p)).collect();
+        if claims.len() != 1 || claims.contains(&None) {
+            errors.push(format!("together {group:?}: on NodeClaims {claims:?}"));
+        }
+    }
+    for (pod, text) in x.reason_contains.iter().flatten() {
+        match r.unschedulable.iter().find(|u| u.pod.to_string() == *pod) {
+            Some(u) if u.explanation.headline().contains(text.as_str()) => {}
+            Some(u) => {
+                errors.push(format!("reason of {pod}: {:?} does not contain {text:?}", u.explanation.headline()))
+            }
+            None => errors.push(format!("reason of {pod}: the pod is not unschedulable")),
+        }
+    }
+    if let Some(every) = &x.every_node_claim {
+        for (i, n) in r.nodeclaims.iter().enumerate() {
+            let options = n.instance_type_options.len();
+            if every.instance_type_options_at_most.is_some_and(|m| options > m) {
+                errors.push(format!("NodeClaim {i}: {options} options"));
+            }
+            if every.instance_type_options_at_least.is_some_and(|m| options < m) {
+                errors.push(format!("NodeClaim {i}: only {options} options"));
+            }
+            for (k, v) in every.labels.iter().flatten() {
+                if n.labels.get(k) != Some(v) {
+                    errors.push(format!("NodeClaim {i}: label {k}={:?}, expected {v}", n.labels.get(k)));
+                }
+            }
+            if let (Some(allowed), Some(l)) = (&every.instance_type_in, &n.launch) {
+                if !allowed.contains(&l.instance_type) {
+                    errors.push(format!("NodeClaim {i}: launched {}", l.instance_type));
+                }
+            }
+            if let Some(prefixes) = &every.options_prefixed {
+                if let Some(o) =
+                    n.instance_type_options.iter().find(|o| !prefixes.iter().any(|p| o.starts_with(p.as_str())))
+                {
+                    errors.push(format!("NodeClaim {i}: option {o} has none of the prefixes {prefixes:?}"));
+                }
+            }
+            if let Some(arch) = &every.arch {
+                let ok = n.requirements.iter().any(|r| r.key == "kubernetes.io/arch" && r.values == [arch.clone()]);
+                if !ok {
+                    errors.push(format!("NodeClaim {i}: architecture is not pinned to {arch}"));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn scenarios() {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(scenario_dir())
+        .expect("tests/scenarios")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    paths.sort();
+    assert!(paths.len() >= 8, "the corpus has {} scenarios", paths.len());
+    let mut failures = Vec::new();
+    for path in &paths {
+        if let Err(errors) = run(path) {
+            failures.push(format!("{}:\n  {}", path.display(), errors.join("\n  ")));
+        }
+    }
+    assert!(failures.is_empty(), "{} of {} scenarios failed:\n{}", failures.len(), paths.len(), failures.join("\n"));
+}
+
+/// The expectation checker itself must be able to fail.
+#[test]
+fn a_wrong_expectation_fails() {
+    let path = scenario_dir().join("inflate-2vcpu.yaml");
+    let text = std::fs::read_to_string(path).unwrap().replace("nodeClaims: 3", "nodeClaims: 2");
+    let dir = std::env::temp_dir().join(format!("carpentry-scenario-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("wrong.yaml");
+    std::fs::write(&file, text).unwrap();
+    let errors = run(&file).expect_err("a wrong count must fail");
+    assert!(errors[0].contains("nodeClaims: expected 2, got 3"), "{errors:?}");
+    std::fs::remove_dir_all(dir).ok();
+}
