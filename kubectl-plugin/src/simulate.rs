@@ -88,45 +88,11 @@ struct UnschedulableRow<'a> {
     explanation: &'a explain::PodExplanation,
 }
 
-/// Appends `b` to `a` (several `-f` files form one input). A second Scenario is bad input.
-fn merge(a: &mut Manifests, b: Manifests, file: &str) -> Result<(), Failure> {
-    if b.scenario.is_some() && a.scenario.is_some() {
-        return Err(Failure::Input(format!("{file}: a second Scenario document; an input has at most one")));
-    }
-    a.scenario = a.scenario.take().or(b.scenario);
-    a.nodepools.extend(b.nodepools);
-    a.nodeclaims.extend(b.nodeclaims);
-    a.nodeclasses.extend(b.nodeclasses);
-    a.legacy.extend(b.legacy);
-    a.pods.extend(b.pods);
-    a.nodes.extend(b.nodes);
-    a.deployments.extend(b.deployments);
-    a.replicasets.extend(b.replicasets);
-    a.statefulsets.extend(b.statefulsets);
-    a.jobs.extend(b.jobs);
-    a.daemonsets.extend(b.daemonsets);
-    a.pdbs.extend(b.pdbs);
-    a.pvcs.extend(b.pvcs);
-    a.pvs.extend(b.pvs);
-    a.storageclasses.extend(b.storageclasses);
-    a.csinodes.extend(b.csinodes);
-    a.priorityclasses.extend(b.priorityclasses);
-    a.namespaces.extend(b.namespaces);
-    a.expectations.extend(b.expectations);
-    for (k, v) in b.origins {
-        if a.origins.contains_key(&k) {
-            return Err(Failure::Input(format!("{file}: {k} is also defined in an earlier file")));
-        }
-        a.origins.insert(k, v);
-    }
-    Ok(())
-}
-
 pub fn run(args: SimulateArgs) -> Result<(), Failure> {
     let mut manifests = Manifests::default();
     for file in &args.files {
         let m = input::load(file)?;
-        merge(&mut manifests, m, file)?;
+        manifests.merge(m).map_err(|e| Failure::Input(format!("{file}: {e}")))?;
     }
     let mut notes: Vec<String> = manifests
         .convert_legacy()

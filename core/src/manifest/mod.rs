@@ -150,7 +150,75 @@ pub struct Manifests {
     pub warnings: Vec<Problem>,
 }
 
+/// Why two inputs cannot be combined into one (see [`Manifests::merge`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MergeError {
+    #[error("a second Scenario document; an input has at most one")]
+    SecondScenario,
+    #[error("{object} is also defined in an earlier file (document {}, {})", .first.document, .first.position)]
+    Duplicate { object: ObjectRef, first: Origin },
+}
+
 impl Manifests {
+    /// Appends another input (several `-f` files form one input). Like a single file, the
+    /// combination may hold each object once and at most one Scenario.
+    pub fn merge(&mut self, other: Manifests) -> Result<(), MergeError> {
+        // Destructured exhaustively so that a new kind of object cannot be dropped silently.
+        let Manifests {
+            nodepools,
+            nodeclaims,
+            nodeclasses,
+            legacy,
+            pods,
+            nodes,
+            deployments,
+            replicasets,
+            statefulsets,
+            jobs,
+            daemonsets,
+            pdbs,
+            pvcs,
+            pvs,
+            storageclasses,
+            csinodes,
+            priorityclasses,
+            namespaces,
+            scenario,
+            expectations,
+            origins,
+            warnings,
+        } = other;
+        if scenario.is_some() && self.scenario.is_some() {
+            return Err(MergeError::SecondScenario);
+        }
+        if let Some((object, _)) = origins.iter().find(|(k, _)| self.origins.contains_key(*k)) {
+            return Err(MergeError::Duplicate { object: object.clone(), first: self.origins[object].clone() });
+        }
+        self.scenario = self.scenario.take().or(scenario);
+        self.nodepools.extend(nodepools);
+        self.nodeclaims.extend(nodeclaims);
+        self.nodeclasses.extend(nodeclasses);
+        self.legacy.extend(legacy);
+        self.pods.extend(pods);
+        self.nodes.extend(nodes);
+        self.deployments.extend(deployments);
+        self.replicasets.extend(replicasets);
+        self.statefulsets.extend(statefulsets);
+        self.jobs.extend(jobs);
+        self.daemonsets.extend(daemonsets);
+        self.pdbs.extend(pdbs);
+        self.pvcs.extend(pvcs);
+        self.pvs.extend(pvs);
+        self.storageclasses.extend(storageclasses);
+        self.csinodes.extend(csinodes);
+        self.priorityclasses.extend(priorityclasses);
+        self.namespaces.extend(namespaces);
+        self.expectations.extend(expectations);
+        self.origins.extend(origins);
+        self.warnings.extend(warnings);
+        Ok(())
+    }
+
     /// Converts the legacy objects to v1 and adds them to the v1 lists; returns the conversion
     /// notes (one per field whose meaning changed).
     pub fn convert_legacy(&mut self) -> Vec<ConversionNote> {

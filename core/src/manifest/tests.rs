@@ -255,3 +255,16 @@ mod fuzz {
         }
     }
 }
+
+#[test]
+fn merging_inputs_rejects_duplicates_and_second_scenarios() {
+    let mut a = load(NODEPOOL).unwrap();
+    let b = load(DEPLOYMENT).unwrap();
+    a.merge(b).unwrap();
+    assert_eq!((a.nodepools.len(), a.deployments.len()), (1, 1));
+    let err = a.merge(load(NODEPOOL).unwrap()).unwrap_err();
+    assert_eq!(err.to_string(), "NodePool/default is also defined in an earlier file (document 1, line 1, column 1)");
+    let scenario = "apiVersion: carpentry.dev/v1alpha1\nkind: Scenario\nspec: {region: eu-west-1}\n";
+    a.merge(load(scenario).unwrap()).unwrap();
+    assert_eq!(a.merge(load(scenario).unwrap()).unwrap_err(), MergeError::SecondScenario);
+}

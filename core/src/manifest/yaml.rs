@@ -271,7 +271,9 @@ impl MarkedEventReceiver for Builder {
         match ev {
             Event::DocumentStart => {
                 self.in_document = true;
-                self.start = Some(position(&mark));
+                // An implicit document's start mark lies after its first scalar; the line is
+                // right, the column is not, and a document always starts a line.
+                self.start = Some(Position { line: mark.line(), column: 1 });
                 self.positions.clear();
                 self.anchors.clear();
                 self.root = None;
@@ -303,7 +305,11 @@ impl MarkedEventReceiver for Builder {
             },
             Event::MappingStart(anchor, _) => match self.path_for_new_node(&mark) {
                 Some(path) => {
-                    self.positions.entry(path.clone()).or_insert(position(&mark));
+                    // The root is located by the document start (a block mapping's start mark
+                    // lies after its first key).
+                    if !path.is_empty() {
+                        self.positions.entry(path.clone()).or_insert(position(&mark));
+                    }
                     self.stack.push(Frame::Map { map: Map::new(), path, anchor, pending_key: None })
                 }
                 None => self.fail(&mark, "a mapping cannot be a mapping key".into()),
