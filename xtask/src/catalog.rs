@@ -11,8 +11,10 @@
 //!   on-demand prices, the documented network bandwidth and the VPC branch-ENI (pod-eni) limits.
 //!   Those files are regular `"key": value,` literals; a small parser below reads their values.
 //!
-//! The output is compact JSON with a `provenance` object. The matching reader is
-//! `carpentry_core::catalogue`; the format is described in `core/data/PROVENANCE.md`.
+//! The output is compact JSON with a `provenance` object. Its schema is defined once, in
+//! carpentry-core (`core/src/catalogue/data.rs`: [`CatalogueFile`] and the types it holds): this
+//! generator builds those types and serialises them, and `carpentry_core::catalogue` reads them
+//! back. The format is described in `core/data/PROVENANCE.md`.
 //! The generation date is the only input that changes from run to run: `--check` reuses the date
 //! of the existing file, so it only fails when the data itself would change.
 
@@ -23,11 +25,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{anyhow, bail, ensure, Context, Result};
-use serde::Serialize;
+use carpentry_core::catalogue::{
+    Accelerator, Arch, CatalogueFile, Gpu, InstanceTypeInfo, NeuronDevice, Provenance, ProvenanceInput, RegionFile,
+    SCHEMA,
+};
 use serde_json::Value;
 
-/// Bumped whenever the JSON layout changes; the core reader checks it.
-const SCHEMA: u32 = 1;
 const GENERATOR: &str = concat!("carpentry xtask catalog ", env!("CARGO_PKG_VERSION"));
 
 const MOTO_TYPES: &str = "moto/ec2/resources/instance_types.json.gz";
@@ -122,128 +125,9 @@ pub fn run(args: CatalogArgs) -> Result<()> {
         text.len(),
         catalogue.types.len(),
         catalogue.regions.len(),
-        catalogue.types.iter().filter(|t| t.od_usd.is_some()).count()
+        catalogue.types.iter().filter(|t| t.on_demand_price.is_some()).count()
     );
     Ok(())
-}
-
-// ---------------------------------------------------------------------------------------------
-// Output model (mirrors the reader in core/src/catalogue/data.rs).
-
-#[derive(Serialize)]
-struct Catalogue {
-    schema: u32,
-    provenance: Provenance,
-    types: Vec<TypeOut>,
-    regions: Vec<RegionOut>,
-}
-
-#[derive(Serialize)]
-struct Provenance {
-    generator: String,
-    generated_at: String,
-    inputs: Vec<InputOut>,
-    notes: Vec<String>,
-}
-
-#[derive(Serialize)]
-struct InputOut {
-    package: String,
-    registry: String,
-    version: String,
-    file: String,
-    /// When the input data itself was produced (the file's own "generated at" stamp or the
-    /// package build date), YYYY-MM-DD.
-    date: String,
-    content: String,
-}
-
-fn is_false(b: &bool) -> bool {
-    !*b
-}
-fn is_true(b: &bool) -> bool {
-    *b
-}
-
-#[derive(Serialize)]
-struct TypeOut {
-    name: String,
-    vcpu: u32,
-    mem_mib: u64,
-    arch: &'static str,
-    cpu_mfr: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    mhz: Option<u32>,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    hv: String,
-    #[serde(skip_serializing_if = "is_false")]
-    metal: bool,
-    usage: Vec<String>,
-    enis: u32,
-    ipv4: u32,
-    /// Maximum ENIs per network card, by card index; only when there is more than one card.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    cards: Vec<u32>,
-    #[serde(skip_serializing_if = "is_true")]
-    ena: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    efa: Option<u32>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    gpus: Vec<GpuOut>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    accels: Vec<AccelOut>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    neuron: Vec<NeuronOut>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    storage_gb: Option<u64>,
-    #[serde(skip_serializing_if = "is_false")]
-    nvme: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    ebs_mbps: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    net_mbps: Option<u64>,
-    #[serde(skip_serializing_if = "is_false")]
-    eit: bool,
-    #[serde(skip_serializing_if = "is_false")]
-    enclaves: bool,
-    #[serde(skip_serializing_if = "is_false")]
-    nested_virt: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pod_eni: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    vpc_ipv4: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    od_usd: Option<f64>,
-}
-
-#[derive(Serialize)]
-struct GpuOut {
-    name: String,
-    mfr: String,
-    count: u32,
-    mem_mib: u64,
-}
-
-#[derive(Serialize)]
-struct AccelOut {
-    name: String,
-    mfr: String,
-    count: u32,
-}
-
-#[derive(Serialize)]
-struct NeuronOut {
-    name: String,
-    count: u32,
-    cores: u32,
-}
-
-#[derive(Serialize)]
-struct RegionOut {
-    name: String,
-    zone_ids: Vec<String>,
-    /// One entry per element of `types`: bit i set when the type is offered in `zone_ids[i]`.
-    offered: Vec<u64>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -255,7 +139,7 @@ fn build(
     karpenter: &KarpenterModule,
     karpenter_version: &str,
     date: &str,
-) -> Result<Catalogue> {
+) -> Result<CatalogueFile> {
     let moto = read_moto(wheel)?;
     let prices_src = read_text(&karpenter.dir.join(PRICING_FILE))?;
     let bandwidth_src = read_text(&karpenter.dir.join(BANDWIDTH_FILE))?;
@@ -290,7 +174,7 @@ fn build(
                 offered[i] |= 1 << bit;
             }
         }
-        regions.push(RegionOut { name: region.clone(), zone_ids, offered });
+        regions.push(RegionFile { name: region.clone(), zone_ids, offered });
     }
     ensure!(regions.iter().any(|r| r.name == PRICE_REGION), "no offerings for {PRICE_REGION}");
 
@@ -298,7 +182,7 @@ fn build(
         generator: format!("{GENERATOR} (schema {SCHEMA})"),
         generated_at: date.to_string(),
         inputs: vec![
-            InputOut {
+            ProvenanceInput {
                 package: "moto".into(),
                 registry: "PyPI".into(),
                 version: moto_version.into(),
@@ -308,7 +192,7 @@ fn build(
                           usage classes, ENIs, EFA, GPUs, accelerators, Neuron, instance storage, EBS"
                     .into(),
             },
-            InputOut {
+            ProvenanceInput {
                 package: "moto".into(),
                 registry: "PyPI".into(),
                 version: moto_version.into(),
@@ -316,7 +200,7 @@ fn build(
                 date: moto.offerings_date.clone(),
                 content: format!("instance type offerings by availability-zone ID, {} regions", regions.len()),
             },
-            InputOut {
+            ProvenanceInput {
                 package: KARPENTER_MODULE.into(),
                 registry: "Go module proxy".into(),
                 version: karpenter_version.into(),
@@ -327,7 +211,7 @@ fn build(
                     prices.len()
                 ),
             },
-            InputOut {
+            ProvenanceInput {
                 package: KARPENTER_MODULE.into(),
                 registry: "Go module proxy".into(),
                 version: karpenter_version.into(),
@@ -335,7 +219,7 @@ fn build(
                 date: module_date,
                 content: format!("InstanceTypeBandwidthMegabits: {} numeric entries", bandwidth.len()),
             },
-            InputOut {
+            ProvenanceInput {
                 package: KARPENTER_MODULE.into(),
                 registry: "Go module proxy".into(),
                 version: karpenter_version.into(),
@@ -361,7 +245,7 @@ fn build(
                 .into(),
         ],
     };
-    Ok(Catalogue { schema: SCHEMA, provenance, types, regions })
+    Ok(CatalogueFile { schema: SCHEMA, provenance, types, regions })
 }
 
 fn convert_type(
@@ -370,7 +254,7 @@ fn convert_type(
     prices: &BTreeMap<String, f64>,
     bandwidth: &BTreeMap<String, i64>,
     limits: &BTreeMap<String, VpcLimits>,
-) -> Result<Option<TypeOut>> {
+) -> Result<Option<InstanceTypeInfo>> {
     let ctx = || format!("instance type {name}");
     let str_list = |v: &Value| -> Vec<String> {
         v.as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect()).unwrap_or_default()
@@ -385,9 +269,9 @@ fn convert_type(
     let arch = match archs.iter().find(|a| *a == "x86_64" || *a == "arm64").map(String::as_str) {
         Some("arm64") => {
             ensure!(archs[0] == "arm64", "{}: arm64 is not the first architecture", ctx());
-            "arm64"
+            Arch::Arm64
         }
-        _ => "amd64",
+        _ => Arch::Amd64,
     };
     let u32_of = |v: &Value, what: &str| -> Result<u32> {
         v.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(|| anyhow!("{}: missing or bad {what}", ctx()))
@@ -424,9 +308,9 @@ fn convert_type(
         .map(|gs| {
             gs.iter()
                 .map(|g| {
-                    Ok(GpuOut {
+                    Ok(Gpu {
                         name: g["Name"].as_str().unwrap_or_default().to_string(),
-                        mfr: g["Manufacturer"].as_str().unwrap_or_default().to_string(),
+                        manufacturer: g["Manufacturer"].as_str().unwrap_or_default().to_string(),
                         count: u32_of(&g["Count"], "GpuInfo.Gpus[].Count")?,
                         mem_mib: g["MemoryInfo"]["SizeInMiB"].as_u64().unwrap_or(0),
                     })
@@ -440,9 +324,9 @@ fn convert_type(
         .map(|gs| {
             gs.iter()
                 .map(|g| {
-                    Ok(AccelOut {
+                    Ok(Accelerator {
                         name: g["Name"].as_str().unwrap_or_default().to_string(),
-                        mfr: g["Manufacturer"].as_str().unwrap_or_default().to_string(),
+                        manufacturer: g["Manufacturer"].as_str().unwrap_or_default().to_string(),
                         count: u32_of(&g["Count"], "InferenceAcceleratorInfo.Accelerators[].Count")?,
                     })
                 })
@@ -455,7 +339,7 @@ fn convert_type(
         .map(|ds| {
             ds.iter()
                 .map(|d| {
-                    Ok(NeuronOut {
+                    Ok(NeuronDevice {
                         name: d["Name"].as_str().unwrap_or_default().to_string(),
                         count: u32_of(&d["Count"], "NeuronDevices[].Count")?,
                         cores: u32_of(&d["CoreInfo"]["Count"], "NeuronDevices[].CoreInfo.Count")?,
@@ -476,44 +360,47 @@ fn convert_type(
     let limit = limits.get(name);
     let features = str_list(&info["ProcessorInfo"]["SupportedFeatures"]);
 
-    Ok(Some(TypeOut {
+    Ok(Some(InstanceTypeInfo {
         name: name.to_string(),
         vcpu: u32_of(&info["VCpuInfo"]["DefaultVCpus"], "VCpuInfo.DefaultVCpus")?,
-        mem_mib: info["MemoryInfo"]["SizeInMiB"].as_u64().ok_or_else(|| anyhow!("{}: no memory", ctx()))?,
+        memory_mib: info["MemoryInfo"]["SizeInMiB"].as_u64().ok_or_else(|| anyhow!("{}: no memory", ctx()))?,
         arch,
-        cpu_mfr: info["ProcessorInfo"]["Manufacturer"].as_str().unwrap_or_default().to_string(),
-        mhz: info["ProcessorInfo"]["SustainedClockSpeedInGhz"].as_f64().map(|ghz| (ghz * 1000.0).round() as u32),
-        hv: info["Hypervisor"].as_str().unwrap_or_default().to_string(),
-        metal: info["BareMetal"].as_bool().unwrap_or(false),
-        usage: str_list(&info["SupportedUsageClasses"]),
-        enis,
-        ipv4: u32_of(&net["Ipv4AddressesPerInterface"], "NetworkInfo.Ipv4AddressesPerInterface")?,
-        cards,
+        cpu_manufacturer: info["ProcessorInfo"]["Manufacturer"].as_str().unwrap_or_default().to_string(),
+        sustained_clock_mhz: info["ProcessorInfo"]["SustainedClockSpeedInGhz"]
+            .as_f64()
+            .map(|ghz| (ghz * 1000.0).round() as u32),
+        hypervisor: info["Hypervisor"].as_str().unwrap_or_default().to_string(),
+        bare_metal: info["BareMetal"].as_bool().unwrap_or(false),
+        usage_classes: str_list(&info["SupportedUsageClasses"]),
+        default_card_enis: enis,
+        ipv4_per_eni: u32_of(&net["Ipv4AddressesPerInterface"], "NetworkInfo.Ipv4AddressesPerInterface")?,
+        network_cards: cards,
         ena: net["EnaSupport"].as_str() != Some("unsupported"),
-        efa: net["EfaInfo"]["MaximumEfaInterfaces"].as_u64().map(|n| n as u32),
+        efa_max_interfaces: net["EfaInfo"]["MaximumEfaInterfaces"].as_u64().map(|n| n as u32),
         gpus,
-        accels,
-        neuron,
-        storage_gb: storage["TotalSizeInGB"].as_u64(),
-        nvme: storage.is_object() && storage["NvmeSupport"].as_str() != Some("unsupported"),
-        ebs_mbps,
-        net_mbps: bandwidth.get(name).map(|b| *b as u64),
-        eit: net["EncryptionInTransitSupported"].as_bool().unwrap_or(false),
-        enclaves: info["NitroEnclavesSupport"].as_str() == Some("supported"),
-        nested_virt: features.iter().any(|f| f == "nested-virtualization"),
-        pod_eni: limit.filter(|l| l.trunking).map(|l| l.branch),
-        vpc_ipv4: limit.map(|l| l.ipv4),
-        od_usd: prices.get(name).copied(),
+        inference_accelerators: accels,
+        neuron_devices: neuron,
+        instance_storage_gb: storage["TotalSizeInGB"].as_u64(),
+        instance_storage_nvme: storage.is_object() && storage["NvmeSupport"].as_str() != Some("unsupported"),
+        ebs_bandwidth_mbps: ebs_mbps,
+        network_bandwidth_mbps: bandwidth.get(name).map(|b| *b as u64),
+        encryption_in_transit: net["EncryptionInTransitSupported"].as_bool().unwrap_or(false),
+        nitro_enclaves: info["NitroEnclavesSupport"].as_str() == Some("supported"),
+        nested_virtualization: features.iter().any(|f| f == "nested-virtualization"),
+        branch_enis: limit.filter(|l| l.trunking).map(|l| l.branch),
+        vpc_ipv4_per_eni: limit.map(|l| l.ipv4),
+        on_demand_price: prices.get(name).copied(),
     }))
 }
 
-/// Sorts zone IDs (`use1-az1`, …) by prefix, then by trailing number, so `az10` follows `az9`.
-/// carpentry-core names zones in this order; keep the two in step (see PROVENANCE.md).
+/// Zone IDs in core's canonical order ([`carpentry_core::catalogue::zone_id_sort_key`]), which
+/// is the order core names zones in.
 fn sort_zone_ids(ids: BTreeSet<String>) -> Vec<String> {
     let mut v: Vec<String> = ids.into_iter().collect();
-    v.sort_by_key(|z| {
-        let digits = z.len() - z.bytes().rev().take_while(u8::is_ascii_digit).count();
-        (z[..digits].to_string(), z[digits..].parse::<u64>().unwrap_or(0), z.clone())
+    v.sort_by(|a, b| {
+        carpentry_core::catalogue::zone_id_sort_key(a)
+            .cmp(&carpentry_core::catalogue::zone_id_sort_key(b))
+            .then(a.cmp(b))
     });
     v
 }

@@ -32,7 +32,10 @@ use crate::requirements::{Requirement, Requirements};
 use crate::resources::ResourceList;
 
 pub use capacity::{DEFAULT_MAX_PODS, VM_MEMORY_OVERHEAD_PERCENT};
-pub use data::{Accelerator, Arch, Gpu, InstanceTypeInfo, NeuronDevice, Provenance, ProvenanceInput, SCHEMA};
+pub use data::{
+    Accelerator, Arch, CatalogueFile, Gpu, InstanceTypeInfo, NeuronDevice, Provenance, ProvenanceInput, RegionFile,
+    SCHEMA,
+};
 
 use capacity::{Bdm, FamilyTraits, Settings, Signal};
 
@@ -78,7 +81,8 @@ pub fn zone_name(region: &str, index: usize) -> String {
 }
 
 /// The canonical zone-ID order: by prefix, then by the trailing number (`az2` before `az10`).
-fn zone_id_sort_key(id: &str) -> (&str, u64) {
+/// Zone names follow this order (see [`zone_name`]); the data file stores zone IDs in it.
+pub fn zone_id_sort_key(id: &str) -> (&str, u64) {
     let digits = id.bytes().rev().take_while(u8::is_ascii_digit).count();
     let (prefix, number) = id.split_at(id.len() - digits);
     (prefix, number.parse().unwrap_or(0))

@@ -92,6 +92,15 @@ fn embedded_catalogue_loads_with_provenance() {
 }
 
 #[test]
+fn data_file_schema_round_trips_byte_for_byte() {
+    // The generator (`cargo xtask catalog`) serialises these same types; reading the embedded
+    // file and writing it back must reproduce it exactly, skip rules and field order included.
+    let file: CatalogueFile = serde_json::from_str(EMBEDDED_JSON).unwrap();
+    let text = serde_json::to_string(&file).unwrap() + "\n";
+    assert!(text == EMBEDDED_JSON, "re-serialised catalogue differs from core/data/ec2-catalogue.json");
+}
+
+#[test]
 fn every_region_has_zones_and_names_them_by_zone_id_order() {
     let c = cat();
     for region in c.regions() {
