@@ -1,18 +1,9 @@
 //! The plugin binary end to end: arguments in, stdout/stderr/exit code out.
 
-use std::process::{Command, Output};
+mod common;
 
-fn plugin(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kubectl-karpenter"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run kubectl-karpenter")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use common::{plugin, text};
+use std::process::Command;
 
 #[test]
 fn convert_prints_v1_yaml_and_notes() {

@@ -1,18 +1,8 @@
 //! `kubectl karpenter simulate` end to end: files in, report and exit status out.
 
-use std::process::{Command, Output};
+mod common;
 
-fn plugin(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kubectl-karpenter"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run kubectl-karpenter")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use common::{plugin, text};
 
 #[test]
 fn all_placed_exits_0_with_the_documented_json() {
