@@ -54,8 +54,29 @@ struct Expect {
     together: Option<Vec<Vec<String>>>,
     /// Pod → text its one-line reason must contain.
     reason_contains: Option<BTreeMap<String, String>>,
+    /// Zone → pods planned on new NodeClaims launched there (exact; zones not listed get none).
+    pods_per_zone: Option<BTreeMap<String, usize>>,
+    /// The multiset of pod counts per zone of new NodeClaims (when which zone gets which count
+    /// is a tie-break).
+    zone_counts: Option<Vec<usize>>,
+    /// Groups of pods that must each be on a different NodeClaim (or existing node).
+    apart: Option<Vec<Vec<String>>>,
+    /// Exactly these placed pods had preferences relaxed.
+    relaxed_pods: Option<BTreeSet<String>>,
+    /// Spread invariants over the zones of new NodeClaims.
+    zone_skew: Option<Vec<ZoneSkew>>,
     /// Checked on every NodeClaim.
     every_node_claim: Option<EveryNodeClaim>,
+}
+
+/// The pods whose name starts with `prefix`, counted per zone over `zones` (zones without any
+/// count as 0), differ by at most `max_skew`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ZoneSkew {
+    prefix: String,
+    zones: Vec<String>,
+    max_skew: usize,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -118,6 +139,12 @@ fn summary(r: &Results) -> serde_json::Value {
         "skipped": r.skipped_nodepools,
         "notes": r.notes,
     })
+}
+
+fn differ(errors: &mut Vec<String>, what: &str, got: String, want: String) {
+    if got != want {
+        errors.push(format!("{what}: expected {want}, got {got}"));
+    }
 }
 
 fn check(x: &Expect, r: &Results, errors: &mut Vec<String>) {
@@ -200,6 +227,53 @@ fn check(x: &Expect, r: &Results, errors: &mut Vec<String>) {
                 errors.push(format!("reason of {pod}: {:?} does not contain {text:?}", u.explanation.headline()))
             }
             None => errors.push(format!("reason of {pod}: the pod is not unschedulable")),
+        }
+    }
+    let zone_of_claim = |n: &scheduling::PlannedNodeClaim| n.launch.as_ref().map(|l| l.zone.clone());
+    let mut per_zone: BTreeMap<String, usize> = BTreeMap::new();
+    for n in &r.nodeclaims {
+        *per_zone.entry(zone_of_claim(n).unwrap_or_else(|| "<none>".into())).or_default() += n.pods.len();
+    }
+    if let Some(want) = &x.pods_per_zone {
+        differ(errors, "podsPerZone", format!("{per_zone:?}"), format!("{want:?}"));
+    }
+    if let Some(want) = &x.zone_counts {
+        let mut got: Vec<usize> = per_zone.values().copied().collect();
+        got.sort_unstable();
+        let mut want = want.clone();
+        want.sort_unstable();
+        differ(errors, "zoneCounts", format!("{got:?}"), format!("{want:?}"));
+    }
+    for group in x.apart.iter().flatten() {
+        let host = |pod: &str| {
+            nodeclaim_of(pod).map(|i| format!("nodeclaim {i}")).or_else(|| {
+                r.existing_nodes.iter().find(|n| n.pods.iter().any(|p| p.to_string() == pod)).map(|n| n.name.clone())
+            })
+        };
+        let hosts: Vec<Option<String>> = group.iter().map(|p| host(p)).collect();
+        let distinct: BTreeSet<&Option<String>> = hosts.iter().collect();
+        if distinct.len() != hosts.len() || hosts.contains(&None) {
+            errors.push(format!("apart {group:?}: on {hosts:?}"));
+        }
+    }
+    if let Some(want) = &x.relaxed_pods {
+        let got: BTreeSet<String> = r.relaxed.iter().map(|p| p.pod.to_string()).collect();
+        differ(errors, "relaxedPods", format!("{got:?}"), format!("{want:?}"));
+    }
+    for skew in x.zone_skew.iter().flatten() {
+        let mut counts: BTreeMap<&str, usize> = skew.zones.iter().map(|z| (z.as_str(), 0)).collect();
+        for n in &r.nodeclaims {
+            let Some(zone) = zone_of_claim(n) else { continue };
+            let k = n.pods.iter().filter(|p| p.name.starts_with(skew.prefix.as_str())).count();
+            match counts.get_mut(zone.as_str()) {
+                Some(c) => *c += k,
+                None if k > 0 => errors.push(format!("zoneSkew {}: pods in unexpected zone {zone}", skew.prefix)),
+                None => {}
+            }
+        }
+        let (min, max) = (counts.values().min().copied().unwrap_or(0), counts.values().max().copied().unwrap_or(0));
+        if max - min > skew.max_skew {
+            errors.push(format!("zoneSkew {}: {counts:?} exceeds maxSkew {}", skew.prefix, skew.max_skew));
         }
     }
     if let Some(every) = &x.every_node_claim {

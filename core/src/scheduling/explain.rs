@@ -20,7 +20,7 @@ use crate::quantity::Quantity;
 use crate::requirements::IncompatibleReason;
 
 use super::pod::{IgnoreReason, PodRef, Relaxation};
-use super::topology::Unsupported;
+use super::topology::{TopologyConflict, Unsupported};
 
 /// A taint as explanations show it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -113,6 +113,8 @@ pub enum NodeRejection {
         most_free: Quantity,
     },
     Requirements(RequirementConflict),
+    /// Topology spread, pod affinity or anti-affinity leaves no domain on this node.
+    Topology(Box<TopologyConflict>),
     /// A planned NodeClaim: no remaining instance type fits with the pod added.
     InstanceTypes {
         remaining: usize,
@@ -131,6 +133,7 @@ impl NodeRejection {
             NodeRejection::HostPort { port } => format!("port {port}"),
             NodeRejection::Resources { resource, .. } => format!("resources {resource}"),
             NodeRejection::Requirements(c) => format!("req {} {} {:?}", c.key, c.pod, c.node),
+            NodeRejection::Topology(c) => format!("topology {} {}", c.kind, c.key),
             NodeRejection::InstanceTypes { .. } => "types".into(),
             NodeRejection::MinValues { keys } => format!("minValues {keys:?}"),
         }
@@ -158,6 +161,7 @@ impl fmt::Display for NodeRejection {
                 write!(f, "insufficient {resource} (needs {needs}, most free {most_free})")
             }
             NodeRejection::Requirements(c) => write!(f, "{c}"),
+            NodeRejection::Topology(c) => write!(f, "{c}"),
             NodeRejection::InstanceTypes { .. } => {
                 f.write_str("none of its remaining instance types fits the pod as well")
             }
@@ -233,6 +237,10 @@ pub struct Funnel {
     pub cheapest: Vec<(String, f64)>,
     /// Why the cheapest allowed types (at most 3, by their cheapest offering) lost.
     pub cheapest_lost: Vec<TypeLoss>,
+    /// The domains topology spread / pod affinity chose for the NodeClaim (`key In [domain]`),
+    /// which the instance types had to meet as well.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub topology: Vec<String>,
 }
 
 /// Why one instance type was left out for the pod.
@@ -282,6 +290,8 @@ pub enum NodePoolFailure {
         taint: TaintRef,
     },
     Requirements(RequirementConflict),
+    /// Topology spread, pod affinity or anti-affinity leaves no domain for a new NodeClaim.
+    Topology(Box<TopologyConflict>),
     /// `limits.nodes` is used up (upstream "node limits have been exhausted for nodepool").
     NodeLimitsExhausted {
         limit: Quantity,
@@ -320,9 +330,10 @@ impl NodePoolFailure {
             NodePoolFailure::NotEligible { .. } => 0,
             NodePoolFailure::Taint { .. } => 1,
             NodePoolFailure::Requirements(_) => 2,
-            NodePoolFailure::NodeLimitsExhausted { .. } | NodePoolFailure::ExceedsLimits { .. } => 3,
-            NodePoolFailure::InstanceTypes(_) => 4,
-            NodePoolFailure::MinValues { .. } | NodePoolFailure::MinValuesAfterTruncation { .. } => 5,
+            NodePoolFailure::Topology(_) => 3,
+            NodePoolFailure::NodeLimitsExhausted { .. } | NodePoolFailure::ExceedsLimits { .. } => 4,
+            NodePoolFailure::InstanceTypes(_) => 5,
+            NodePoolFailure::MinValues { .. } | NodePoolFailure::MinValuesAfterTruncation { .. } => 6,
         }
     }
 }
@@ -449,6 +460,7 @@ pub fn failure_text(failure: &NodePoolFailure) -> String {
         NodePoolFailure::NotEligible { why } => why.clone(),
         NodePoolFailure::Taint { taint } => format!("taint {taint} is not tolerated"),
         NodePoolFailure::Requirements(c) => c.to_string(),
+        NodePoolFailure::Topology(c) => c.to_string(),
         NodePoolFailure::NodeLimitsExhausted { limit } => format!("limits.nodes ({limit}) is used up"),
         NodePoolFailure::ExceedsLimits { resource, limit, remaining, smallest, smallest_type } => format!(
             "limits.{resource} is {limit} with {remaining} left, and the smallest allowed instance type ({smallest_type}) has {smallest}"
@@ -500,6 +512,9 @@ fn funnel_text(f: &Funnel) -> String {
             "none of the {} instance types that meet the requirements and fit has an available offering the pod allows",
             f.resources
         );
+    }
+    if !f.topology.is_empty() {
+        let _ = write!(s, "; topology placed the NodeClaim at {}", f.topology.join(", "));
     }
     let _ = write!(
         s,

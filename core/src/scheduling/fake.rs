@@ -16,6 +16,25 @@ use crate::resources::{self, ResourceList};
 
 pub const ZONES: [&str; 3] = ["test-zone-1", "test-zone-2", "test-zone-3"];
 
+/// The requirements of an offering, shared by every type (like the catalogue's).
+fn offering_requirements(ct: CapacityType, zone: &str) -> Arc<Requirements> {
+    use std::sync::OnceLock;
+    static SHARED: OnceLock<Vec<(CapacityType, &'static str, Arc<Requirements>)>> = OnceLock::new();
+    let shared = SHARED.get_or_init(|| {
+        [CapacityType::Spot, CapacityType::OnDemand]
+            .into_iter()
+            .flat_map(|ct| ZONES.iter().map(move |z| (ct, *z)))
+            .map(|(ct, z)| {
+                let mut r = Requirements::new();
+                r.add(Requirement::in_values(labels::CAPACITY_TYPE, &[ct.as_str()]));
+                r.add(Requirement::in_values(labels::TOPOLOGY_ZONE, &[z]));
+                (ct, z, Arc::new(r))
+            })
+            .collect()
+    });
+    shared.iter().find(|(c, z, _)| *c == ct && *z == zone).map(|(_, _, r)| r.clone()).expect("a fake zone")
+}
+
 /// An instance type with `cpu` vCPUs, `memory` and `pods` capacity, and the default offerings.
 pub fn instance_type(name: &str, cpu: i64, memory: Quantity, pods: i64, arch: &str) -> InstanceType {
     let mut capacity = ResourceList::new();
@@ -26,9 +45,7 @@ pub fn instance_type(name: &str, cpu: i64, memory: Quantity, pods: i64, arch: &s
     let mut offerings = Vec::new();
     for (ct, zones) in [(CapacityType::Spot, &ZONES[..2]), (CapacityType::OnDemand, &ZONES[..])] {
         for zone in zones {
-            let mut r = Requirements::new();
-            r.add(Requirement::in_values(labels::CAPACITY_TYPE, &[ct.as_str()]));
-            r.add(Requirement::in_values(labels::TOPOLOGY_ZONE, &[*zone]));
+            let r = offering_requirements(ct, zone);
             offerings.push(Offering {
                 zone: zone.to_string(),
                 zone_id: zone.to_string(),
@@ -36,7 +53,7 @@ pub fn instance_type(name: &str, cpu: i64, memory: Quantity, pods: i64, arch: &s
                 price,
                 price_source: PriceSource::SyntheticSpot,
                 available: true,
-                requirements: Arc::new(r),
+                requirements: r,
             });
         }
     }

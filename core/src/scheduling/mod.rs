@@ -5,8 +5,8 @@
 //! Module map (upstream file in brackets): `scheduler` [scheduler.go, provisioner.go::Schedule,
 //! queue.go, existingnode.go, nodeclaim.go], `nodeclaim_template` [nodeclaimtemplate.go], `pod`
 //! [utils/pod/scheduling.go, preferences.go], `daemons` [scheduler.go daemon overhead], `taints`
-//! [scheduling/taints.go], `hostports` [scheduling/hostportusage.go], `topology` [topology.go;
-//! part 2], `cloudprovider` [the simulated CreateFleet choice], `explain` [our explanations],
+//! [scheduling/taints.go], `hostports` [scheduling/hostportusage.go], `topology` [topology.go,
+//! topologygroup.go, topologynodefilter.go], `cloudprovider` [the simulated CreateFleet choice], `explain` [our explanations],
 //! `cluster` [building the input from manifests].
 
 pub mod cloudprovider;

@@ -5,7 +5,9 @@
 
 use std::fmt;
 
-use k8s_openapi::api::core::v1::{Pod, Toleration};
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm, Toleration, TopologySpreadConstraint};
 use serde::Serialize;
 
 use crate::api::validation::{label_value_errors, qualified_name_errors};
@@ -210,6 +212,18 @@ pub struct PodData {
     pub required_terms: Vec<Requirements>,
     /// Preferred node-affinity terms, heaviest first (stable: equal weights keep the written order).
     pub preferred_terms: Vec<(i32, Requirements)>,
+    /// The pod's labels (topology selectors select on them).
+    pub labels: BTreeMap<String, String>,
+    /// Topology spread constraints, in the order written.
+    pub spreads: Vec<TopologySpreadConstraint>,
+    /// Required pod-affinity terms.
+    pub affinity_required: Vec<PodAffinityTerm>,
+    /// Preferred pod-affinity terms, heaviest first (upstream: stable sort by weight).
+    pub affinity_preferred: Vec<(i32, PodAffinityTerm)>,
+    /// Required pod-anti-affinity terms.
+    pub anti_required: Vec<PodAffinityTerm>,
+    /// Preferred pod-anti-affinity terms, heaviest first.
+    pub anti_preferred: Vec<(i32, PodAffinityTerm)>,
 }
 
 impl PodData {
@@ -271,7 +285,31 @@ impl PodData {
         }
         // upstream sorts by weight with an unstable sort; equal weights keep the written order here.
         preferred_terms.sort_by_key(|(w, _)| std::cmp::Reverse(*w));
+        let affinity = spec.and_then(|s| s.affinity.as_ref());
+        let pod_affinity = affinity.and_then(|a| a.pod_affinity.as_ref());
+        let anti = affinity.and_then(|a| a.pod_anti_affinity.as_ref());
+        // upstream `preferences.go` sorts preferred pod (anti-)affinity terms with a stable sort.
+        let weighted = |terms: Option<&Vec<k8s_openapi::api::core::v1::WeightedPodAffinityTerm>>| {
+            let mut out: Vec<(i32, PodAffinityTerm)> =
+                terms.into_iter().flatten().map(|t| (t.weight, t.pod_affinity_term.clone())).collect();
+            out.sort_by_key(|(w, _)| std::cmp::Reverse(*w));
+            out
+        };
         Ok(PodData {
+            labels: pod.metadata.labels.clone().unwrap_or_default(),
+            spreads: spec.and_then(|s| s.topology_spread_constraints.clone()).unwrap_or_default(),
+            affinity_required: pod_affinity
+                .and_then(|a| a.required_during_scheduling_ignored_during_execution.clone())
+                .unwrap_or_default(),
+            affinity_preferred: weighted(
+                pod_affinity.and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref()),
+            ),
+            anti_required: anti
+                .and_then(|a| a.required_during_scheduling_ignored_during_execution.clone())
+                .unwrap_or_default(),
+            anti_preferred: weighted(
+                anti.and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref()),
+            ),
             pod_ref: PodRef::of(pod),
             uid: pod.metadata.uid.clone().unwrap_or_default(),
             creation: pod.metadata.creation_timestamp.as_ref().map(|t| t.0.to_string()).unwrap_or_default(),
@@ -300,13 +338,22 @@ impl PodData {
     }
 
     /// Upstream `NewStrictPodRequirements`: without the preferred term (daemon matching, and the
-    /// topology domains of part 2).
+    /// domains over which a topology spread takes its global minimum).
     pub fn strict_requirements(&self, prefs: &Preferences) -> Requirements {
         let mut out = self.node_selector.clone();
         if let Some(term) = self.required_terms.get(prefs.dropped_required) {
             out.add_all(term);
         }
         out
+    }
+
+    /// Every pod (anti-)affinity term, required and preferred.
+    pub fn pod_affinity_terms(&self) -> impl Iterator<Item = &PodAffinityTerm> + '_ {
+        self.affinity_required
+            .iter()
+            .chain(self.affinity_preferred.iter().map(|(_, t)| t))
+            .chain(self.anti_required.iter())
+            .chain(self.anti_preferred.iter().map(|(_, t)| t))
     }
 
     /// The tolerations in force: the pod's, plus `Exists:PreferNoSchedule` once relaxed so.
@@ -329,6 +376,14 @@ pub struct Preferences {
     pub dropped_preferred: usize,
     /// The `Exists:PreferNoSchedule` toleration was added.
     pub tolerate_prefer_no_schedule: bool,
+    /// Preferred pod-affinity terms dropped, heaviest first.
+    pub dropped_pod_affinity: usize,
+    /// Preferred pod-anti-affinity terms dropped, heaviest first.
+    pub dropped_pod_anti_affinity: usize,
+    /// The topology spread constraints still in force, as indices in their current order
+    /// (`None`: all, as written). Upstream removes a ScheduleAnyway constraint by moving the last
+    /// one into its place, so the order changes.
+    pub spreads: Option<Vec<usize>>,
 }
 
 /// One relaxation step that was applied (upstream `Preferences.Relax`).
@@ -337,6 +392,12 @@ pub struct Preferences {
 pub enum Relaxation {
     /// Step 1: the pod had more than one required node-selector term; the first was dropped.
     DroppedRequiredTerm { index: usize },
+    /// Step 2: the heaviest remaining preferred pod-affinity term was dropped.
+    DroppedPreferredPodAffinity { weight: i32, topology_key: String },
+    /// Step 3: the heaviest remaining preferred pod-anti-affinity term was dropped.
+    DroppedPreferredPodAntiAffinity { weight: i32, topology_key: String },
+    /// Step 5: a ScheduleAnyway topology spread constraint was dropped.
+    DroppedScheduleAnywaySpread { topology_key: String, max_skew: i32 },
     /// Step 4: the heaviest remaining preferred node-affinity term was dropped.
     DroppedPreferredNodeAffinity { weight: i32 },
     /// Step 6: PreferNoSchedule taints are tolerated (only when some NodePool has one).
@@ -353,22 +414,63 @@ impl fmt::Display for Relaxation {
                 write!(f, "dropped the preferred node-affinity term of weight {weight}")
             }
             Relaxation::ToleratedPreferNoSchedule => f.write_str("tolerated PreferNoSchedule taints"),
+            Relaxation::DroppedPreferredPodAffinity { weight, topology_key } => {
+                write!(f, "dropped the preferred pod-affinity term of weight {weight} (on {topology_key})")
+            }
+            Relaxation::DroppedPreferredPodAntiAffinity { weight, topology_key } => {
+                write!(f, "dropped the preferred pod-anti-affinity term of weight {weight} (on {topology_key})")
+            }
+            Relaxation::DroppedScheduleAnywaySpread { topology_key, max_skew } => {
+                write!(f, "dropped the ScheduleAnyway topology spread on {topology_key} (maxSkew {max_skew})")
+            }
         }
     }
 }
 
 impl Preferences {
-    /// Applies the first relaxation step that changes something, in upstream's order. Steps 2, 3
-    /// and 5 (preferred pod affinity / anti-affinity, ScheduleAnyway spread) belong to the
-    /// topology part and never apply to the pods scheduled here (see `topology.rs`).
+    /// The topology spread constraints in force, in their current order.
+    pub fn active_spreads(&self, n: usize) -> Vec<usize> {
+        self.spreads.clone().unwrap_or_else(|| (0..n).collect())
+    }
+
+    /// Applies the first relaxation step that changes something, in upstream's order
+    /// (`preferences.go::Relax`): 1 a required node-affinity term (never the last), 2 the
+    /// heaviest preferred pod-affinity term, 3 the heaviest preferred pod-anti-affinity term, 4 the
+    /// heaviest preferred node-affinity term, 5 one ScheduleAnyway spread, 6 PreferNoSchedule.
     pub fn relax(&mut self, pod: &PodData, tolerate_prefer_no_schedule: bool) -> Option<Relaxation> {
         if pod.required_terms.len() > self.dropped_required + 1 {
             self.dropped_required += 1;
             return Some(Relaxation::DroppedRequiredTerm { index: self.dropped_required - 1 });
         }
+        if let Some((weight, t)) = pod.affinity_preferred.get(self.dropped_pod_affinity) {
+            self.dropped_pod_affinity += 1;
+            return Some(Relaxation::DroppedPreferredPodAffinity {
+                weight: *weight,
+                topology_key: t.topology_key.clone(),
+            });
+        }
+        if let Some((weight, t)) = pod.anti_preferred.get(self.dropped_pod_anti_affinity) {
+            self.dropped_pod_anti_affinity += 1;
+            return Some(Relaxation::DroppedPreferredPodAntiAffinity {
+                weight: *weight,
+                topology_key: t.topology_key.clone(),
+            });
+        }
         if let Some((weight, _)) = pod.preferred_terms.get(self.dropped_preferred) {
             self.dropped_preferred += 1;
             return Some(Relaxation::DroppedPreferredNodeAffinity { weight: *weight });
+        }
+        let mut active = self.active_spreads(pod.spreads.len());
+        if let Some(i) = active.iter().position(|&s| pod.spreads[s].when_unsatisfiable == "ScheduleAnyway") {
+            let tsc = &pod.spreads[active[i]];
+            let relaxation = Relaxation::DroppedScheduleAnywaySpread {
+                topology_key: tsc.topology_key.clone(),
+                max_skew: tsc.max_skew,
+            };
+            // upstream: the last constraint takes the dropped one's place.
+            active.swap_remove(i);
+            self.spreads = Some(active);
+            return Some(relaxation);
         }
         if tolerate_prefer_no_schedule && !self.tolerate_prefer_no_schedule {
             self.tolerate_prefer_no_schedule = true;

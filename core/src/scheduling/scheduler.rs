@@ -43,7 +43,7 @@ use super::hostports::{self, HostPort};
 use super::nodeclaim_template::NodeClaimTemplate;
 use super::pod::{self, PodData, PodRef, Preferences, Relaxation};
 use super::taints;
-use super::topology::{Topology, Unsupported};
+use super::topology::{self, DomainSource, GroupId, NodeInfo, Topology, TopologyFailure, Unsupported};
 
 /// Upstream `MaxInstanceTypes` (v1.7+).
 pub const MAX_INSTANCE_TYPES: usize = 600;
@@ -201,12 +201,16 @@ struct Claim {
     requests: ResourceList,
     host_ports: Vec<HostPort>,
     min_values_relaxed: bool,
+    /// Pods counted on this claim's host per hostname topology group (mirrors the group's count
+    /// for the placeholder hostname; used to skip hosts fast).
+    host_counts: Vec<(GroupId, i64)>,
 }
 
 /// Why a planned NodeClaim cannot take a pod.
 enum ClaimRejection {
     Taint(usize),
     Requirements(crate::requirements::IncompatibleReason),
+    Topology(Box<TopologyFailure>),
     InstanceTypes { remaining: usize },
     MinValues(Vec<MinValuesKey>),
 }
@@ -224,6 +228,8 @@ struct Round<'a> {
     templates: Vec<Template>,
     nodes: Vec<ExistingNode>,
     claims: Vec<Claim>,
+    /// This round's claims ordered by (pod count, creation).
+    claim_order: std::collections::BTreeSet<(usize, usize)>,
     topology: Topology,
     tolerate_prefer_no_schedule: bool,
     hostname_counter: std::cell::Cell<usize>,
@@ -257,7 +263,6 @@ pub fn schedule(input: &Input) -> Results {
         .iter()
         .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty()))
         .collect();
-    let topology = Topology::new(bound_pods.iter().copied());
     for p in &bound_pods {
         if pod::is_active(p) {
             let node = p.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or_default();
@@ -276,7 +281,7 @@ pub fn schedule(input: &Input) -> Results {
         match PodData::new(p) {
             Err(reason) => results.ignored.push(Ignored { pod: pod_ref, reason }),
             Ok(data) => {
-                if let Some(u) = topology.unsupported(p) {
+                if let Some(u) = topology::unsupported(p) {
                     unsupported.push((pod_ref, u));
                 } else if p.spec.as_ref().and_then(|s| s.resource_claims.as_ref()).is_some_and(|c| !c.is_empty()) {
                     // upstream: DRA pods fail in the scheduler while --ignore-dra-requests (default).
@@ -320,18 +325,47 @@ pub fn schedule(input: &Input) -> Results {
     let (nodes, usage, notes, deleting) = existing_nodes(input, &bound, &daemons);
     results.notes.extend(notes);
     // §1.3 step 3: the currently reschedulable pods of deleting nodes join the pending pods.
+    let mut rescheduled: std::collections::BTreeSet<PodRef> = std::collections::BTreeSet::new();
     for node in &deleting {
         for p in bound.get(node.as_str()).into_iter().flatten() {
             if !pod::reschedulable(p, &input.pdbs) {
                 continue;
             }
-            match PodData::read(p) {
-                Ok(data) if topology.unsupported(p).is_none() => pending_pods.push(data),
-                Ok(_) => unsupported.push((PodRef::of(p), topology.unsupported(p).expect("checked"))),
-                Err(reason) => results.ignored.push(Ignored { pod: PodRef::of(p), reason }),
+            rescheduled.insert(PodRef::of(p));
+            match (PodData::read(p), topology::unsupported(p)) {
+                (Ok(data), None) => pending_pods.push(data),
+                (Ok(_), Some(u)) => unsupported.push((PodRef::of(p), u)),
+                (Err(reason), _) => results.ignored.push(Ignored { pod: PodRef::of(p), reason }),
             }
         }
     }
+    // Topology: the domain universe, the groups of the batch, counts from the bound pods that are
+    // active, not terminating and not part of the batch (§1.15.2).
+    let topology = {
+        let sources: Vec<DomainSource<'_>> = templates
+            .iter()
+            .map(|t| DomainSource {
+                requirements: &t.base.requirements,
+                taints: &t.taints,
+                instance_types: t.options.iter().map(|o| &t.instance_types[o.it].requirements).collect(),
+            })
+            .collect();
+        let infos: Vec<NodeInfo<'_>> = nodes
+            .iter()
+            .map(|n| NodeInfo { name: &n.name, requirements: &n.requirements, taints: &n.taints })
+            .collect();
+        let node_index: HashMap<&str, usize> = infos.iter().enumerate().map(|(i, n)| (n.name, i)).collect();
+        let counted: Vec<(&Pod, usize)> = bound_pods
+            .iter()
+            .filter(|p| pod::is_active(p) && p.metadata.deletion_timestamp.is_none())
+            .filter(|p| !rescheduled.contains(&PodRef::of(p)))
+            .filter_map(|p| {
+                let node = p.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or_default();
+                node_index.get(node).map(|&i| (*p, i))
+            })
+            .collect();
+        Topology::new(&sources, &infos, &counted, &pending_pods)
+    };
     for t in &mut templates {
         if let Some(used) = usage.get(&t.name) {
             for (resource, remaining) in t.remaining.iter_mut() {
@@ -346,6 +380,7 @@ pub fn schedule(input: &Input) -> Results {
         templates,
         nodes,
         claims: Vec::new(),
+        claim_order: std::collections::BTreeSet::new(),
         topology,
         tolerate_prefer_no_schedule,
         hostname_counter: std::cell::Cell::new(0),
@@ -717,28 +752,39 @@ impl Round<'_> {
         let pod = &self.pods[p];
         let requirements = pod.requirements(prefs);
         let tolerations = pod.tolerations(prefs);
-        if let Some(i) = self.nodes.iter().position(|n| n.can_add(pod, &requirements, &tolerations).is_ok()) {
+        if let Some(i) = self.nodes.iter().position(|n| {
+            n.can_add(pod, &requirements, &tolerations).is_ok()
+                && self.node_topology(n, p, prefs, &requirements).is_ok()
+        }) {
             let node = &mut self.nodes[i];
             node.available = resources::subtract(&node.available, &pod.requests);
             node.host_ports.extend(pod.host_ports.iter().cloned());
             node.placed.push(p);
-            self.topology.record(&node.requirements);
+            self.topology.record(p, &node.requirements, &node.taints);
             return true;
         }
         // upstream re-sorts in-flight NodeClaims by pod count (unstable); ties by creation order here.
-        let mut order: Vec<usize> = (0..self.claims.len()).collect();
-        order.sort_by_key(|&c| self.claims[c].pods.len());
-        for c in order {
-            if let Ok(addition) = self.claim_can_add(&self.claims[c], pod, &requirements, &tolerations) {
-                self.commit(c, p, addition);
-                return true;
+        let limits = self.topology.hostname_limits(p, pod, prefs);
+        let found = self.claim_order.iter().find_map(|&(_, c)| {
+            let claim = &self.claims[c];
+            let full = limits
+                .iter()
+                .any(|(g, limit)| claim.host_counts.iter().find(|(h, _)| h == g).map_or(0, |(_, n)| *n) > *limit);
+            if full {
+                return None;
             }
+            self.claim_can_add(claim, p, prefs, &requirements, &tolerations).ok().map(|a| (c, a))
+        });
+        if let Some((c, addition)) = found {
+            self.commit(c, p, addition);
+            return true;
         }
         for t in 0..self.templates.len() {
             let Ok(claim) = self.new_claim(t) else { continue };
-            if let Ok(addition) = self.claim_can_add(&claim, pod, &requirements, &tolerations) {
+            if let Ok(addition) = self.claim_can_add(&claim, p, prefs, &requirements, &tolerations) {
                 self.claims.push(claim);
                 let c = self.claims.len() - 1;
+                self.claim_order.insert((0, c));
                 self.commit(c, p, addition);
                 // upstream: subtract the element-wise max capacity over the options, once, now.
                 let tpl = &self.templates[t];
@@ -756,16 +802,61 @@ impl Round<'_> {
         false
     }
 
+    /// Upstream `ExistingNode.CanAdd`: the node checks, then topology (the domains must be ones
+    /// the node carries as labels: existing-node compatibility is strict).
+    fn node_can_add(
+        &self,
+        node: &ExistingNode,
+        p: usize,
+        prefs: &Preferences,
+        requirements: &Requirements,
+        tolerations: &[k8s_openapi::api::core::v1::Toleration],
+    ) -> Result<(), NodeRejection> {
+        node.can_add(&self.pods[p], requirements, tolerations)?;
+        self.node_topology(node, p, prefs, requirements).map_err(|e| match *e {
+            Ok(f) => NodeRejection::Topology(Box::new(self.topology.conflict(&f))),
+            Err(r) => NodeRejection::Requirements(RequirementConflict::from_reason(&r)),
+        })
+    }
+
+    /// The topology part of [`node_can_add`](Self::node_can_add), without building the
+    /// explanation (the placement path only needs yes or no).
+    fn node_topology(
+        &self,
+        node: &ExistingNode,
+        p: usize,
+        prefs: &Preferences,
+        requirements: &Requirements,
+    ) -> Result<(), Box<Result<TopologyFailure, crate::requirements::IncompatibleReason>>> {
+        if !self.topology.involves(p) {
+            return Ok(());
+        }
+        let pod = &self.pods[p];
+        let domains = self
+            .topology
+            .add_requirements(p, pod, prefs, &pod.strict_requirements(prefs), (&node.requirements, requirements))
+            .map_err(|f| Box::new(Ok(*f)))?;
+        node.requirements.compatible(&domains, AllowUndefined::Nothing).map_err(|e| Box::new(Err(e)))
+    }
+
     fn commit(&mut self, c: usize, p: usize, addition: Addition) {
         let pod = &self.pods[p];
         let claim = &mut self.claims[c];
+        self.claim_order.remove(&(claim.pods.len(), c));
+        self.claim_order.insert((claim.pods.len() + 1, c));
         claim.requirements = addition.requirements;
         claim.options = addition.options;
         claim.min_values_relaxed |= addition.relaxed_min_values;
         resources::add_into(&mut claim.requests, &pod.requests);
         claim.host_ports.extend(pod.host_ports.iter().cloned());
         claim.pods.push(p);
-        self.topology.record(&claim.requirements);
+        let taints = &self.templates[claim.template].taints;
+        for g in self.topology.record(p, &claim.requirements, taints) {
+            match claim.host_counts.iter_mut().find(|(h, _)| *h == g) {
+                Some((_, n)) => *n += 1,
+                None => claim.host_counts.push((g, 1)),
+            }
+        }
     }
 
     /// A fresh NodeClaim of template `t`, with the limits applied (upstream `addToNewNodeClaim`).
@@ -804,6 +895,7 @@ impl Round<'_> {
             requests: ResourceList::new(),
             host_ports: Vec::new(),
             min_values_relaxed: false,
+            host_counts: Vec::new(),
         }
     }
 
@@ -812,10 +904,12 @@ impl Round<'_> {
     fn claim_can_add(
         &self,
         claim: &Claim,
-        pod: &PodData,
+        p: usize,
+        prefs: &Preferences,
         requirements: &Requirements,
         tolerations: &[k8s_openapi::api::core::v1::Toleration],
     ) -> Result<Addition, ClaimRejection> {
+        let pod = &self.pods[p];
         let tpl = &self.templates[claim.template];
         if let Some(i) = tpl.taints.iter().position(|t| !tolerations.iter().any(|tol| taints::tolerates(tol, t))) {
             return Err(ClaimRejection::Taint(i));
@@ -824,10 +918,33 @@ impl Round<'_> {
             .requirements
             .compatible(requirements, AllowUndefined::WellKnownLabels)
             .map_err(ClaimRejection::Requirements)?;
+        // Topology last (it can collapse a key to one domain); evaluated on the node's domains
+        // with the pod's requirements added, before the merged set is built.
+        let domains = if self.topology.involves(p) {
+            Some(
+                self.topology
+                    .add_requirements(
+                        p,
+                        pod,
+                        prefs,
+                        &pod.strict_requirements(prefs),
+                        (&claim.requirements, requirements),
+                    )
+                    .map_err(ClaimRejection::Topology)?,
+            )
+        } else {
+            None
+        };
         let mut merged = claim.requirements.clone();
         merged.add_all(requirements);
-        let merged = self.topology.add_requirements(requirements, merged);
-        let unchanged = merged == claim.requirements;
+        if let Some(domains) = domains {
+            merged.compatible(&domains, AllowUndefined::WellKnownLabels).map_err(ClaimRejection::Requirements)?;
+            merged.add_all(&domains);
+        }
+        // The options already meet the claim's requirements; only the keys the pod (or topology)
+        // narrowed need checking again (the result is the same as re-checking every key).
+        let changed: Requirements =
+            merged.iter().filter(|r| claim.requirements.get_ref(r.key()) != Some(*r)).cloned().collect();
         let mut base = claim.requests.clone();
         resources::add_into(&mut base, &pod.requests);
         let mut group_totals: Vec<Option<Option<ResourceList>>> = vec![None; tpl.groups.len()];
@@ -847,7 +964,7 @@ impl Round<'_> {
             if !resources::fits(total, &option.allocatable) {
                 continue;
             }
-            if !unchanged && !type_matches(&tpl.instance_types[option.it], &merged) {
+            if !changed.is_empty() && !type_still_matches(&tpl.instance_types[option.it], &changed, &merged) {
                 continue;
             }
             kept.push(o);
@@ -855,7 +972,6 @@ impl Round<'_> {
         if kept.is_empty() {
             return Err(ClaimRejection::InstanceTypes { remaining: claim.options.len() });
         }
-        let mut merged = merged;
         let mut relaxed = false;
         if merged.has_min_values() {
             let shortfall = min_values_shortfall(tpl, &kept, &merged);
@@ -878,6 +994,15 @@ impl Round<'_> {
 
     /// Builds the results: finalises the NodeClaims and explains the pods left.
     fn finish(mut self, failed: Vec<(usize, Preferences, Vec<Relaxation>)>, results: &mut Results) {
+        // Explanations first: they name the NodeClaims planned this round that rejected the pod.
+        let explained: Vec<(usize, PodExplanation)> = failed
+            .into_iter()
+            .map(|(p, prefs, relaxations)| {
+                let mut explanation = self.explain(p, &prefs);
+                explanation.relaxations = relaxations;
+                (p, explanation)
+            })
+            .collect();
         let mut truncated_out: Vec<(usize, NodePoolVerdict)> = Vec::new();
         for claim in std::mem::take(&mut self.claims) {
             match self.finalize(&claim) {
@@ -896,9 +1021,7 @@ impl Round<'_> {
         for (p, relaxations) in std::mem::take(&mut self.relaxed) {
             results.relaxed.push(RelaxedPod { pod: self.pods[p].pod_ref.clone(), relaxations });
         }
-        for (p, prefs, relaxations) in failed {
-            let mut explanation = self.explain(p, &prefs);
-            explanation.relaxations = relaxations;
+        for (p, explanation) in explained {
             results.unschedulable.push(Unschedulable { pod: self.pods[p].pod_ref.clone(), explanation });
         }
         for (p, verdict) in truncated_out {
@@ -919,11 +1042,12 @@ impl Round<'_> {
         live_groups.dedup();
         let overhead = daemons::min_overhead(live_groups.iter().map(|&g| &tpl.groups[g].overhead));
         let requests = resources::merge(&claim.requests, &overhead);
+        let compatible = OfferingCompatibility::new(&requirements);
         // Price order (cheapest compatible available offering, then name), then truncation.
         let mut options: Vec<(f64, u32)> = claim
             .options
             .iter()
-            .map(|&o| (cheapest_offering(&tpl.instance_types[tpl.options[o as usize].it], &requirements), o))
+            .map(|&o| (compatible.cheapest(&tpl.instance_types[tpl.options[o as usize].it]), o))
             .collect();
         options.sort_by(|a, b| {
             a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal).then_with(|| {
@@ -946,7 +1070,7 @@ impl Round<'_> {
         let mut capacity_types: Vec<&str> = types
             .iter()
             .flat_map(|it| it.offerings.iter())
-            .filter(|o| o.available && requirements.is_compatible(&o.requirements, AllowUndefined::WellKnownLabels))
+            .filter(|o| o.available && compatible.test(&o.requirements))
             .map(|o| o.capacity_type.as_str())
             .collect();
         capacity_types.sort_unstable();
@@ -994,14 +1118,17 @@ impl Round<'_> {
         e.existing_nodes = explain::group_rejections(
             self.nodes
                 .iter()
-                .filter_map(|n| n.can_add(pod, &requirements, &tolerations).err().map(|r| (n.name.clone(), r)))
+                .filter_map(|n| {
+                    self.node_can_add(n, p, prefs, &requirements, &tolerations).err().map(|r| (n.name.clone(), r))
+                })
                 .collect(),
         );
         let mut planned = Vec::new();
         for (i, claim) in self.claims.iter().enumerate() {
             let name = format!("{} #{}", self.templates[claim.template].name, i + 1);
-            let rejection = match self.claim_can_add(claim, pod, &requirements, &tolerations) {
+            let rejection = match self.claim_can_add(claim, p, prefs, &requirements, &tolerations) {
                 Ok(_) => continue,
+                Err(ClaimRejection::Topology(f)) => NodeRejection::Topology(Box::new(self.topology.conflict(&f))),
                 Err(ClaimRejection::Taint(t)) => {
                     NodeRejection::Taint { taint: TaintRef::of(&self.templates[claim.template].taints[t]) }
                 }
@@ -1025,15 +1152,14 @@ impl Round<'_> {
         // let the pod schedule. (Upstream checks limits first and reports only the last error.)
         for t in 0..self.templates.len() {
             let name = self.templates[t].name.clone();
-            let pod = &self.pods[p];
             let unlimited = self.fresh_claim(t, (0..self.templates[t].options.len() as u32).collect());
-            let failure = match self.claim_can_add(&unlimited, pod, &requirements, &tolerations) {
-                Err(rejection) => self.pool_failure(t, &unlimited, pod, &requirements, rejection),
+            let failure = match self.claim_can_add(&unlimited, p, prefs, &requirements, &tolerations) {
+                Err(rejection) => self.pool_failure(t, &unlimited, (p, prefs), &requirements, rejection),
                 Ok(_) => match self.new_claim(t) {
                     Err(limits) => *limits,
-                    Ok(claim) => match self.claim_can_add(&claim, pod, &requirements, &tolerations) {
+                    Ok(claim) => match self.claim_can_add(&claim, p, prefs, &requirements, &tolerations) {
                         Ok(_) => continue,
-                        Err(rejection) => self.pool_failure(t, &claim, pod, &requirements, rejection),
+                        Err(rejection) => self.pool_failure(t, &claim, (p, prefs), &requirements, rejection),
                     },
                 },
             };
@@ -1047,15 +1173,32 @@ impl Round<'_> {
         &self,
         t: usize,
         claim: &Claim,
-        pod: &PodData,
+        (p, prefs): (usize, &Preferences),
         requirements: &Requirements,
         rejection: ClaimRejection,
     ) -> NodePoolFailure {
+        let pod = &self.pods[p];
         match rejection {
             ClaimRejection::Taint(i) => NodePoolFailure::Taint { taint: TaintRef::of(&self.templates[t].taints[i]) },
             ClaimRejection::Requirements(r) => NodePoolFailure::Requirements(RequirementConflict::from_reason(&r)),
+            ClaimRejection::Topology(f) => NodePoolFailure::Topology(Box::new(self.topology.conflict(&f))),
             ClaimRejection::InstanceTypes { .. } => {
-                NodePoolFailure::InstanceTypes(Box::new(self.funnel(claim, pod, requirements)))
+                // The domains topology chose narrow the instance types too (a spread may pick a
+                // zone none of them is offered in).
+                let mut narrowed = requirements.clone();
+                let mut topology = Vec::new();
+                if self.topology.involves(p) {
+                    let node = (&claim.requirements, requirements);
+                    if let Ok(domains) =
+                        self.topology.add_requirements(p, pod, prefs, &pod.strict_requirements(prefs), node)
+                    {
+                        topology = domains.iter().map(ToString::to_string).collect();
+                        narrowed.add_all(&domains);
+                    }
+                }
+                let mut f = self.funnel(claim, pod, &narrowed);
+                f.topology = topology;
+                NodePoolFailure::InstanceTypes(Box::new(f))
             }
             ClaimRejection::MinValues(keys) => NodePoolFailure::MinValues { keys },
         }
@@ -1084,6 +1227,7 @@ impl Round<'_> {
             host_port: None,
             cheapest: Vec::new(),
             cheapest_lost: Vec::new(),
+            topology: Vec::new(),
         };
         let lose = |f: &mut Funnel, it: &InstanceType, stage: &'static str, detail: Option<String>| {
             if f.cheapest_lost.len() < 3 {
@@ -1160,13 +1304,50 @@ impl Round<'_> {
     }
 }
 
-/// Whether an instance type meets requirements and has a compatible available offering.
-fn type_matches(it: &InstanceType, requirements: &Requirements) -> bool {
-    it.requirements.has_intersection(requirements)
-        && it
+/// Whether an instance type that met the requirements before `changed` narrowed them still
+/// meets them and has a compatible available offering:
+/// the type's requirements are checked on the changed keys only, and its offerings only when a
+/// changed key is one of theirs (zone, capacity type…).
+fn type_still_matches(it: &InstanceType, changed: &Requirements, merged: &Requirements) -> bool {
+    if !it.requirements.has_intersection(changed) {
+        return false;
+    }
+    let offering_keys_changed = it.offerings.first().is_some_and(|o| changed.keys().any(|k| o.requirements.has(k)));
+    !offering_keys_changed
+        || it
             .offerings
             .iter()
-            .any(|o| o.available && requirements.is_compatible(&o.requirements, AllowUndefined::WellKnownLabels))
+            .any(|o| o.available && merged.is_compatible(&o.requirements, AllowUndefined::WellKnownLabels))
+}
+
+/// Offering compatibility with one requirement set, memoised per shared offering-requirement
+/// set (the catalogue shares one per zone and capacity type).
+struct OfferingCompatibility<'a> {
+    requirements: &'a Requirements,
+    seen: std::cell::RefCell<HashMap<*const Requirements, bool>>,
+}
+
+impl<'a> OfferingCompatibility<'a> {
+    fn new(requirements: &'a Requirements) -> Self {
+        OfferingCompatibility { requirements, seen: Default::default() }
+    }
+
+    fn test(&self, offering: &Arc<Requirements>) -> bool {
+        *self
+            .seen
+            .borrow_mut()
+            .entry(Arc::as_ptr(offering))
+            .or_insert_with(|| self.requirements.is_compatible(offering, AllowUndefined::WellKnownLabels))
+    }
+
+    /// [`cheapest_offering`] with the memo.
+    fn cheapest(&self, it: &InstanceType) -> f64 {
+        it.offerings
+            .iter()
+            .filter(|o| o.available && self.test(&o.requirements))
+            .map(|o| o.price)
+            .fold(f64::INFINITY, f64::min)
+    }
 }
 
 /// The cheapest available offering compatible with the requirements (+∞ when none).

@@ -396,15 +396,6 @@ fn in_flight_claims_fewest_pods_first() {
 }
 
 #[test]
-fn topology_pods_are_reported_not_guessed() {
-    let tsc = "topologySpreadConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: a}}}]";
-    let r =
-        schedule(&input(vec![nodepool(&np_spec("", ""), "default")], small_types(), vec![pod("p", "1", "1Gi", tsc)]));
-    assert_eq!(r.unschedulable.len(), 1);
-    assert!(r.unschedulable[0].explanation.headline().contains("not yet supported"));
-}
-
-#[test]
 fn uninitialized_nodes_ignore_startup_and_ephemeral_taints() {
     let np = nodepool(&np_spec("", ""), "default");
     let labels = "karpenter.sh/nodepool: default, karpenter.sh/registered: \"true\"";
@@ -480,11 +471,11 @@ fn pods_of_deleting_nodes_are_rescheduled_unless_blocked() {
 }
 
 #[test]
-fn existing_required_anti_affinity_gates_only_selected_pods() {
+fn existing_required_anti_affinity_keeps_selected_pods_out() {
+    // Inverse anti-affinity (§1.16): the bound `owner` keeps pods labelled app=web off its host.
     let np = nodepool(&np_spec("", ""), "default");
     let anti = "nodeName: n\naffinity:\n  podAntiAffinity:\n    requiredDuringSchedulingIgnoredDuringExecution:\n    - {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: web}}}";
-    let mut web = pod("web", "100m", "100Mi", "");
-    web.metadata.labels = Some([("app".to_string(), "web".to_string())].into());
+    let web = labeled(pod("web", "100m", "100Mi", ""), &[("app", "web")]);
     let mut i = input(
         vec![np],
         small_types(),
@@ -492,9 +483,282 @@ fn existing_required_anti_affinity_gates_only_selected_pods() {
     );
     i.nodes = vec![node("n", "", "4", "")];
     let r = schedule(&i);
-    let unsupported: Vec<&str> = r.unschedulable.iter().map(|u| u.pod.name.as_str()).collect();
-    assert_eq!(unsupported, ["web"], "{r:#?}");
-    assert_eq!(r.existing_nodes[0].pods[0].name, "other");
+    assert!(r.unschedulable.is_empty(), "{r:#?}");
+    let on_node: Vec<&str> = r.existing_nodes[0].pods.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(on_node, ["other"]);
+    assert_eq!(r.nodeclaims.len(), 1);
+    assert_eq!(r.nodeclaims[0].pods[0].name, "web");
+}
+
+fn labeled(mut p: Pod, labels: &[(&str, &str)]) -> Pod {
+    p.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+    p
+}
+
+fn zone_counts(r: &Results) -> std::collections::BTreeMap<String, usize> {
+    let mut out = std::collections::BTreeMap::new();
+    for nc in &r.nodeclaims {
+        *out.entry(nc.launch.as_ref().unwrap().zone.clone()).or_insert(0) += nc.pods.len();
+    }
+    out
+}
+
+fn spread(key: &str, max_skew: u32, when: &str, app: &str) -> String {
+    format!(
+        "topologySpreadConstraints: [{{maxSkew: {max_skew}, topologyKey: {key}, whenUnsatisfiable: {when}, labelSelector: {{matchLabels: {{app: {app}}}}}}}]"
+    )
+}
+
+#[test]
+fn t1_zonal_spread_over_three_zones() {
+    let tsc = spread("topology.kubernetes.io/zone", 1, "DoNotSchedule", "s");
+    let pods = (0..4).map(|i| labeled(pod(&format!("p{i}"), "100m", "100Mi", &tsc), &[("app", "s")])).collect();
+    let r = schedule(&input(vec![nodepool(&np_spec("", ""), "default")], small_types(), pods));
+    assert!(r.unschedulable.is_empty(), "{r:#?}");
+    let mut counts: Vec<usize> = zone_counts(&r).into_values().collect();
+    counts.sort_unstable();
+    assert_eq!(counts, [1, 1, 2]);
+    // Every NodeClaim is pinned to one zone.
+    for nc in &r.nodeclaims {
+        let zone = nc.requirements.iter().find(|q| q.key == "topology.kubernetes.io/zone").unwrap();
+        assert_eq!(zone.values.len(), 1, "{zone:?}");
+    }
+}
+
+#[test]
+fn t2_existing_pods_count_and_restrict_the_skew() {
+    // NodePool restricted to zones 2 and 3; zone 1 holds one matching pod on an existing node
+    // that is full: 10 pods → zone 2 and zone 3 get 2 each, 6 fail.
+    let reqs = "requirements: [{key: topology.kubernetes.io/zone, operator: In, values: [test-zone-2, test-zone-3]}]";
+    let tsc = spread("topology.kubernetes.io/zone", 1, "DoNotSchedule", "s");
+    let mut pods: Vec<Pod> =
+        (0..10).map(|i| labeled(pod(&format!("p{i}"), "100m", "100Mi", &tsc), &[("app", "s")])).collect();
+    pods.push(labeled(pod("old", "100m", "100Mi", "nodeName: n1"), &[("app", "s")]));
+    let mut i = input(vec![nodepool(&np_spec(reqs, ""), "default")], small_types(), pods);
+    i.nodes = vec![node("n1", "topology.kubernetes.io/zone: test-zone-1", "100m", "")];
+    let r = schedule(&i);
+    assert_eq!(r.unschedulable.len(), 6, "{r:#?}");
+    let counts = zone_counts(&r);
+    assert_eq!(counts.get("test-zone-2"), Some(&2));
+    assert_eq!(counts.get("test-zone-3"), Some(&2));
+    let why = r.unschedulable[0].explanation.headline();
+    assert!(why.contains("unsatisfiable topology spread on topology.kubernetes.io/zone"), "{why}");
+    // When the zone-1 pod does not match, zone 1 is still a domain (discovered from the node)
+    // with 0 pods: the global minimum is 0, so zones 2 and 3 take one pod each.
+    i.pods.last_mut().unwrap().metadata.labels = None;
+    let r = schedule(&i);
+    assert_eq!(r.unschedulable.len(), 8, "{r:#?}");
+}
+
+#[test]
+fn t4_min_domains_forces_the_minimum_to_zero() {
+    let reqs = "requirements: [{key: topology.kubernetes.io/zone, operator: In, values: [test-zone-1, test-zone-2]}]";
+    let tsc = "topologySpreadConstraints: [{maxSkew: 1, minDomains: 3, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: s}}}]";
+    let pods = (0..3).map(|i| labeled(pod(&format!("p{i}"), "100m", "100Mi", tsc), &[("app", "s")])).collect();
+    let r = schedule(&input(vec![nodepool(&np_spec(reqs, ""), "default")], small_types(), pods));
+    assert_eq!(r.unschedulable.len(), 1, "{r:#?}");
+    assert_eq!(zone_counts(&r).into_values().collect::<Vec<_>>(), [1, 1]);
+}
+
+#[test]
+fn t5_hostname_spread() {
+    for (skew, nodeclaims) in [(1, 4), (4, 1)] {
+        let tsc = spread("kubernetes.io/hostname", skew, "DoNotSchedule", "s");
+        let pods = (0..4).map(|i| labeled(pod(&format!("p{i}"), "100m", "100Mi", &tsc), &[("app", "s")])).collect();
+        let r = schedule(&input(vec![nodepool(&np_spec("", ""), "default")], small_types(), pods));
+        assert!(r.unschedulable.is_empty(), "{r:#?}");
+        assert_eq!(r.nodeclaims.len(), nodeclaims, "maxSkew {skew}");
+    }
+}
+
+#[test]
+fn t6_self_affinity_on_hostname_fills_the_first_node_only() {
+    let aff = "affinity:\n  podAffinity:\n    requiredDuringSchedulingIgnoredDuringExecution:\n    - {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: a}}}";
+    let pods = (0..10).map(|i| labeled(pod(&format!("p{i}"), "100m", "100Mi", aff), &[("app", "a")])).collect();
+    let r = schedule(&input(vec![nodepool(&np_spec("", ""), "default")], small_types(), pods));
+    assert_eq!(r.nodeclaims.len(), 1, "{r:#?}");
+    assert_eq!(r.nodeclaims[0].pods.len(), 5);
+    assert_eq!(r.unschedulable.len(), 5);
+    assert!(r.unschedulable[0].explanation.headline().contains("pod affinity"), "{r:#?}");
+}
+
+#[test]
+fn zonal_affinity_follows_the_target() {
+    // A pod with required zonal affinity to app=db lands in the zone of the existing db pod.
+    let aff = "affinity:\n  podAffinity:\n    requiredDuringSchedulingIgnoredDuringExecution:\n    - {topologyKey: topology.kubernetes.io/zone, labelSelector: {matchLabels: {app: db}}}";
+    let db = labeled(pod("db", "100m", "100Mi", "nodeName: n"), &[("app", "db")]);
+    let mut i =
+        input(vec![nodepool(&np_spec("", ""), "default")], small_types(), vec![db, pod("web", "1", "1Gi", aff)]);
+    i.nodes = vec![node("n", "topology.kubernetes.io/zone: test-zone-2", "200m", "")];
+    let r = schedule(&i);
+    assert_eq!(zone_counts(&r).into_keys().collect::<Vec<_>>(), ["test-zone-2"], "{r:#?}");
+}
+
+#[test]
+fn t7_schrodinger_anti_affinity_blocks_every_possible_zone() {
+    let anti = "affinity:\n  podAntiAffinity:\n    requiredDuringSchedulingIgnoredDuringExecution:\n    - {topologyKey: topology.kubernetes.io/zone, labelSelector: {matchLabels: {app: b}}}";
+    let a = pod("a", "2", "1Gi", anti);
+    let b = labeled(pod("b", "100m", "100Mi", ""), &[("app", "b")]);
+    let r = schedule(&input(vec![nodepool(&np_spec("", ""), "default")], small_types(), vec![a, b]));
+    let failed: Vec<&str> = r.unschedulable.iter().map(|u| u.pod.name.as_str()).collect();
+    assert_eq!(failed, ["b"], "{r:#?}");
+    let why = r.unschedulable[0].explanation.headline();
+    assert!(why.contains("anti-affinity of default/a"), "{why}");
+    // Next round: `a` is bound in zone 1; `b` goes to another zone.
+    let a = pod("a", "2", "1Gi", &format!("nodeName: n\n{anti}"));
+    let b = labeled(pod("b", "100m", "100Mi", ""), &[("app", "b")]);
+    let mut i = input(vec![nodepool(&np_spec("", ""), "default")], small_types(), vec![a, b]);
+    i.nodes = vec![node("n", "topology.kubernetes.io/zone: test-zone-1", "4", "")];
+    let r = schedule(&i);
+    assert!(r.unschedulable.is_empty() && r.existing_nodes.is_empty(), "{r:#?}");
+    assert_ne!(r.nodeclaims[0].launch.as_ref().unwrap().zone, "test-zone-1");
+}
+
+#[test]
+fn t8_preferred_anti_affinity_is_relaxed() {
+    let anti = "affinity:\n  podAntiAffinity:\n    preferredDuringSchedulingIgnoredDuringExecution:\n    - weight: 10\n      podAffinityTerm: {topologyKey: topology.kubernetes.io/zone, labelSelector: {matchLabels: {app: x}}}";
+    let pods = (0..5).map(|i| labeled(pod(&format!("p{i}"), "100m", "100Mi", anti), &[("app", "x")])).collect();
+    let r = schedule(&input(vec![nodepool(&np_spec("", ""), "default")], small_types(), pods));
+    assert!(r.unschedulable.is_empty(), "{r:#?}");
+    // The first pod's NodeClaim may still be in any zone, so anti-affinity blocks all three
+    // ("Schrödinger"); every later pod drops its preference and schedules.
+    assert_eq!(r.relaxed.len(), 4, "{:?}", r.relaxed);
+    assert!(matches!(
+        r.relaxed[0].relaxations[0],
+        super::pod::Relaxation::DroppedPreferredPodAntiAffinity { weight: 10, .. }
+    ));
+}
+
+#[test]
+fn t9_preferred_node_affinity_does_not_narrow_spread_domains() {
+    let spec = format!(
+        "{}\naffinity:\n  nodeAffinity:\n    preferredDuringSchedulingIgnoredDuringExecution:\n    - weight: 1\n      preference: {{matchExpressions: [{{key: topology.kubernetes.io/zone, operator: In, values: [test-zone-1]}}]}}",
+        spread("topology.kubernetes.io/zone", 1, "DoNotSchedule", "s")
+    );
+    let pods = (0..3).map(|i| labeled(pod(&format!("p{i}"), "100m", "100Mi", &spec), &[("app", "s")])).collect();
+    let r = schedule(&input(vec![nodepool(&np_spec("", ""), "default")], small_types(), pods));
+    assert!(r.unschedulable.is_empty(), "{r:#?}");
+    assert_eq!(zone_counts(&r).into_values().collect::<Vec<_>>(), [1, 1, 1]);
+}
+
+#[test]
+fn schedule_anyway_spread_is_dropped_only_when_needed() {
+    // Zone 1 (the only zone of the NodePool) already holds one matching pod and zone 2 an empty
+    // but full node: maxSkew 1 cannot be met in zone 1.
+    let reqs = "requirements: [{key: topology.kubernetes.io/zone, operator: In, values: [test-zone-1]}]";
+    for (when, placed_pods) in [("DoNotSchedule", 0), ("ScheduleAnyway", 1)] {
+        let tsc = spread("topology.kubernetes.io/zone", 1, when, "s");
+        let pods = vec![
+            labeled(pod("new", "100m", "100Mi", &tsc), &[("app", "s")]),
+            labeled(pod("old", "100m", "100Mi", "nodeName: n1"), &[("app", "s")]),
+        ];
+        let mut i = input(vec![nodepool(&np_spec(reqs, ""), "default")], small_types(), pods);
+        i.nodes = vec![
+            node("n1", "topology.kubernetes.io/zone: test-zone-1", "100m", ""),
+            node("n2", "topology.kubernetes.io/zone: test-zone-2", "50m", ""),
+        ];
+        let r = schedule(&i);
+        assert_eq!(placed(&r), placed_pods, "{when}: {r:#?}");
+        if when == "ScheduleAnyway" {
+            assert!(matches!(
+                r.relaxed[0].relaxations[..],
+                [super::pod::Relaxation::DroppedScheduleAnywaySpread { max_skew: 1, .. }]
+            ));
+        }
+    }
+}
+
+#[test]
+fn match_label_keys_split_the_spread_per_value() {
+    // matchLabelKeys [version] adds `version In [<own value>]` to the selector: each version is
+    // spread on its own, so two pods of different versions may share a host.
+    for (keys, nodeclaims) in [("", 2), (", matchLabelKeys: [version]", 1)] {
+        let tsc = format!(
+            "topologySpreadConstraints: [{{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule{keys}, labelSelector: {{matchLabels: {{app: web}}}}}}]"
+        );
+        let pods = vec![
+            labeled(pod("v1", "100m", "100Mi", &tsc), &[("app", "web"), ("version", "1")]),
+            labeled(pod("v2", "100m", "100Mi", &tsc), &[("app", "web"), ("version", "2")]),
+        ];
+        let r = schedule(&input(vec![nodepool(&np_spec("", ""), "default")], small_types(), pods));
+        assert!(r.unschedulable.is_empty(), "{r:#?}");
+        assert_eq!(r.nodeclaims.len(), nodeclaims, "matchLabelKeys {keys:?}");
+    }
+}
+
+#[test]
+fn node_taints_policy_honor_drops_domains_of_untolerated_nodepools() {
+    // Zones 1–2 from an untainted NodePool, zone 3 only from a tainted one the pods do not
+    // tolerate. Ignore (default): zone 3 is a domain stuck at 0, so zones 1 and 2 take one pod
+    // each and the third fails. Honor: zone 3 is not a domain and all three schedule.
+    let plain = nodepool(
+        &np_spec(
+            "requirements: [{key: topology.kubernetes.io/zone, operator: In, values: [test-zone-1, test-zone-2]}]",
+            "",
+        ),
+        "plain",
+    );
+    let tainted = nodepool(
+        &np_spec(
+            "requirements: [{key: topology.kubernetes.io/zone, operator: In, values: [test-zone-3]}]\ntaints: [{key: t, effect: NoSchedule}]",
+            "",
+        ),
+        "tainted",
+    );
+    for (policy, unschedulable) in [("", 1), (", nodeTaintsPolicy: Honor", 0)] {
+        let tsc = format!(
+            "topologySpreadConstraints: [{{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule{policy}, labelSelector: {{matchLabels: {{app: s}}}}}}]"
+        );
+        let pods = (0..3).map(|i| labeled(pod(&format!("p{i}"), "100m", "100Mi", &tsc), &[("app", "s")])).collect();
+        let r = schedule(&input(vec![plain.clone(), tainted.clone()], small_types(), pods));
+        assert_eq!(r.unschedulable.len(), unschedulable, "policy {policy:?}: {r:#?}");
+    }
+}
+
+#[test]
+fn topology_conflicts_are_explained() {
+    let tsc = spread("kubernetes.io/hostname", 1, "DoNotSchedule", "s");
+    let pods = (0..2).map(|i| labeled(pod(&format!("p{i}"), "100m", "100Mi", &tsc), &[("app", "s")])).collect();
+    let np = nodepool(&np_spec("", "limits: {cpu: \"2\"}\n"), "default");
+    let its = vec![fake::instance_type("small-instance-type", 2, Quantity::from_gibibytes(2), 5, "amd64")];
+    let r = schedule(&input(vec![np], its, pods));
+    assert_eq!(r.unschedulable.len(), 1, "{r:#?}");
+    let text = super::explain::render_unschedulable(&r.unschedulable[0]);
+    // The planned NodeClaim is rejected by the spread; the NodePool by its cpu limit.
+    assert!(text.contains("1 node: unsatisfiable topology spread on kubernetes.io/hostname, maxSkew 1"), "{text}");
+    assert!(text.contains("limits.cpu"), "{text}");
+}
+
+#[test]
+fn relaxation_order_is_upstreams() {
+    use super::pod::{PodData, Preferences, Relaxation};
+    let spec = "affinity:\n  nodeAffinity:\n    preferredDuringSchedulingIgnoredDuringExecution:\n    - {weight: 5, preference: {matchExpressions: [{key: a, operator: In, values: [b]}]}}\n  podAffinity:\n    preferredDuringSchedulingIgnoredDuringExecution:\n    - {weight: 1, podAffinityTerm: {topologyKey: kubernetes.io/hostname}}\n    - {weight: 9, podAffinityTerm: {topologyKey: topology.kubernetes.io/zone}}\n  podAntiAffinity:\n    preferredDuringSchedulingIgnoredDuringExecution:\n    - {weight: 3, podAffinityTerm: {topologyKey: kubernetes.io/hostname}}\ntopologySpreadConstraints:\n- {maxSkew: 1, topologyKey: a, whenUnsatisfiable: ScheduleAnyway}\n- {maxSkew: 2, topologyKey: b, whenUnsatisfiable: DoNotSchedule}\n- {maxSkew: 3, topologyKey: c, whenUnsatisfiable: ScheduleAnyway}";
+    let data = PodData::read(&pod("p", "1", "1Gi", spec)).unwrap();
+    let mut prefs = Preferences::default();
+    let mut steps = Vec::new();
+    while let Some(r) = prefs.relax(&data, true) {
+        steps.push(r);
+    }
+    let text: Vec<String> = steps.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        text,
+        [
+            "dropped the preferred pod-affinity term of weight 9 (on topology.kubernetes.io/zone)",
+            "dropped the preferred pod-affinity term of weight 1 (on kubernetes.io/hostname)",
+            "dropped the preferred pod-anti-affinity term of weight 3 (on kubernetes.io/hostname)",
+            "dropped the preferred node-affinity term of weight 5",
+            "dropped the ScheduleAnyway topology spread on a (maxSkew 1)",
+            "dropped the ScheduleAnyway topology spread on c (maxSkew 3)",
+            "tolerated PreferNoSchedule taints",
+        ]
+    );
+    assert!(matches!(steps[4], Relaxation::DroppedScheduleAnywaySpread { .. }));
+    // Upstream moves the last constraint into the dropped one's place: c then b remain.
+    let mut prefs = Preferences::default();
+    for _ in 0..5 {
+        prefs.relax(&data, false);
+    }
+    assert_eq!(prefs.active_spreads(3), [2, 1]);
 }
 
 #[test]
@@ -605,6 +869,49 @@ mod properties {
                 }
             }
             prop_assert!(plain_cpu <= Quantity::from_units(limit as i64), "limit exceeded: {} > {}", plain_cpu, limit);
+        }
+
+        /// Placements respect every DoNotSchedule spread's maxSkew (zone and hostname) and
+        /// required hostname anti-affinity; same input, same output.
+        #[test]
+        fn placements_respect_spread_and_anti_affinity(
+            specs in proptest::collection::vec((0u8..5, 1u32..3000), 1..40),
+        ) {
+            // kind 0: generic; 1: zonal spread maxSkew 1 (app=z1); 2: zonal spread maxSkew 2
+            // (app=z2); 3: hostname anti-affinity (app=anti); 4: hostname spread maxSkew 2 (app=h).
+            let pods: Vec<Pod> = specs.iter().enumerate().map(|(i, (kind, cpu))| {
+                let (extra, app) = match kind {
+                    1 => (spread("topology.kubernetes.io/zone", 1, "DoNotSchedule", "z1"), "z1"),
+                    2 => (spread("topology.kubernetes.io/zone", 2, "DoNotSchedule", "z2"), "z2"),
+                    3 => ("affinity:\n  podAntiAffinity:\n    requiredDuringSchedulingIgnoredDuringExecution:\n    - {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: anti}}}".to_string(), "anti"),
+                    4 => (spread("kubernetes.io/hostname", 2, "DoNotSchedule", "h"), "h"),
+                    _ => (String::new(), "none"),
+                };
+                labeled(pod(&format!("p{i}"), &format!("{cpu}m"), "128Mi", &extra), &[("app", app)])
+            }).collect();
+            let i = input(vec![nodepool(&np_spec("", ""), "default")], fake::instance_types(8), pods.clone());
+            let r = schedule(&i);
+            prop_assert_eq!(&r, &schedule(&i));
+            prop_assert_eq!(placed(&r) + r.unschedulable.len(), pods.len());
+            let kind_of = |p: &super::super::pod::PodRef| specs[p.name[1..].parse::<usize>().unwrap()].0;
+            let mut zones: std::collections::BTreeMap<(u8, String), usize> = std::collections::BTreeMap::new();
+            for nc in &r.nodeclaims {
+                let zone = nc.launch.as_ref().expect("a launch").zone.clone();
+                let count = |k: u8| nc.pods.iter().filter(|p| kind_of(p) == k).count();
+                prop_assert!(count(3) <= 1, "two anti-affinity pods share a NodeClaim: {:?}", nc.pods);
+                prop_assert!(count(4) <= 2, "hostname spread maxSkew 2 exceeded: {:?}", nc.pods);
+                for k in [1u8, 2] {
+                    *zones.entry((k, zone.clone())).or_default() += count(k);
+                }
+            }
+            for (k, skew) in [(1u8, 1usize), (2, 2)] {
+                let counts: Vec<usize> = fake::ZONES
+                    .iter()
+                    .map(|z| zones.get(&(k, z.to_string())).copied().unwrap_or(0))
+                    .collect();
+                let (min, max) = (*counts.iter().min().unwrap(), *counts.iter().max().unwrap());
+                prop_assert!(max - min <= skew, "zonal spread app=z{} skew {:?} > {}", k, counts, skew);
+            }
         }
     }
 }

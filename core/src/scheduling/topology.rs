@@ -1,75 +1,531 @@
-//! Topology (upstream `topology.go`, `topologygroup.go`): pod topology spread, pod affinity and
-//! anti-affinity, and the inverse anti-affinity of existing pods. NOT IMPLEMENTED YET (Core II
-//! part 2). The scheduler already consults [`Topology`] at the points upstream does:
+//! Topology (upstream `topology.go`, `topologygroup.go`, `topologydomaingroup.go`,
+//! `topologynodefilter.go`; reference §1.15–§1.16): pod topology spread, pod affinity and
+//! anti-affinity, and the inverse anti-affinity of existing and batch pods.
 //!
-//! - [`Topology::unsupported`] before a pod enters the queue (part 2 removes this gate);
-//! - [`Topology::add_requirements`] last in `ExistingNode::can_add` / `NodeClaim::can_add`, after
-//!   requirements are intersected (upstream: topology comes last because it can collapse a key
-//!   to a single domain);
+//! The scheduler consults [`Topology`] at the points upstream does:
+//! - [`Topology::add_requirements`] last in `ExistingNode.CanAdd` / `NodeClaim.CanAdd`, after the
+//!   pod's requirements are intersected (topology comes last because it can collapse a key to a
+//!   single domain);
 //! - [`Topology::record`] when a pod is committed to a node or NodeClaim.
 //!
-//! Until then, a pod that uses any of these features (or a PersistentVolumeClaim, whose volume
-//! topology is part 2 as well) is reported unschedulable with [`Unsupported`], so results are
-//! never silently wrong. Existing pods with required anti-affinity make every pending pod their
-//! terms select uncertain (inverse anti-affinity); those are reported the same way.
+//! Groups are built once per round for every pod of the batch (upstream `NewTopology` +
+//! `Update`), deduplicated by (type, key, namespaces, selector, maxSkew, minDomains, node filter),
+//! and start with every domain of the universe at 0 plus the counts of existing pods. Which groups
+//! a pod *owns* follows its relaxation state ([`Preferences`]) instead of being mutated.
+//!
+//! Where upstream iterates a Go map (ties between equally loaded spread domains, the domain a
+//! self-affinity bootstraps), the smallest domain name wins (docs/divergences.md).
+//!
+//! Volume topology is not evaluated yet: pods with PersistentVolumeClaims are reported as
+//! [`Unsupported`].
 
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 
-use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm};
+use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm, Taint, Toleration, TopologySpreadConstraint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use serde::Serialize;
 
-use crate::requirements::Requirements;
+use crate::labels;
+use crate::requirements::{AllowUndefined, Requirement, Requirements};
+
+use super::pod::{PodData, Preferences};
+use super::selector;
+use super::taints;
 
 /// A scheduling feature this version does not evaluate yet.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Unsupported {
-    TopologySpread,
-    PodAffinity,
-    PodAntiAffinity,
-    /// An existing bound pod has required anti-affinity (inverse anti-affinity).
-    ExistingPodAntiAffinity {
-        pod: String,
-    },
     VolumeTopology,
 }
 
 impl fmt::Display for Unsupported {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let what = match self {
-            Unsupported::TopologySpread => "topology spread constraints",
-            Unsupported::PodAffinity => "pod affinity",
-            Unsupported::PodAntiAffinity => "pod anti-affinity",
-            Unsupported::ExistingPodAntiAffinity { pod } => {
-                return write!(
-                    f,
-                    "existing pod {pod} has required pod anti-affinity, which carpentry does not evaluate yet \
-                     (topology spread/affinity not yet supported)"
-                )
-            }
-            Unsupported::VolumeTopology => "persistent volume claims (volume topology)",
-        };
+        match self {
+            Unsupported::VolumeTopology => f.write_str(
+                "the pod uses persistent volume claims (volume topology), which carpentry does not evaluate yet \
+                 (not yet supported)",
+            ),
+        }
+    }
+}
+
+/// The first feature of `pod` that is not evaluated yet.
+pub fn unsupported(pod: &Pod) -> Option<Unsupported> {
+    let spec = pod.spec.as_ref()?;
+    if spec.volumes.iter().flatten().any(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some()) {
+        return Some(Unsupported::VolumeTopology);
+    }
+    None
+}
+
+/// A topology group of the round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupId {
+    inverse: bool,
+    index: usize,
+}
+
+/// Which group left no domain, with the domains it saw (rendered by [`Topology::conflict`]).
+#[derive(Debug, Clone)]
+pub struct TopologyFailure {
+    index: usize,
+    inverse: bool,
+    pod_domains: Requirement,
+    node_domains: Requirement,
+}
+
+/// The three kinds of topology group (upstream `TopologyType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Kind {
+    Spread,
+    Affinity,
+    AntiAffinity,
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Kind::Spread => "topology spread",
+            Kind::Affinity => "pod affinity",
+            Kind::AntiAffinity => "pod anti-affinity",
+        })
+    }
+}
+
+/// Why topology leaves no domain for the pod on a node (upstream "unsatisfiable topology
+/// constraint for <kind>, key=<key> (counts = …, podDomains = …, nodeDomains = …").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TopologyConflict {
+    pub kind: Kind,
+    pub key: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_skew: Option<i64>,
+    /// Matching pods per domain (at most 25 domains, like upstream).
+    pub counts: BTreeMap<String, i64>,
+    /// The pod's strict requirement for the key.
+    pub pod_domains: String,
+    /// The node's (or NodeClaim's) requirement for the key.
+    pub node_domains: String,
+    /// For an inverse anti-affinity: the pods whose required anti-affinity keeps this one out.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub anti_affinity_of: Vec<String>,
+}
+
+impl fmt::Display for TopologyConflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unsatisfiable {} on {}", self.kind, self.key)?;
+        if !self.anti_affinity_of.is_empty() {
+            write!(f, " (anti-affinity of {})", self.anti_affinity_of.join(", "))?;
+        }
+        if let Some(s) = self.max_skew {
+            write!(f, ", maxSkew {s}")?;
+        }
+        let counts: Vec<String> = self.counts.iter().map(|(d, n)| format!("{d}={n}")).collect();
         write!(
             f,
-            "the pod uses {what}, which carpentry does not evaluate yet (topology spread/affinity not yet supported)"
+            " (counts {{{}}}; pod allows {}; node offers {})",
+            counts.join(", "),
+            self.pod_domains,
+            self.node_domains
         )
     }
 }
 
-/// The topology state of a round. Part 1 holds nothing but the gate.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Namespaces {
+    All,
+    Set(BTreeSet<String>),
+}
+
+impl Namespaces {
+    fn contains(&self, ns: &str) -> bool {
+        match self {
+            Namespaces::All => true,
+            Namespaces::Set(s) => s.contains(ns),
+        }
+    }
+}
+
+/// Upstream `TopologyNodeFilter`: which nodes a spread constraint counts.
+#[derive(Debug, Clone)]
+struct NodeFilter {
+    /// nodeAffinityPolicy Honor: nodeSelector ∩ each required term (ORed); empty = any node.
+    terms: Vec<Requirements>,
+    /// nodeTaintsPolicy Honor: the pod's tolerations.
+    tolerations: Option<Vec<Toleration>>,
+}
+
+impl NodeFilter {
+    fn matches(&self, requirements: &Requirements, node_taints: &[Taint]) -> bool {
+        // upstream: strict compatibility, without the allow-undefined set.
+        let affinity = self.terms.is_empty()
+            || self.terms.iter().any(|t| requirements.compatible(t, AllowUndefined::Nothing).is_ok());
+        affinity && self.tolerations.as_ref().is_none_or(|t| taints::first_untolerated(node_taints, t).is_none())
+    }
+
+    fn tolerates(&self, source_taints: &[Taint]) -> bool {
+        self.tolerations.as_ref().is_none_or(|t| taints::first_untolerated(source_taints, t).is_none())
+    }
+}
+
+/// Upstream `TopologyGroup`.
+#[derive(Debug, Clone)]
+struct Group {
+    kind: Kind,
+    key: String,
+    namespaces: Namespaces,
+    selector: LabelSelector,
+    max_skew: i64,
+    min_domains: Option<i64>,
+    filter: Option<NodeFilter>,
+    /// Matching pods per domain; every known domain is present (0 when empty).
+    counts: BTreeMap<String, i64>,
+    /// Inverse groups: the pods owning the anti-affinity (for explanations; at most 5).
+    owners: Vec<String>,
+}
+
+impl Group {
+    fn selects(&self, namespace: &str, pod_labels: &BTreeMap<String, String>) -> bool {
+        self.namespaces.contains(namespace) && selector::matches(&self.selector, pod_labels)
+    }
+
+    /// The domains a node requirement offers, with their counts. Hostnames of new NodeClaims
+    /// are registered by upstream when the NodeClaim is built (`Register`), so an unknown
+    /// hostname counts as an empty domain; other unknown values are not domains.
+    fn view(&self, node: &Requirement) -> Vec<(String, i64)> {
+        if !node.is_complement() {
+            node.values()
+                .filter_map(|v| match self.counts.get(v) {
+                    Some(c) => Some((v.to_string(), *c)),
+                    None if self.key == labels::HOSTNAME => Some((v.to_string(), 0)),
+                    None => None,
+                })
+                .collect()
+        } else {
+            self.counts.iter().filter(|(d, _)| node.has(d)).map(|(d, c)| (d.clone(), *c)).collect()
+        }
+    }
+
+    /// Upstream `nextDomainTopologySpread`.
+    fn next_spread(&self, self_selecting: bool, pod: &Requirement, node: &Requirement) -> Vec<String> {
+        let min = if self.key == labels::HOSTNAME {
+            // a new host can always be created.
+            0
+        } else {
+            let mut min = i64::MAX;
+            let mut eligible = 0i64;
+            for (d, c) in &self.counts {
+                if pod.has(d) {
+                    eligible += 1;
+                    min = min.min(*c);
+                }
+            }
+            if self.min_domains.is_some_and(|m| eligible < m) {
+                0
+            } else {
+                min
+            }
+        };
+        let own = i64::from(self_selecting);
+        // The valid domain with the fewest pods; ties: the smallest name (upstream: map order).
+        self.view(node)
+            .into_iter()
+            .filter(|(_, c)| (c + own).saturating_sub(min) <= self.max_skew)
+            .min_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)))
+            .map(|(d, _)| vec![d])
+            .unwrap_or_default()
+    }
+
+    /// Upstream `nextDomainAffinity`, with the self-affinity bootstrap.
+    fn next_affinity(&self, self_selecting: bool, pod: &Requirement, node: &Requirement) -> Vec<String> {
+        let view = self.view(node);
+        let options: Vec<String> = view.iter().filter(|(d, c)| *c > 0 && pod.has(d)).map(|(d, _)| d.clone()).collect();
+        if !options.is_empty() || !self_selecting {
+            return options;
+        }
+        let all_empty = self.counts.values().all(|c| *c == 0);
+        let compatible_nonempty = self.counts.iter().any(|(d, c)| *c > 0 && pod.has(d));
+        if !all_empty && compatible_nonempty {
+            return Vec::new();
+        }
+        // Bootstrap one domain: the node's own first (so an in-flight NodeClaim keeps its
+        // domain), else any the pod allows; the smallest name (upstream: map order).
+        if let Some((d, _)) = view.iter().find(|(d, _)| pod.has(d)) {
+            return vec![d.clone()];
+        }
+        self.counts.keys().find(|d| pod.has(d)).map(|d| vec![d.clone()]).unwrap_or_default()
+    }
+
+    /// Upstream `nextDomainAntiAffinity`: only empty domains.
+    fn next_anti_affinity(&self, pod: &Requirement, node: &Requirement) -> Vec<String> {
+        self.view(node).into_iter().filter(|(d, c)| *c == 0 && pod.has(d)).map(|(d, _)| d).collect()
+    }
+
+    fn record(&mut self, values: impl Iterator<Item = String>) {
+        for v in values {
+            *self.counts.entry(v).or_insert(0) += 1;
+        }
+    }
+
+    fn conflict(&self, pod: &Requirement, node: &Requirement) -> TopologyConflict {
+        TopologyConflict {
+            kind: self.kind,
+            key: self.key.clone(),
+            max_skew: (self.kind == Kind::Spread).then_some(self.max_skew),
+            counts: self
+                .counts
+                .iter()
+                .filter(|(d, c)| **c > 0 || node.has(d))
+                .take(25)
+                .map(|(d, c)| (d.clone(), *c))
+                .collect(),
+            pod_domains: pod.to_string(),
+            node_domains: node.to_string(),
+            anti_affinity_of: self.owners.clone(),
+        }
+    }
+}
+
+/// The groups one batch pod takes part in.
+#[derive(Debug, Clone, Default)]
+struct PodGroups {
+    /// Per topology spread constraint, in the order written.
+    spreads: Vec<usize>,
+    affinity_required: Vec<usize>,
+    /// Per preferred term, heaviest first (the order relaxation drops them).
+    affinity_preferred: Vec<usize>,
+    anti_required: Vec<usize>,
+    anti_preferred: Vec<usize>,
+    /// Inverse groups owned through the required anti-affinity terms.
+    inverse_required: Vec<usize>,
+    /// Groups whose selector (and namespaces) select the pod: where it is counted.
+    selected_by: Vec<usize>,
+    /// Inverse groups whose selector selects the pod: where it must stay out.
+    inverse_selecting: Vec<usize>,
+}
+
+/// Where new NodeClaims can put domains: one NodePool's requirements, taints and the
+/// requirements of its instance types (upstream `buildDomainGroups`).
+pub struct DomainSource<'a> {
+    pub requirements: &'a Requirements,
+    pub taints: &'a [Taint],
+    pub instance_types: Vec<&'a Requirements>,
+}
+
+/// An existing node (or in-flight NodeClaim) as topology sees it.
+pub struct NodeInfo<'a> {
+    pub name: &'a str,
+    pub requirements: &'a Requirements,
+    pub taints: &'a [Taint],
+}
+
+/// The topology state of a round.
 #[derive(Debug, Clone, Default)]
 pub struct Topology {
-    /// Existing bound pods with required anti-affinity: (pod, namespace, terms). Inverse
-    /// anti-affinity is part 2; pods these terms could select are reported unsupported.
-    existing_anti_affinity: Vec<(String, String, Vec<PodAffinityTerm>)>,
+    groups: Vec<Group>,
+    inverse: Vec<Group>,
+    pods: Vec<PodGroups>,
+}
+
+/// The domain universe: key → domain → indices of the sources producing it.
+type Universe = BTreeMap<String, BTreeMap<String, Vec<usize>>>;
+
+fn term_namespaces(term: &PodAffinityTerm, own: &str) -> Namespaces {
+    let listed: BTreeSet<String> = term.namespaces.iter().flatten().cloned().collect();
+    match &term.namespace_selector {
+        // An empty namespaceSelector selects every namespace.
+        Some(s)
+            if s.match_labels.as_ref().is_none_or(|m| m.is_empty())
+                && s.match_expressions.as_ref().is_none_or(|e| e.is_empty()) =>
+        {
+            Namespaces::All
+        }
+        // Namespaces are not part of the input: a selector is evaluated against the label every
+        // namespace carries, kubernetes.io/metadata.name (docs/divergences.md).
+        Some(s) => Namespaces::Set(listed).with_selector(s.clone()),
+        None if listed.is_empty() => Namespaces::Set([own.to_string()].into()),
+        None => Namespaces::Set(listed),
+    }
+}
+
+impl Namespaces {
+    fn with_selector(self, s: LabelSelector) -> Namespaces {
+        // Without Namespace objects the namespaces a selector matches are those named by an
+        // In/matchLabels on kubernetes.io/metadata.name.
+        let Namespaces::Set(mut set) = self else { return self };
+        const NAME: &str = "kubernetes.io/metadata.name";
+        if let Some(v) = s.match_labels.as_ref().and_then(|m| m.get(NAME)) {
+            set.insert(v.clone());
+        }
+        for e in s.match_expressions.iter().flatten() {
+            if e.key == NAME && e.operator == "In" {
+                set.extend(e.values.iter().flatten().cloned());
+            }
+        }
+        Namespaces::Set(set)
+    }
+}
+
+struct Builder<'a> {
+    topology: Topology,
+    index: HashMap<String, usize>,
+    inverse_index: HashMap<String, usize>,
+    universe: &'a Universe,
+    sources: &'a [DomainSource<'a>],
+    nodes: &'a [NodeInfo<'a>],
+    bound: &'a [(&'a Pod, usize)],
+}
+
+impl Builder<'_> {
+    fn group(&mut self, mut g: Group) -> usize {
+        let id = format!(
+            "{:?}|{}|{:?}|{:?}|{}|{:?}|{:?}",
+            g.kind, g.key, g.namespaces, g.selector, g.max_skew, g.min_domains, g.filter
+        );
+        if let Some(&i) = self.index.get(&id) {
+            return i;
+        }
+        // Initial domains: the universe (with nodeTaintsPolicy Honor, only domains of NodePools
+        // whose taints are tolerated), then existing nodes passing the filter, then the pods.
+        for (domain, sources) in self.universe.get(&g.key).into_iter().flatten() {
+            if g.filter.as_ref().is_none_or(|f| sources.iter().any(|&s| f.tolerates(self.sources[s].taints))) {
+                g.counts.insert(domain.clone(), 0);
+            }
+        }
+        for n in self.nodes {
+            if g.filter.as_ref().is_none_or(|f| f.matches(n.requirements, n.taints)) {
+                if let Some(v) = single_value(n.requirements, &g.key) {
+                    g.counts.entry(v).or_insert(0);
+                }
+            }
+        }
+        for (p, node) in self.bound {
+            let n = &self.nodes[*node];
+            let ns = p.metadata.namespace.as_deref().unwrap_or("default");
+            let pod_labels = p.metadata.labels.clone().unwrap_or_default();
+            if !g.selects(ns, &pod_labels) || g.filter.as_ref().is_some_and(|f| !f.matches(n.requirements, n.taints)) {
+                continue;
+            }
+            if let Some(v) = single_value(n.requirements, &g.key) {
+                *g.counts.entry(v).or_insert(0) += 1;
+            }
+        }
+        self.topology.groups.push(g);
+        self.index.insert(id, self.topology.groups.len() - 1);
+        self.topology.groups.len() - 1
+    }
+
+    fn inverse_group(&mut self, term: &PodAffinityTerm, namespace: &str, owner: &str) -> usize {
+        let g = Group {
+            kind: Kind::AntiAffinity,
+            key: labels::normalize_key(&term.topology_key).to_string(),
+            namespaces: term_namespaces(term, namespace),
+            selector: term.label_selector.clone().unwrap_or_else(select_nothing),
+            max_skew: 0,
+            min_domains: None,
+            filter: None,
+            counts: BTreeMap::new(),
+            owners: Vec::new(),
+        };
+        let id = format!("{}|{:?}|{:?}", g.key, g.namespaces, g.selector);
+        let i = match self.inverse_index.get(&id) {
+            Some(&i) => i,
+            None => {
+                let mut g = g;
+                for domain in self.universe.get(&g.key).into_iter().flat_map(|m| m.keys()) {
+                    g.counts.insert(domain.clone(), 0);
+                }
+                for n in self.nodes {
+                    if let Some(v) = single_value(n.requirements, &g.key) {
+                        g.counts.entry(v).or_insert(0);
+                    }
+                }
+                self.topology.inverse.push(g);
+                self.inverse_index.insert(id, self.topology.inverse.len() - 1);
+                self.topology.inverse.len() - 1
+            }
+        };
+        let g = &mut self.topology.inverse[i];
+        if g.owners.len() < 5 && !g.owners.iter().any(|o| o == owner) {
+            g.owners.push(owner.to_string());
+        }
+        i
+    }
+
+    fn affinity_group(&mut self, kind: Kind, term: &PodAffinityTerm, namespace: &str) -> usize {
+        self.group(Group {
+            kind,
+            key: labels::normalize_key(&term.topology_key).to_string(),
+            namespaces: term_namespaces(term, namespace),
+            // upstream: a nil selector selects nothing.
+            selector: term.label_selector.clone().unwrap_or_else(select_nothing),
+            max_skew: 0,
+            min_domains: None,
+            filter: None,
+            counts: BTreeMap::new(),
+            owners: Vec::new(),
+        })
+    }
+}
+
+/// A selector no pod matches (upstream: nil or invalid selectors become `labels.Nothing()`).
+fn select_nothing() -> LabelSelector {
+    LabelSelector {
+        match_expressions: Some(vec![LabelSelectorRequirement {
+            key: "carpentry.dev/nothing".into(),
+            operator: "Nothing".into(),
+            values: None,
+        }]),
+        match_labels: None,
+    }
+}
+
+fn single_value(requirements: &Requirements, key: &str) -> Option<String> {
+    let r = requirements.get_ref(key)?;
+    (!r.is_complement() && r.len() == 1).then(|| r.values().next().unwrap_or_default().to_string())
+}
+
+/// The spread constraint's selector with `matchLabelKeys` applied (upstream appends
+/// `key In [value]` for each key present in the pod's labels; absent keys are ignored).
+fn spread_selector(tsc: &TopologySpreadConstraint, pod_labels: &BTreeMap<String, String>) -> LabelSelector {
+    let Some(mut s) = tsc.label_selector.clone() else { return select_nothing() };
+    for key in tsc.match_label_keys.iter().flatten() {
+        if let Some(v) = pod_labels.get(key) {
+            s.match_expressions.get_or_insert_with(Vec::new).push(LabelSelectorRequirement {
+                key: key.clone(),
+                operator: "In".into(),
+                values: Some(vec![v.clone()]),
+            });
+        }
+    }
+    s
 }
 
 impl Topology {
-    /// Upstream `NewTopology`, built from the existing bound pods.
-    pub fn new<'a>(bound_pods: impl IntoIterator<Item = &'a Pod>) -> Topology {
-        let existing_anti_affinity = bound_pods
-            .into_iter()
-            .filter_map(|p| {
+    /// Upstream `NewTopology`: the domain universe from the NodePools and their instance types
+    /// and from existing nodes; one group per distinct constraint of the batch; counts from the
+    /// existing bound pods (`bound`: pod and index into `nodes`; the batch is not among them);
+    /// inverse anti-affinity from bound pods with required anti-affinity and from batch pods.
+    pub fn new(
+        sources: &[DomainSource<'_>],
+        nodes: &[NodeInfo<'_>],
+        bound: &[(&Pod, usize)],
+        batch: &[PodData],
+    ) -> Topology {
+        let mut keys: BTreeSet<String> = BTreeSet::new();
+        for p in batch {
+            keys.extend(p.spreads.iter().map(|t| labels::normalize_key(&t.topology_key).to_string()));
+            for t in p.pod_affinity_terms() {
+                keys.insert(labels::normalize_key(&t.topology_key).to_string());
+            }
+        }
+        let existing_anti: Vec<(&Pod, usize, Vec<PodAffinityTerm>)> = bound
+            .iter()
+            .filter_map(|(p, n)| {
                 let terms = p
                     .spec
                     .as_ref()?
@@ -80,69 +536,281 @@ impl Topology {
                     .required_during_scheduling_ignored_during_execution
                     .clone()
                     .filter(|t| !t.is_empty())?;
-                let r = super::pod::PodRef::of(p);
-                Some((r.to_string(), r.namespace, terms))
+                Some((*p, *n, terms))
             })
             .collect();
-        Topology { existing_anti_affinity }
+        for (_, _, terms) in &existing_anti {
+            keys.extend(terms.iter().map(|t| labels::normalize_key(&t.topology_key).to_string()));
+        }
+        if keys.is_empty() {
+            return Topology { pods: vec![PodGroups::default(); batch.len()], ..Default::default() };
+        }
+        // upstream `buildDomainGroups`: NodePool requirements ∩ instance-type requirements,
+        // plus the NodePool's own `In` values.
+        let mut universe: Universe = BTreeMap::new();
+        for (s, source) in sources.iter().enumerate() {
+            for key in &keys {
+                let np = source.requirements.get(key);
+                let mut add = |r: &Requirement| {
+                    if !r.is_complement() {
+                        for v in r.values() {
+                            let slot = universe.entry(key.clone()).or_default().entry(v.to_string()).or_default();
+                            if slot.last() != Some(&s) {
+                                slot.push(s);
+                            }
+                        }
+                    }
+                };
+                for it in &source.instance_types {
+                    if let Some(r) = it.get_ref(key) {
+                        add(&np.intersection(r));
+                    } else {
+                        add(&np);
+                    }
+                }
+                add(&np);
+            }
+        }
+        let mut b = Builder {
+            topology: Topology::default(),
+            index: HashMap::new(),
+            inverse_index: HashMap::new(),
+            universe: &universe,
+            sources,
+            nodes,
+            bound,
+        };
+        for (p, n, terms) in &existing_anti {
+            let owner = super::pod::PodRef::of(p);
+            let i = {
+                let ns = owner.namespace.clone();
+                let name = owner.to_string();
+                terms.iter().map(|t| b.inverse_group(t, &ns, &name)).collect::<Vec<_>>()
+            };
+            for (g, t) in i.into_iter().zip(terms) {
+                let key = labels::normalize_key(&t.topology_key);
+                if let Some(v) = single_value(nodes[*n].requirements, key) {
+                    b.topology.inverse[g].record(std::iter::once(v));
+                }
+            }
+        }
+        for p in batch {
+            let ns = p.pod_ref.namespace.clone();
+            let name = p.pod_ref.to_string();
+            let mut pg = PodGroups::default();
+            for tsc in &p.spreads {
+                let filter = NodeFilter {
+                    terms: if tsc.node_affinity_policy.as_deref() == Some("Ignore") {
+                        Vec::new()
+                    } else if p.required_terms.is_empty() {
+                        if p.node_selector.is_empty() {
+                            Vec::new()
+                        } else {
+                            vec![p.node_selector.clone()]
+                        }
+                    } else {
+                        p.required_terms
+                            .iter()
+                            .map(|t| {
+                                let mut r = p.node_selector.clone();
+                                r.add_all(t);
+                                r
+                            })
+                            .collect()
+                    },
+                    tolerations: (tsc.node_taints_policy.as_deref() == Some("Honor")).then(|| p.tolerations.clone()),
+                };
+                pg.spreads.push(b.group(Group {
+                    kind: Kind::Spread,
+                    key: labels::normalize_key(&tsc.topology_key).to_string(),
+                    namespaces: Namespaces::Set([ns.clone()].into()),
+                    selector: spread_selector(tsc, &p.labels),
+                    max_skew: i64::from(tsc.max_skew),
+                    min_domains: tsc.min_domains.map(i64::from),
+                    filter: Some(filter),
+                    counts: BTreeMap::new(),
+                    owners: Vec::new(),
+                }));
+            }
+            for t in &p.affinity_required {
+                pg.affinity_required.push(b.affinity_group(Kind::Affinity, t, &ns));
+            }
+            for (_, t) in &p.affinity_preferred {
+                pg.affinity_preferred.push(b.affinity_group(Kind::Affinity, t, &ns));
+            }
+            for t in &p.anti_required {
+                pg.anti_required.push(b.affinity_group(Kind::AntiAffinity, t, &ns));
+                pg.inverse_required.push(b.inverse_group(t, &ns, &name));
+            }
+            for (_, t) in &p.anti_preferred {
+                // upstream does not track preferred anti-affinity inversely ("the pod we are
+                // relaxing is not the pod with the anti-affinity term").
+                pg.anti_preferred.push(b.affinity_group(Kind::AntiAffinity, t, &ns));
+            }
+            b.topology.pods.push(pg);
+        }
+        let mut topology = b.topology;
+        for (i, p) in batch.iter().enumerate() {
+            let ns = p.pod_ref.namespace.as_str();
+            topology.pods[i].selected_by =
+                (0..topology.groups.len()).filter(|&g| topology.groups[g].selects(ns, &p.labels)).collect();
+            topology.pods[i].inverse_selecting =
+                (0..topology.inverse.len()).filter(|&g| topology.inverse[g].selects(ns, &p.labels)).collect();
+        }
+        topology
     }
 
-    /// The existing pod whose required anti-affinity could select `pod` (upstream 1.16: the
-    /// term's namespaces are the owner's unless listed; a namespaceSelector may match any).
-    fn selected_by_existing_anti_affinity(&self, pod: &Pod) -> Option<&str> {
-        let labels = pod.metadata.labels.clone().unwrap_or_default();
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-        self.existing_anti_affinity.iter().find_map(|(owner, owner_ns, terms)| {
-            terms
-                .iter()
-                .any(|t| {
-                    let in_scope = match (&t.namespaces, &t.namespace_selector) {
-                        (_, Some(_)) => true,
-                        (Some(list), None) if !list.is_empty() => list.iter().any(|n| n == namespace),
-                        _ => owner_ns == namespace,
-                    };
-                    in_scope && t.label_selector.as_ref().is_some_and(|s| super::selector::matches(s, &labels))
-                })
-                .then_some(owner.as_str())
+    /// Whether the pod takes part in any topology group (as owner or as selected pod).
+    pub fn involves(&self, p: usize) -> bool {
+        self.pods.get(p).is_some_and(|g| {
+            !(g.spreads.is_empty()
+                && g.affinity_required.is_empty()
+                && g.affinity_preferred.is_empty()
+                && g.anti_required.is_empty()
+                && g.anti_preferred.is_empty()
+                && g.inverse_selecting.is_empty())
         })
     }
 
-    /// The first topology feature of `pod` that is not evaluated yet.
-    pub fn unsupported(&self, pod: &Pod) -> Option<Unsupported> {
-        let spec = pod.spec.as_ref()?;
-        if spec.topology_spread_constraints.as_ref().is_some_and(|c| !c.is_empty()) {
-            return Some(Unsupported::TopologySpread);
-        }
-        let affinity = spec.affinity.as_ref();
-        let pod_affinity = affinity.and_then(|a| a.pod_affinity.as_ref());
-        if pod_affinity.is_some_and(|a| {
-            a.required_during_scheduling_ignored_during_execution.as_ref().is_some_and(|t| !t.is_empty())
-                || a.preferred_during_scheduling_ignored_during_execution.as_ref().is_some_and(|t| !t.is_empty())
-        }) {
-            return Some(Unsupported::PodAffinity);
-        }
-        let anti = affinity.and_then(|a| a.pod_anti_affinity.as_ref());
-        if anti.is_some_and(|a| {
-            a.required_during_scheduling_ignored_during_execution.as_ref().is_some_and(|t| !t.is_empty())
-                || a.preferred_during_scheduling_ignored_during_execution.as_ref().is_some_and(|t| !t.is_empty())
-        }) {
-            return Some(Unsupported::PodAntiAffinity);
-        }
-        if spec.volumes.iter().flatten().any(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some()) {
-            return Some(Unsupported::VolumeTopology);
-        }
-        if let Some(owner) = self.selected_by_existing_anti_affinity(pod) {
-            return Some(Unsupported::ExistingPodAntiAffinity { pod: owner.to_string() });
-        }
-        None
+    /// The groups batch pod `p` owns under its relaxation state, in evaluation order.
+    fn owned(&self, p: usize, pod: &PodData, prefs: &Preferences) -> Vec<usize> {
+        let g = &self.pods[p];
+        let mut out: Vec<usize> = prefs.active_spreads(pod.spreads.len()).into_iter().map(|i| g.spreads[i]).collect();
+        out.extend(&g.affinity_required);
+        out.extend(g.affinity_preferred.iter().skip(prefs.dropped_pod_affinity));
+        out.extend(&g.anti_required);
+        out.extend(g.anti_preferred.iter().skip(prefs.dropped_pod_anti_affinity));
+        out
     }
 
-    /// Upstream `Topology.AddRequirements`: narrows `node_requirements` to the domains the pod's
-    /// topology groups allow. Without topology groups (part 1) nothing changes.
-    pub fn add_requirements(&self, _pod_requirements: &Requirements, node_requirements: Requirements) -> Requirements {
-        node_requirements
+    /// Upstream `Topology.AddRequirements`: for every group the pod owns and every inverse group
+    /// that selects it, the domains it may take, as requirements on the topology keys (to be
+    /// intersected with the node's). `strict` is the pod's strict requirements (the global
+    /// minimum of a spread is taken over the domains they allow; preferred node affinity never
+    /// narrows it); the node's domains are `node ∩ pod_requirements` for the key (the node's
+    /// requirements with the pod's added, as upstream passes them).
+    pub fn add_requirements(
+        &self,
+        p: usize,
+        pod: &PodData,
+        prefs: &Preferences,
+        strict: &Requirements,
+        (node, pod_requirements): (&Requirements, &Requirements),
+    ) -> Result<Requirements, Box<TopologyFailure>> {
+        let mut out = Requirements::new();
+        let Some(pg) = self.pods.get(p) else { return Ok(out) };
+        let ns = pod.pod_ref.namespace.as_str();
+        let owned = self.owned(p, pod, prefs);
+        let groups = owned
+            .iter()
+            .map(|&g| (g, false, &self.groups[g]))
+            .chain(pg.inverse_selecting.iter().map(|&g| (g, true, &self.inverse[g])));
+        for (index, inverse, group) in groups {
+            let pod_domains = strict.get(&group.key);
+            let node_domains = match pod_requirements.get_ref(&group.key) {
+                Some(r) => node.get(&group.key).intersection(r),
+                None => node.get(&group.key),
+            };
+            let domains = match group.kind {
+                Kind::Spread => group.next_spread(group.selects(ns, &pod.labels), &pod_domains, &node_domains),
+                Kind::Affinity => group.next_affinity(group.selects(ns, &pod.labels), &pod_domains, &node_domains),
+                Kind::AntiAffinity => group.next_anti_affinity(&pod_domains, &node_domains),
+            };
+            // Built only when a failure is explained (this path is hot).
+            let conflict = || {
+                Box::new(TopologyFailure {
+                    index,
+                    inverse,
+                    pod_domains: pod_domains.clone(),
+                    node_domains: node_domains.clone(),
+                })
+            };
+            if domains.is_empty() {
+                return Err(conflict());
+            }
+            out.add(Requirement::in_values(&group.key, &domains));
+            if out.get_ref(&group.key).is_some_and(Requirement::is_empty) {
+                return Err(conflict());
+            }
+        }
+        Ok(out)
     }
 
-    /// Upstream `Topology.Record`: counts the pod in the domains of the node it was placed on.
-    pub fn record(&mut self, _node_requirements: &Requirements) {}
+    /// The explanation of a failure returned by [`add_requirements`](Self::add_requirements).
+    pub fn conflict(&self, f: &TopologyFailure) -> TopologyConflict {
+        let group = if f.inverse { &self.inverse[f.index] } else { &self.groups[f.index] };
+        let mut c = group.conflict(&f.pod_domains, &f.node_domains);
+        if !f.inverse {
+            c.anti_affinity_of.clear();
+        }
+        c
+    }
+
+    /// Upstream `Topology.Record`: counts the pod in every group that selects it (spread and
+    /// affinity: only a single-valued domain; anti-affinity: every possible value), and records
+    /// where the owner of an inverse anti-affinity could be (every possible value).
+    ///
+    /// Returns the hostname-keyed groups the pod was counted in on a single host (see
+    /// [`hostname_limits`](Self::hostname_limits)).
+    pub fn record(&mut self, p: usize, node_requirements: &Requirements, node_taints: &[Taint]) -> Vec<GroupId> {
+        let mut hostname_groups = Vec::new();
+        let Some(pg) = self.pods.get(p) else { return hostname_groups };
+        let values = |key: &str| -> Vec<String> {
+            match node_requirements.get_ref(key) {
+                Some(r) if !r.is_complement() => r.values().map(str::to_string).collect(),
+                _ => Vec::new(),
+            }
+        };
+        for &g in &pg.selected_by {
+            let group = &mut self.groups[g];
+            if group.filter.as_ref().is_some_and(|f| !f.matches(node_requirements, node_taints)) {
+                continue;
+            }
+            let v = values(&group.key);
+            if group.key == labels::HOSTNAME && v.len() == 1 {
+                hostname_groups.push(GroupId { inverse: false, index: g });
+            }
+            if group.kind == Kind::AntiAffinity || v.len() == 1 {
+                group.record(v.into_iter());
+            }
+        }
+        let owned = pg.inverse_required.clone();
+        for g in owned {
+            let v = values(&self.inverse[g].key);
+            if self.inverse[g].key == labels::HOSTNAME && v.len() == 1 {
+                hostname_groups.push(GroupId { inverse: true, index: g });
+            }
+            self.inverse[g].record(v.into_iter());
+        }
+        hostname_groups
+    }
+
+    /// A fast pre-check for hosts (an optimisation, not an upstream step): for each hostname
+    /// group where the pod needs a host's count to stay within a bound, the group and the bound
+    /// (spread: maxSkew − 1 when the pod selects itself, the hostname minimum being 0;
+    /// anti-affinity and inverse anti-affinity: 0). A host whose count in such a group exceeds
+    /// the bound is rejected by [`add_requirements`](Self::add_requirements) as well.
+    pub fn hostname_limits(&self, p: usize, pod: &PodData, prefs: &Preferences) -> Vec<(GroupId, i64)> {
+        let mut out = Vec::new();
+        let Some(pg) = self.pods.get(p) else { return out };
+        let ns = pod.pod_ref.namespace.as_str();
+        for g in self.owned(p, pod, prefs) {
+            let group = &self.groups[g];
+            if group.key != labels::HOSTNAME {
+                continue;
+            }
+            let id = GroupId { inverse: false, index: g };
+            match group.kind {
+                Kind::Spread => out.push((id, group.max_skew - i64::from(group.selects(ns, &pod.labels)))),
+                Kind::AntiAffinity => out.push((id, 0)),
+                Kind::Affinity => {}
+            }
+        }
+        for &g in &pg.inverse_selecting {
+            if self.inverse[g].key == labels::HOSTNAME {
+                out.push((GroupId { inverse: true, index: g }, 0));
+            }
+        }
+        out
+    }
 }
