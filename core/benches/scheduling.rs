@@ -120,7 +120,7 @@ fn synthetic(c: &mut Criterion) {
     let types = Arc::new(fake::instance_types(400));
     let mut group = c.benchmark_group("scheduling/fake-400-types");
     group.sample_size(10);
-    for n in [100usize, 1_000, 5_000, 20_000] {
+    for n in sizes(&[100, 1_000, 5_000, 20_000]) {
         let input = input(types.clone(), pods(n));
         let r = schedule(&input);
         assert!(r.unschedulable.is_empty(), "every pod schedules");
@@ -135,7 +135,7 @@ fn synthetic_diverse(c: &mut Criterion) {
     let types = Arc::new(fake::instance_types(400));
     let mut group = c.benchmark_group("scheduling/fake-400-types-diverse");
     group.sample_size(10);
-    for n in [100usize, 1_000, 5_000, 20_000] {
+    for n in sizes(&[100, 1_000, 5_000, 20_000]) {
         let input = input(types.clone(), diverse_pods(n));
         let r = schedule(&input);
         assert!(r.unschedulable.is_empty(), "every pod schedules: {:?}", r.unschedulable.first());
@@ -151,7 +151,7 @@ fn real_catalogue(c: &mut Criterion) {
         Catalogue::embedded().instance_types_shared("us-east-1", &EC2NodeClassSpec::default()).expect("us-east-1");
     let mut group = c.benchmark_group("scheduling/us-east-1-default");
     group.sample_size(10);
-    for n in [1_000usize, 5_000, 20_000] {
+    for n in sizes(&[1_000, 5_000, 20_000]) {
         let input = input(types.clone(), pods(n));
         let r = schedule(&input);
         assert!(r.unschedulable.is_empty(), "every pod schedules");
@@ -162,16 +162,25 @@ fn real_catalogue(c: &mut Criterion) {
     group.finish();
     let mut group = c.benchmark_group("scheduling/us-east-1-default-diverse");
     group.sample_size(10);
-    let input = input(types, diverse_pods(20_000));
+    let n = *sizes(&[1_000, 20_000]).last().expect("one size");
+    let input = input(types, diverse_pods(n));
     let r = schedule(&input);
     // Not every pod schedules here: each new NodeClaim subtracts the largest capacity among its
     // options from the limits (upstream's pessimism), and the 4000 anti-affinity NodeClaims may
     // each launch a 24 TiB type, which exhausts limits.memory (10000000Gi).
-    eprintln!("20000 diverse pods → {} NodeClaims, {} unschedulable", r.nodeclaims.len(), r.unschedulable.len());
-    group.bench_with_input(BenchmarkId::from_parameter(20_000), &input, |b, input| {
+    eprintln!("{n} diverse pods → {} NodeClaims, {} unschedulable", r.nodeclaims.len(), r.unschedulable.len());
+    group.bench_with_input(BenchmarkId::from_parameter(n), &input, |b, input| {
         b.iter(|| schedule(black_box(input)))
     });
     group.finish();
+}
+
+/// Pod counts to run. `cargo test --benches` (CI's smoke run, a debug build without `--bench`)
+/// runs each benchmark once; there the sizes stop at 1,000 pods so the smoke run stays cheap,
+/// while `cargo bench` measures every size.
+fn sizes(all: &[usize]) -> Vec<usize> {
+    let measuring = std::env::args().any(|a| a == "--bench");
+    all.iter().copied().filter(|&n| measuring || n <= 1_000).collect()
 }
 
 criterion_group!(benches, synthetic, synthetic_diverse, real_catalogue);
