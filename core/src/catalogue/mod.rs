@@ -194,6 +194,42 @@ pub struct InstanceType {
     pub offerings: Vec<Offering>,
 }
 
+/// Offering compatibility with one requirement set, memoised per shared offering-requirement
+/// set: the catalogue shares one set per zone and capacity type, so the hundreds of instance
+/// types of a NodeClaim have a handful of distinct sets, each tested once.
+pub struct OfferingCompatibility<'a> {
+    requirements: &'a Requirements,
+    seen: std::cell::RefCell<Vec<(*const Requirements, bool)>>,
+}
+
+impl<'a> OfferingCompatibility<'a> {
+    pub fn new(requirements: &'a Requirements) -> Self {
+        OfferingCompatibility { requirements, seen: Default::default() }
+    }
+
+    /// Whether an offering with these requirements is compatible (well-known labels may be
+    /// undefined on either side, as upstream's offering checks allow).
+    pub fn test(&self, offering: &Arc<Requirements>) -> bool {
+        let key = Arc::as_ptr(offering);
+        if let Some((_, known)) = self.seen.borrow().iter().find(|(k, _)| *k == key) {
+            return *known;
+        }
+        let compatible =
+            self.requirements.is_compatible(offering, crate::requirements::AllowUndefined::WellKnownLabels);
+        self.seen.borrow_mut().push((key, compatible));
+        compatible
+    }
+
+    /// The price of the cheapest available compatible offering of `it` (+∞ when none).
+    pub fn cheapest(&self, it: &InstanceType) -> f64 {
+        it.offerings
+            .iter()
+            .filter(|o| o.available && self.test(&o.requirements))
+            .map(|o| o.price)
+            .fold(f64::INFINITY, f64::min)
+    }
+}
+
 impl InstanceType {
     /// `capacity − (kubeReserved + systemReserved + evictionThreshold)`, for the resources in
     /// capacity (upstream `resources.Subtract`, which ignores keys only in the overhead).

@@ -11,8 +11,8 @@
 
 use serde::Serialize;
 
-use crate::catalogue::{CapacityType, InstanceType, PriceSource};
-use crate::requirements::{AllowUndefined, Requirements};
+use crate::catalogue::{CapacityType, InstanceType, Offering, OfferingCompatibility, PriceSource};
+use crate::requirements::Requirements;
 use crate::resources::{self, ResourceList};
 
 /// The instance the simulated cloud provider launches for a NodeClaim.
@@ -32,41 +32,44 @@ pub struct Launch {
 pub fn launch<'a>(
     requirements: &Requirements,
     requests: &ResourceList,
-    options: impl IntoIterator<Item = (&'a InstanceType, &'a ResourceList)> + Clone,
+    options: impl IntoIterator<Item = (&'a InstanceType, &'a ResourceList)>,
 ) -> Option<Launch> {
-    for capacity_type in [CapacityType::Reserved, CapacityType::Spot, CapacityType::OnDemand] {
-        let mut best: Option<(f64, &InstanceType, &crate::catalogue::Offering)> = None;
-        for (it, allocatable) in options.clone() {
-            if !resources::fits(requests, allocatable) {
-                continue;
-            }
-            for o in &it.offerings {
-                if !o.available
-                    || o.capacity_type != capacity_type
-                    || !requirements.is_compatible(&o.requirements, AllowUndefined::WellKnownLabels)
-                {
-                    continue;
-                }
-                let better = match &best {
-                    None => true,
-                    Some((price, best_it, best_o)) => {
-                        o.price < *price || (o.price == *price && std::ptr::eq(*best_it, it) && o.zone < best_o.zone)
-                    }
-                };
-                if better {
-                    best = Some((o.price, it, o));
-                }
-            }
+    let compatible = OfferingCompatibility::new(requirements);
+    // The cheapest offering per capacity type, in one pass over the options.
+    let mut best: [Option<(&InstanceType, &Offering)>; 3] = [None; 3];
+    for (it, allocatable) in options {
+        if !resources::fits(requests, allocatable) {
+            continue;
         }
-        if let Some((price, it, o)) = best {
-            return Some(Launch {
-                instance_type: it.name.clone(),
-                zone: o.zone.clone(),
-                capacity_type: capacity_type.as_str().to_string(),
-                price,
-                price_synthetic: matches!(o.price_source, PriceSource::SyntheticSpot),
-            });
+        for o in &it.offerings {
+            let slot = &mut best[priority(o.capacity_type)];
+            let better = match slot {
+                None => true,
+                Some((best_it, best_o)) => {
+                    o.price < best_o.price
+                        || (o.price == best_o.price && std::ptr::eq(*best_it, it) && o.zone < best_o.zone)
+                }
+            };
+            if better && o.available && compatible.test(&o.requirements) {
+                *slot = Some((it, o));
+            }
         }
     }
-    None
+    let (it, o) = best.into_iter().flatten().next()?;
+    Some(Launch {
+        instance_type: it.name.clone(),
+        zone: o.zone.clone(),
+        capacity_type: o.capacity_type.as_str().to_string(),
+        price: o.price,
+        price_synthetic: matches!(o.price_source, PriceSource::SyntheticSpot),
+    })
+}
+
+/// Launch precedence: reserved, then spot, then on-demand.
+fn priority(capacity_type: CapacityType) -> usize {
+    match capacity_type {
+        CapacityType::Reserved => 0,
+        CapacityType::Spot => 1,
+        CapacityType::OnDemand => 2,
+    }
 }

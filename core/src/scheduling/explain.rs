@@ -20,7 +20,7 @@ use crate::quantity::Quantity;
 use crate::requirements::IncompatibleReason;
 
 use super::pod::{IgnoreReason, PodRef, Relaxation};
-use super::topology::{TopologyConflict, Unsupported};
+use super::topology::{Kind, TopologyConflict, Unsupported};
 
 /// A taint as explanations show it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -133,7 +133,7 @@ impl NodeRejection {
             NodeRejection::HostPort { port } => format!("port {port}"),
             NodeRejection::Resources { resource, .. } => format!("resources {resource}"),
             NodeRejection::Requirements(c) => format!("req {} {} {:?}", c.key, c.pod, c.node),
-            NodeRejection::Topology(c) => format!("topology {} {}", c.kind, c.key),
+            NodeRejection::Topology(c) => topology_group_key(c.kind, &c.key),
             NodeRejection::InstanceTypes { .. } => "types".into(),
             NodeRejection::MinValues { keys } => format!("minValues {keys:?}"),
         }
@@ -183,13 +183,27 @@ pub struct RejectionGroup {
 
 /// Groups `(node, rejection)` pairs by reason, largest group first, then by first appearance.
 pub fn group_rejections(rejections: Vec<(String, NodeRejection)>) -> Vec<RejectionGroup> {
-    let mut groups: Vec<(String, RejectionGroup)> = Vec::new();
-    let mut index: BTreeMap<String, usize> = BTreeMap::new();
+    let mut groups = RejectionGroups::default();
     for (node, r) in rejections {
+        groups.add(node, r);
+    }
+    groups.finish()
+}
+
+/// [`group_rejections`] one node at a time, so that a caller that can tell a node's group
+/// cheaply need not build a rejection the group would discard.
+#[derive(Default)]
+pub struct RejectionGroups {
+    groups: Vec<RejectionGroup>,
+    index: BTreeMap<String, usize>,
+}
+
+impl RejectionGroups {
+    pub fn add(&mut self, node: String, r: NodeRejection) {
         let key = r.group_key();
-        match index.get(&key) {
+        match self.index.get(&key) {
             Some(&i) => {
-                let g = &mut groups[i].1;
+                let g = &mut self.groups[i];
                 g.count += 1;
                 g.rejection.merge(&r);
                 if g.examples.len() < 5 {
@@ -197,14 +211,33 @@ pub fn group_rejections(rejections: Vec<(String, NodeRejection)>) -> Vec<Rejecti
                 }
             }
             None => {
-                index.insert(key.clone(), groups.len());
-                groups.push((key, RejectionGroup { count: 1, rejection: r, examples: vec![node] }));
+                self.index.insert(key, self.groups.len());
+                self.groups.push(RejectionGroup { count: 1, rejection: r, examples: vec![node] });
             }
         }
     }
-    let mut out: Vec<RejectionGroup> = groups.into_iter().map(|(_, g)| g).collect();
-    out.sort_by_key(|g| std::cmp::Reverse(g.count));
-    out
+
+    /// Counts `node` in the existing topology group for (`kind`, `key`), whose rejections carry
+    /// nothing to merge; false (nothing counted) when there is no such group yet.
+    pub fn add_topology(&mut self, node: &str, kind: Kind, key: &str) -> bool {
+        let Some(&i) = self.index.get(&topology_group_key(kind, key)) else { return false };
+        let g = &mut self.groups[i];
+        g.count += 1;
+        if g.examples.len() < 5 {
+            g.examples.push(node.to_string());
+        }
+        true
+    }
+
+    pub fn finish(self) -> Vec<RejectionGroup> {
+        let mut out = self.groups;
+        out.sort_by_key(|g| std::cmp::Reverse(g.count));
+        out
+    }
+}
+
+fn topology_group_key(kind: Kind, key: &str) -> String {
+    format!("topology {kind} {key}")
 }
 
 /// How many of a NodePool's instance types survive each test for this pod (upstream's

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
-use crate::catalogue::InstanceType;
+use crate::catalogue::{InstanceType, OfferingCompatibility};
 use crate::labels;
 use crate::quantity::Quantity;
 use crate::requirements::{AllowUndefined, NodeSelectorRequirementWithMinValues, Requirement, Requirements};
@@ -162,6 +162,8 @@ pub struct Results {
 struct TypeOption {
     it: usize,
     allocatable: ResourceList,
+    /// `allocatable` laid out for the narrowing loop.
+    packed: resources::Packed,
     group: usize,
 }
 
@@ -176,6 +178,9 @@ struct Template {
     groups: Vec<DaemonGroup>,
     /// Limits left (capacity-based); only the limited resources.
     remaining: ResourceList,
+    /// The options within `remaining`, computed on first use after `remaining` changes (every
+    /// pod that opens a NodeClaim needs them; `remaining` changes once per NodeClaim).
+    within_limits: std::cell::RefCell<Option<Vec<u32>>>,
     limits: ResourceList,
 }
 
@@ -230,9 +235,11 @@ struct Round<'a> {
     claims: Vec<Claim>,
     /// This round's claims ordered by (pod count, creation).
     claim_order: std::collections::BTreeSet<(usize, usize)>,
+    /// Per hostname topology group, how many of this round's claims count a pod in it: when
+    /// every claim does, a pod that must be alone in the group skips them all at once.
+    claims_hosting: Vec<(GroupId, usize)>,
     topology: Topology,
     tolerate_prefer_no_schedule: bool,
-    hostname_counter: std::cell::Cell<usize>,
     /// Placed pods that needed relaxation, with the steps.
     relaxed: Vec<(usize, Vec<Relaxation>)>,
 }
@@ -381,9 +388,9 @@ pub fn schedule(input: &Input) -> Results {
         nodes,
         claims: Vec::new(),
         claim_order: std::collections::BTreeSet::new(),
+        claims_hosting: Vec::new(),
         topology,
         tolerate_prefer_no_schedule,
-        hostname_counter: std::cell::Cell::new(0),
         relaxed: Vec::new(),
     };
     let failed = round.solve();
@@ -466,11 +473,15 @@ fn build_template(
     let options = types
         .iter()
         .zip(group_of)
-        .map(|(&it, group)| TypeOption { it, allocatable: instance_types[it].allocatable(), group })
+        .map(|(&it, group)| {
+            let allocatable = instance_types[it].allocatable();
+            TypeOption { it, packed: resources::Packed::new(&allocatable), allocatable, group }
+        })
         .collect();
     Ok(Template {
         name: base.nodepool.clone(),
         remaining: base.limits.clone(),
+        within_limits: Default::default(),
         limits: base.limits.clone(),
         taints: spec.taints.clone(),
         startup_taints: spec.startup_taints.clone(),
@@ -752,8 +763,18 @@ impl Round<'_> {
         let pod = &self.pods[p];
         let requirements = pod.requirements(prefs);
         let tolerations = pod.tolerations(prefs);
+        // A cheap topology pre-check, computed once for the attempt: most nodes a topology pod
+        // tries are rejected by topology, and this rejects them without building any set.
+        let prepared = if self.topology.involves(p) {
+            self.topology.prepare(p, pod, prefs, &pod.strict_requirements(prefs))
+        } else {
+            None
+        };
+        let topology_may_admit =
+            |node: &Requirements| prepared.as_ref().is_none_or(|t| t.may_admit(node, &requirements));
         if let Some(i) = self.nodes.iter().position(|n| {
-            n.can_add(pod, &requirements, &tolerations).is_ok()
+            topology_may_admit(&n.requirements)
+                && n.can_add(pod, &requirements, &tolerations).is_ok()
                 && self.node_topology(n, p, prefs, &requirements).is_ok()
         }) {
             let node = &mut self.nodes[i];
@@ -765,12 +786,19 @@ impl Round<'_> {
         }
         // upstream re-sorts in-flight NodeClaims by pod count (unstable); ties by creation order here.
         let limits = self.topology.hostname_limits(p, pod, prefs);
-        let found = self.claim_order.iter().find_map(|&(_, c)| {
+        let every_claim_full = limits.iter().any(|(g, limit)| {
+            *limit == 0 && self.claims_hosting.iter().any(|(h, n)| h == g && *n == self.claims.len())
+        });
+        let candidates = if every_claim_full { None } else { Some(self.claim_order.iter()) };
+        let found = candidates.into_iter().flatten().find_map(|&(_, c)| {
             let claim = &self.claims[c];
             let full = limits
                 .iter()
                 .any(|(g, limit)| claim.host_counts.iter().find(|(h, _)| h == g).map_or(0, |(_, n)| *n) > *limit);
             if full {
+                return None;
+            }
+            if !topology_may_admit(&claim.requirements) {
                 return None;
             }
             self.claim_can_add(claim, p, prefs, &requirements, &tolerations).ok().map(|a| (c, a))
@@ -795,6 +823,9 @@ impl Round<'_> {
                 let tpl = &mut self.templates[t];
                 for (resource, remaining) in tpl.remaining.iter_mut() {
                     *remaining -= max.get(resource).copied().unwrap_or(Quantity::ZERO);
+                }
+                if !tpl.remaining.is_empty() {
+                    *tpl.within_limits.get_mut() = None;
                 }
                 return true;
             }
@@ -854,7 +885,13 @@ impl Round<'_> {
         for g in self.topology.record(p, &claim.requirements, taints) {
             match claim.host_counts.iter_mut().find(|(h, _)| *h == g) {
                 Some((_, n)) => *n += 1,
-                None => claim.host_counts.push((g, 1)),
+                None => {
+                    claim.host_counts.push((g, 1));
+                    match self.claims_hosting.iter_mut().find(|(h, _)| *h == g) {
+                        Some((_, n)) => *n += 1,
+                        None => self.claims_hosting.push((g, 1)),
+                    }
+                }
             }
         }
     }
@@ -869,11 +906,20 @@ impl Round<'_> {
                 }));
             }
         }
-        let options: Vec<u32> = (0..tpl.options.len() as u32)
-            .filter(|&o| within_limits(&tpl.instance_types[tpl.options[o as usize].it].capacity, &tpl.remaining))
-            .collect();
+        let options: Vec<u32> = tpl
+            .within_limits
+            .borrow_mut()
+            .get_or_insert_with(|| {
+                (0..tpl.options.len() as u32)
+                    .filter(|&o| {
+                        within_limits(&tpl.instance_types[tpl.options[o as usize].it].capacity, &tpl.remaining)
+                    })
+                    .collect()
+            })
+            .clone();
         if options.is_empty() {
-            return Err(Box::new(exceeds_limits(tpl)));
+            let all: Vec<u32> = (0..tpl.options.len() as u32).collect();
+            return Err(Box::new(exceeds_limits(tpl, &all)));
         }
         Ok(self.fresh_claim(t, options))
     }
@@ -881,12 +927,12 @@ impl Round<'_> {
     /// A NodeClaim of template `t` with the given options and a new placeholder hostname.
     fn fresh_claim(&self, t: usize, options: Vec<u32>) -> Claim {
         let tpl = &self.templates[t];
-        self.hostname_counter.set(self.hostname_counter.get() + 1);
+        // The hostname stands for the node the NodeClaim will become; it is named as
+        // explanations name planned NodeClaims, so topology counts read "default #3=1". A claim
+        // that is built but not kept leaves no trace (nothing was recorded on it), so the next one
+        // may reuse the name.
         let mut requirements = tpl.base.requirements.clone();
-        requirements.add(Requirement::in_values(
-            labels::HOSTNAME,
-            &[format!("hostname-placeholder-{:04}", self.hostname_counter.get())],
-        ));
+        requirements.add(Requirement::in_values(labels::HOSTNAME, &[planned_name(&tpl.name, self.claims.len())]));
         Claim {
             template: t,
             requirements,
@@ -947,7 +993,8 @@ impl Round<'_> {
             merged.iter().filter(|r| claim.requirements.get_ref(r.key()) != Some(*r)).cloned().collect();
         let mut base = claim.requests.clone();
         resources::add_into(&mut base, &pod.requests);
-        let mut group_totals: Vec<Option<Option<ResourceList>>> = vec![None; tpl.groups.len()];
+        let merged_offerings = OfferingCompatibility::new(&merged);
+        let mut group_totals: Vec<Option<Option<resources::Packed>>> = vec![None; tpl.groups.len()];
         let mut kept = Vec::with_capacity(claim.options.len());
         for &o in &claim.options {
             let option = &tpl.options[o as usize];
@@ -958,13 +1005,13 @@ impl Round<'_> {
                 {
                     return None;
                 }
-                Some(resources::merge(&base, &group.overhead))
+                Some(resources::Packed::new(&resources::merge(&base, &group.overhead)))
             });
             let Some(total) = total else { continue };
-            if !resources::fits(total, &option.allocatable) {
+            if !total.fits(&option.packed) {
                 continue;
             }
-            if !changed.is_empty() && !type_still_matches(&tpl.instance_types[option.it], &changed, &merged) {
+            if !changed.is_empty() && !type_still_matches(&tpl.instance_types[option.it], &changed, &merged_offerings) {
                 continue;
             }
             kept.push(o);
@@ -1123,12 +1170,20 @@ impl Round<'_> {
                 })
                 .collect(),
         );
-        let mut planned = Vec::new();
+        let mut planned = explain::RejectionGroups::default();
         for (i, claim) in self.claims.iter().enumerate() {
-            let name = format!("{} #{}", self.templates[claim.template].name, i + 1);
+            let name = planned_name(&self.templates[claim.template].name, i);
             let rejection = match self.claim_can_add(claim, p, prefs, &requirements, &tolerations) {
                 Ok(_) => continue,
-                Err(ClaimRejection::Topology(f)) => NodeRejection::Topology(Box::new(self.topology.conflict(&f))),
+                Err(ClaimRejection::Topology(f)) => {
+                    // Building a conflict walks the group's domains (thousands of hosts in large
+                    // rounds) and a group keeps only its first: count the rest without one.
+                    let (kind, key) = self.topology.failure_group(&f);
+                    if planned.add_topology(&name, kind, key) {
+                        continue;
+                    }
+                    NodeRejection::Topology(Box::new(self.topology.conflict(&f)))
+                }
                 Err(ClaimRejection::Taint(t)) => {
                     NodeRejection::Taint { taint: TaintRef::of(&self.templates[claim.template].taints[t]) }
                 }
@@ -1140,13 +1195,12 @@ impl Round<'_> {
                     NodeRejection::MinValues { keys: keys.into_iter().map(|k| k.key).collect() }
                 }
             };
-            planned.push((name, rejection));
+            planned.add(name, rejection);
         }
-        e.planned_nodeclaims = explain::group_rejections(planned);
+        e.planned_nodeclaims = planned.finish();
         if self.templates.is_empty() {
             e.no_nodepools = true;
         }
-        let saved_counter = self.hostname_counter.get();
         // Per NodePool, the constraints of the pod itself come first (with every instance type, as
         // if no limit applied), then the limits: a limit is only the reason when lifting it would
         // let the pod schedule. (Upstream checks limits first and reports only the last error.)
@@ -1155,17 +1209,24 @@ impl Round<'_> {
             let unlimited = self.fresh_claim(t, (0..self.templates[t].options.len() as u32).collect());
             let failure = match self.claim_can_add(&unlimited, p, prefs, &requirements, &tolerations) {
                 Err(rejection) => self.pool_failure(t, &unlimited, (p, prefs), &requirements, rejection),
-                Ok(_) => match self.new_claim(t) {
-                    Err(limits) => *limits,
+                // The pod fits some instance types; if the limits leave none of those, the limit
+                // is the reason, measured on the types that fit the pod.
+                Ok(fitting) => match self.new_claim(t) {
+                    Err(limits) => match *limits {
+                        NodePoolFailure::ExceedsLimits { .. } => exceeds_limits(&self.templates[t], &fitting.options),
+                        other => other,
+                    },
                     Ok(claim) => match self.claim_can_add(&claim, p, prefs, &requirements, &tolerations) {
                         Ok(_) => continue,
+                        Err(ClaimRejection::InstanceTypes { .. }) => {
+                            exceeds_limits(&self.templates[t], &fitting.options)
+                        }
                         Err(rejection) => self.pool_failure(t, &claim, (p, prefs), &requirements, rejection),
                     },
                 },
             };
             e.nodepools.push(NodePoolVerdict::new(&name, failure));
         }
-        self.hostname_counter.set(saved_counter);
         e
     }
 
@@ -1308,46 +1369,17 @@ impl Round<'_> {
 /// meets them and has a compatible available offering:
 /// the type's requirements are checked on the changed keys only, and its offerings only when a
 /// changed key is one of theirs (zone, capacity type…).
-fn type_still_matches(it: &InstanceType, changed: &Requirements, merged: &Requirements) -> bool {
+/// How explanations name the NodeClaim planned at `index` in this round ("default #3").
+fn planned_name(nodepool: &str, index: usize) -> String {
+    format!("{nodepool} #{}", index + 1)
+}
+
+fn type_still_matches(it: &InstanceType, changed: &Requirements, merged: &OfferingCompatibility<'_>) -> bool {
     if !it.requirements.has_intersection(changed) {
         return false;
     }
     let offering_keys_changed = it.offerings.first().is_some_and(|o| changed.keys().any(|k| o.requirements.has(k)));
-    !offering_keys_changed
-        || it
-            .offerings
-            .iter()
-            .any(|o| o.available && merged.is_compatible(&o.requirements, AllowUndefined::WellKnownLabels))
-}
-
-/// Offering compatibility with one requirement set, memoised per shared offering-requirement
-/// set (the catalogue shares one per zone and capacity type).
-struct OfferingCompatibility<'a> {
-    requirements: &'a Requirements,
-    seen: std::cell::RefCell<HashMap<*const Requirements, bool>>,
-}
-
-impl<'a> OfferingCompatibility<'a> {
-    fn new(requirements: &'a Requirements) -> Self {
-        OfferingCompatibility { requirements, seen: Default::default() }
-    }
-
-    fn test(&self, offering: &Arc<Requirements>) -> bool {
-        *self
-            .seen
-            .borrow_mut()
-            .entry(Arc::as_ptr(offering))
-            .or_insert_with(|| self.requirements.is_compatible(offering, AllowUndefined::WellKnownLabels))
-    }
-
-    /// [`cheapest_offering`] with the memo.
-    fn cheapest(&self, it: &InstanceType) -> f64 {
-        it.offerings
-            .iter()
-            .filter(|o| o.available && self.test(&o.requirements))
-            .map(|o| o.price)
-            .fold(f64::INFINITY, f64::min)
-    }
+    !offering_keys_changed || it.offerings.iter().any(|o| o.available && merged.test(&o.requirements))
 }
 
 /// The cheapest available offering compatible with the requirements (+∞ when none).
@@ -1363,29 +1395,26 @@ fn within_limits(capacity: &ResourceList, remaining: &ResourceList) -> bool {
     remaining.iter().all(|(r, left)| capacity.get(r).copied().unwrap_or(Quantity::ZERO) <= *left)
 }
 
-fn exceeds_limits(tpl: &Template) -> NodePoolFailure {
-    // The limited resource that excludes the most types, with the smallest type's capacity.
+/// Why the limits leave none of `options` (indices into the template's options): the limited
+/// resource that excludes the most of them, with the smallest capacity among them, so the fix
+/// names a limit that lets at least one of them launch.
+fn exceeds_limits(tpl: &Template, options: &[u32]) -> NodePoolFailure {
+    let capacity = |o: u32, resource: &str| {
+        tpl.instance_types[tpl.options[o as usize].it].capacity.get(resource).copied().unwrap_or(Quantity::ZERO)
+    };
     let mut best: Option<(usize, &str)> = None;
     for (resource, left) in &tpl.remaining {
-        let excluded = tpl
-            .options
-            .iter()
-            .filter(|o| tpl.instance_types[o.it].capacity.get(resource).copied().unwrap_or(Quantity::ZERO) > *left)
-            .count();
+        let excluded = options.iter().filter(|&&o| capacity(o, resource) > *left).count();
         if best.is_none_or(|(n, _)| excluded > n) {
             best = Some((excluded, resource));
         }
     }
     let resource = best.map_or("cpu", |(_, r)| r).to_string();
-    let (smallest, smallest_type) = tpl
-        .options
+    let (smallest, smallest_type) = options
         .iter()
-        .map(|o| {
-            let it = &tpl.instance_types[o.it];
-            (it.capacity.get(&resource).copied().unwrap_or(Quantity::ZERO), it.name.clone())
-        })
+        .map(|&o| (capacity(o, &resource), tpl.instance_types[tpl.options[o as usize].it].name.as_str()))
         .min()
-        .unwrap_or((Quantity::ZERO, String::new()));
+        .map_or((Quantity::ZERO, String::new()), |(q, name)| (q, name.to_string()));
     NodePoolFailure::ExceedsLimits {
         limit: tpl.limits.get(&resource).copied().unwrap_or(Quantity::ZERO),
         remaining: tpl.remaining.get(&resource).copied().unwrap_or(Quantity::ZERO),

@@ -222,6 +222,50 @@ fn p12_limits_use_capacity() {
 }
 
 #[test]
+fn limits_that_exclude_every_fitting_type_are_the_reason() {
+    // Types of 2, 4 and 16 vCPU; limits.cpu 4 keeps the 2- and 4-vCPU types, but only the
+    // 16-vCPU type fits a 5-CPU pod: the limit is the reason, measured on that type.
+    let np = nodepool(&np_spec("", "limits: {cpu: \"4\"}\n"), "default");
+    let r = schedule(&input(vec![np], small_types(), vec![pod("p", "5", "1Gi", "")]));
+    assert_eq!(r.unschedulable.len(), 1);
+    let e = &r.unschedulable[0].explanation;
+    match &e.nodepools[0].failure {
+        NodePoolFailure::ExceedsLimits { resource, smallest_type, .. } => {
+            assert_eq!((resource.as_str(), smallest_type.as_str()), ("cpu", "arm-instance-type"));
+        }
+        other => panic!("{other:#?}"),
+    }
+    assert!(e.headline().contains("raise limits.cpu to at least 16"), "{}", e.headline());
+}
+
+#[test]
+fn planned_nodeclaims_are_named_in_topology_conflicts() {
+    // Hostname anti-affinity: the second pod cannot join the first one's NodeClaim, and the
+    // conflict names that NodeClaim as explanations do ("default #1"), not by an internal id.
+    let anti = "labels: {app: a}\n";
+    let mut p = pod("p", "1", "1Gi", "affinity:\n  podAntiAffinity:\n    requiredDuringSchedulingIgnoredDuringExecution:\n    - {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: a}}}");
+    let mut q = p.clone();
+    q.metadata.name = Some("q".into());
+    for x in [&mut p, &mut q] {
+        x.metadata.labels = Some(serde_yaml::from_str(anti.trim_start_matches("labels: ")).unwrap());
+    }
+    let np = nodepool(&np_spec("", "limits: {cpu: \"4\"}\n"), "default");
+    let its = vec![fake::instance_type("only", 4, Quantity::from_gibibytes(4), 5, "amd64")];
+    let r = schedule(&input(vec![np], its, vec![p, q]));
+    assert_eq!(r.unschedulable.len(), 1, "{r:#?}");
+    let e = &r.unschedulable[0].explanation;
+    let group = &e.planned_nodeclaims[0];
+    assert_eq!(group.examples, vec!["default #1".to_string()]);
+    match &group.rejection {
+        NodeRejection::Topology(c) => {
+            assert_eq!(c.node_domains, "kubernetes.io/hostname In [default #1]");
+            assert_eq!(c.counts.get("default #1"), Some(&1));
+        }
+        other => panic!("{other:#?}"),
+    }
+}
+
+#[test]
 fn limits_nodes_not_decremented_within_a_round() {
     // §1.10: limits.nodes counts existing nodes only; one round may exceed it.
     let np = nodepool(&np_spec("", "limits: {nodes: \"1\"}\n"), "default");

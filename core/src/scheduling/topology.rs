@@ -736,6 +736,62 @@ impl Topology {
         Ok(out)
     }
 
+    /// The node-independent part of [`add_requirements`](Self::add_requirements) for one placement
+    /// attempt of batch pod `p` (counts only change when a pod is recorded, so this holds for
+    /// every node tried in one attempt). `None` when the pod takes part in no group.
+    pub fn prepare(&self, p: usize, pod: &PodData, prefs: &Preferences, strict: &Requirements) -> Option<Prepared<'_>> {
+        if !self.involves(p) {
+            return None;
+        }
+        let pg = &self.pods[p];
+        let ns = pod.pod_ref.namespace.as_str();
+        let owned = self.owned(p, pod, prefs);
+        let groups =
+            owned.iter().map(|&g| &self.groups[g]).chain(pg.inverse_selecting.iter().map(|&g| &self.inverse[g]));
+        let entries = groups
+            .map(|group| {
+                let pod_domains = strict.get(&group.key);
+                let self_selecting = group.selects(ns, &pod.labels);
+                let mut entry = PreparedGroup {
+                    group,
+                    self_selecting,
+                    min: 0,
+                    all_empty: false,
+                    compatible_nonempty: false,
+                    any_pod_domain: false,
+                    pod_domains,
+                };
+                match group.kind {
+                    Kind::Spread if group.key != labels::HOSTNAME => {
+                        let (mut min, mut eligible) = (i64::MAX, 0i64);
+                        for (d, c) in &group.counts {
+                            if entry.pod_domains.has(d) {
+                                eligible += 1;
+                                min = min.min(*c);
+                            }
+                        }
+                        entry.min = if group.min_domains.is_some_and(|m| eligible < m) { 0 } else { min };
+                    }
+                    Kind::Affinity => {
+                        entry.all_empty = group.counts.values().all(|c| *c == 0);
+                        entry.compatible_nonempty =
+                            group.counts.iter().any(|(d, c)| *c > 0 && entry.pod_domains.has(d));
+                        entry.any_pod_domain = group.counts.keys().any(|d| entry.pod_domains.has(d));
+                    }
+                    _ => {}
+                }
+                entry
+            })
+            .collect();
+        Some(Prepared { entries })
+    }
+
+    /// The kind and key of the group behind a failure.
+    pub fn failure_group(&self, f: &TopologyFailure) -> (Kind, &str) {
+        let group = if f.inverse { &self.inverse[f.index] } else { &self.groups[f.index] };
+        (group.kind, &group.key)
+    }
+
     /// The explanation of a failure returned by [`add_requirements`](Self::add_requirements).
     pub fn conflict(&self, f: &TopologyFailure) -> TopologyConflict {
         let group = if f.inverse { &self.inverse[f.index] } else { &self.groups[f.index] };
@@ -812,5 +868,82 @@ impl Topology {
             }
         }
         out
+    }
+}
+
+/// One group of a [`Prepared`] attempt, with what its domain choice needs besides the node.
+struct PreparedGroup<'t> {
+    group: &'t Group,
+    pod_domains: Requirement,
+    self_selecting: bool,
+    /// Spread: the global minimum the skew is measured against (0 for hostname, as a new host
+    /// can always be created, and when fewer than minDomains domains are eligible).
+    min: i64,
+    /// Affinity bootstrap inputs (see [`Group::next_affinity`]).
+    all_empty: bool,
+    compatible_nonempty: bool,
+    any_pod_domain: bool,
+}
+
+/// The node-independent part of one pod's topology check (see [`Topology::prepare`]).
+pub struct Prepared<'t> {
+    entries: Vec<PreparedGroup<'t>>,
+}
+
+impl Prepared<'_> {
+    /// Whether every group leaves the pod at least one domain on a node with `node`
+    /// requirements, given the pod's `pod_requirements`: the check of
+    /// [`Topology::add_requirements`] without building any set. A necessary condition for it to
+    /// succeed (it also intersects the domains of groups sharing a key), so a node this rejects
+    /// is one it rejects too; placement uses it to skip nodes cheaply (not an upstream step).
+    pub fn may_admit(&self, node: &Requirements, pod_requirements: &Requirements) -> bool {
+        self.entries.iter().all(|e| {
+            let group = e.group;
+            let view = View { group, node: node.get_ref(&group.key), pod: pod_requirements.get_ref(&group.key) };
+            match group.kind {
+                Kind::Spread => {
+                    let own = i64::from(e.self_selecting);
+                    view.any(|_, c| (c + own).saturating_sub(e.min) <= group.max_skew)
+                }
+                Kind::Affinity => {
+                    if view.any(|d, c| c > 0 && e.pod_domains.has(d)) {
+                        return true;
+                    }
+                    if !e.self_selecting || (!e.all_empty && e.compatible_nonempty) {
+                        return false;
+                    }
+                    view.any(|d, _| e.pod_domains.has(d)) || e.any_pod_domain
+                }
+                Kind::AntiAffinity => view.any(|d, c| c == 0 && e.pod_domains.has(d)),
+            }
+        })
+    }
+}
+
+/// [`Group::view`] over `node ∩ pod` for the group's key, without building the intersection.
+struct View<'a> {
+    group: &'a Group,
+    node: Option<&'a Requirement>,
+    pod: Option<&'a Requirement>,
+}
+
+impl View<'_> {
+    fn allows(&self, d: &str) -> bool {
+        self.node.is_none_or(|r| r.has(d)) && self.pod.is_none_or(|r| r.has(d))
+    }
+
+    /// Whether some domain of the view, with its count, satisfies `f`.
+    fn any(&self, mut f: impl FnMut(&str, i64) -> bool) -> bool {
+        let finite = [self.node, self.pod].into_iter().flatten().find(|r| !r.is_complement());
+        match finite {
+            Some(r) => r.values().any(|v| {
+                self.allows(v)
+                    && match self.group.counts.get(v) {
+                        Some(c) => f(v, *c),
+                        None => self.group.key == labels::HOSTNAME && f(v, 0),
+                    }
+            }),
+            None => self.group.counts.iter().any(|(d, c)| self.allows(d) && f(d, *c)),
+        }
     }
 }
