@@ -285,7 +285,7 @@ struct TopologySource {
 }
 
 /// A pod's volumes as the scheduler uses them. Empty for pods without claims, which then pay
-/// nothing more than an `is_empty` test.
+/// nothing more than the emptiness tests of `alternatives` and `usage`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PodVolumes {
     /// Volume topology alternatives, tried in order (empty: unconstrained).
@@ -296,11 +296,6 @@ pub struct PodVolumes {
 }
 
 impl PodVolumes {
-    /// True when the pod has neither volume topology nor counted volumes.
-    pub fn is_empty(&self) -> bool {
-        self.alternatives.is_empty() && self.usage.is_empty()
-    }
-
     /// The volumes of `pod`. With `validate` (pending pods, upstream `Provisioner.Validate`) the
     /// claims are checked first; without it (pods of deleting nodes) only the lookups the
     /// topology needs can fail, as upstream's `GetRequirements`, whose failure drops the pod from

@@ -446,3 +446,27 @@ fn json_shapes_are_tagged() {
         serde_json::json!({"reason": "volumeLimit", "driver": "d", "attached": 2, "limit": 2, "needs": 1})
     );
 }
+
+#[test]
+fn a_node_already_over_its_limit_takes_no_pod_at_all() {
+    // upstream `ExceedsLimits` checks the union of the node's claims and the pod's, so a node
+    // whose pods already exceed its CSINode count refuses even a pod without volumes.
+    let mut pods = vec![pod("plain", "100m", "")];
+    for n in 0..2 {
+        let mut old = pod_with_claims(&format!("old-{n}"), "100m", &[&format!("c-{n}")], "");
+        old.spec.as_mut().unwrap().node_name = Some("node-a".into());
+        pods.push(old);
+    }
+    let mut i = input(pods);
+    i.nodes = vec![node("node-a", "test-zone-1")];
+    i.pvcs = (0..2).map(|n| unbound_claim(&format!("c-{n}"), "ebs")).collect();
+    i.storage_classes = vec![class("ebs", "ebs.csi.aws.com", &[])];
+    i.csinodes = vec![csinode("node-a", "ebs.csi.aws.com", 1)];
+    let r = schedule(&i);
+    assert!(r.existing_nodes.is_empty(), "{r:#?}");
+    assert_eq!(r.nodeclaims.len(), 1);
+    i.nodepools.clear();
+    let r = schedule(&i);
+    let rejection = &r.unschedulable[0].explanation.existing_nodes[0].rejection;
+    assert_eq!(rejection.to_string(), "volume limit: ebs.csi.aws.com 2/1 attached, already over the limit");
+}
