@@ -6,14 +6,20 @@ use crate::catalogue::Catalogue;
 use crate::manifest::scenario::DEFAULT_REGION;
 use crate::manifest::Manifests;
 
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+
 use super::scheduler::{Input, NodePoolInput, Options};
+use super::volumes;
 
 /// [`Manifests::all_pods`], with each StatefulSet pod given the PersistentVolumeClaim volumes of
 /// its `volumeClaimTemplates` (`<template>-<pod>`), as the StatefulSet controller creates them, so
-/// that volume topology is not silently ignored.
-fn pods(manifests: &Manifests) -> Vec<k8s_openapi::api::core::v1::Pod> {
+/// that volume topology is not silently ignored; and the claims those controllers (and the
+/// ephemeral volume controller, `<pod>-<volume>`) would have created, for the ones the input does
+/// not hold.
+fn pods(manifests: &Manifests) -> (Vec<Pod>, Vec<PersistentVolumeClaim>) {
     use crate::manifest::workloads;
     use k8s_openapi::api::core::v1::{PersistentVolumeClaimVolumeSource, Volume};
+    let mut claims = Vec::new();
     let mut out = manifests.pods.clone();
     out.extend(manifests.deployments.iter().flat_map(workloads::deployment_pods));
     out.extend(manifests.replicasets.iter().flat_map(workloads::replicaset_pods));
@@ -21,9 +27,17 @@ fn pods(manifests: &Manifests) -> Vec<k8s_openapi::api::core::v1::Pod> {
         let templates = sts.spec.as_ref().and_then(|s| s.volume_claim_templates.clone()).unwrap_or_default();
         for mut pod in workloads::statefulset_pods(sts) {
             let pod_name = pod.metadata.name.clone().unwrap_or_default();
+            let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
             if let Some(spec) = pod.spec.as_mut() {
                 for t in &templates {
                     let name = t.metadata.name.clone().unwrap_or_default();
+                    if let Some(template_spec) = &t.spec {
+                        claims.push(volumes::claim_from_template(
+                            &namespace,
+                            format!("{name}-{pod_name}"),
+                            template_spec,
+                        ));
+                    }
                     spec.volumes.get_or_insert_with(Vec::new).push(Volume {
                         persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
                             claim_name: format!("{name}-{pod_name}"),
@@ -38,6 +52,40 @@ fn pods(manifests: &Manifests) -> Vec<k8s_openapi::api::core::v1::Pod> {
         }
     }
     out.extend(manifests.jobs.iter().flat_map(workloads::job_pods));
+    claims.extend(out.iter().flat_map(volumes::ephemeral_claims));
+    (out, claims)
+}
+
+/// The input's claims plus the `implied` ones it does not hold, with a note naming the latter.
+fn claims(
+    manifests: &Manifests,
+    implied: Vec<PersistentVolumeClaim>,
+    notes: &mut Vec<String>,
+) -> Vec<PersistentVolumeClaim> {
+    let key = |c: &PersistentVolumeClaim| {
+        (c.metadata.namespace.clone().unwrap_or_else(|| "default".into()), c.metadata.name.clone().unwrap_or_default())
+    };
+    let mut seen: std::collections::BTreeSet<(String, String)> = manifests.pvcs.iter().map(key).collect();
+    let mut out = manifests.pvcs.clone();
+    let mut added = Vec::new();
+    for claim in implied {
+        let k = key(&claim);
+        if seen.insert(k.clone()) {
+            added.push(k);
+            out.push(claim);
+        }
+    }
+    if !added.is_empty() {
+        let names: Vec<String> = added.iter().take(5).map(|(ns, n)| format!("{ns}/{n}")).collect();
+        let more = if added.len() > 5 { format!(" and {} more", added.len() - 5) } else { String::new() };
+        notes.push(format!(
+            "{} PersistentVolumeClaim{} not in the input assumed created, unbound, from StatefulSet volumeClaimTemplates \
+             or ephemeral volume templates: {}{more}",
+            added.len(),
+            if added.len() == 1 { "" } else { "s" },
+            names.join(", ")
+        ));
+    }
     out
 }
 
@@ -87,11 +135,13 @@ pub fn input_from_manifests(
             catalogue.instance_types_shared(&region, &spec).map_err(|e| format!("NodePool {}: {e}", np.name()))?;
         nodepools.push(NodePoolInput { nodepool: np.clone(), instance_types });
     }
+    let (pods, implied) = pods(manifests);
+    let pvcs = claims(manifests, implied, &mut notes);
     let input = Input {
         nodepools,
         nodes: manifests.nodes.clone(),
         nodeclaims: manifests.nodeclaims.clone(),
-        pods: pods(manifests),
+        pods,
         daemonsets: manifests.daemonsets.clone(),
         pdbs: manifests.pdbs.clone(),
         unavailable_offerings: manifests
@@ -103,6 +153,10 @@ pub fn input_from_manifests(
             min_values_policy: manifests.scenario.as_ref().and_then(|s| s.spec.min_values_policy).unwrap_or_default(),
             ..Options::default()
         },
+        pvcs,
+        pvs: manifests.pvs.clone(),
+        storage_classes: manifests.storageclasses.clone(),
+        csinodes: manifests.csinodes.clone(),
     };
     Ok(Prepared { input, region, notes })
 }

@@ -20,7 +20,7 @@ use crate::quantity::Quantity;
 use crate::requirements::IncompatibleReason;
 
 use super::pod::{IgnoreReason, PodRef, Relaxation};
-use super::topology::{Kind, TopologyConflict, Unsupported};
+use super::topology::{Kind, TopologyConflict};
 
 /// A taint as explanations show it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -113,6 +113,10 @@ pub enum NodeRejection {
         most_free: Quantity,
     },
     Requirements(RequirementConflict),
+    /// The node's CSI volume limit for a driver would be exceeded (existing nodes only).
+    VolumeLimit(VolumeLimit),
+    /// No volume topology alternative of the pod is compatible with the node.
+    VolumeTopology(Box<VolumeConflict>),
     /// Topology spread, pod affinity or anti-affinity leaves no domain on this node.
     Topology(Box<TopologyConflict>),
     /// A planned NodeClaim: no remaining instance type fits with the pod added.
@@ -133,6 +137,8 @@ impl NodeRejection {
             NodeRejection::HostPort { port } => format!("port {port}"),
             NodeRejection::Resources { resource, .. } => format!("resources {resource}"),
             NodeRejection::Requirements(c) => format!("req {} {} {:?}", c.key, c.pod, c.node),
+            NodeRejection::VolumeLimit(l) => format!("volume limit {}", l.driver),
+            NodeRejection::VolumeTopology(c) => format!("volume {} {} {:?}", c.volume, c.key, c.offers),
             NodeRejection::Topology(c) => topology_group_key(c.kind, &c.key),
             NodeRejection::InstanceTypes { .. } => "types".into(),
             NodeRejection::MinValues { keys } => format!("minValues {keys:?}"),
@@ -146,6 +152,12 @@ impl NodeRejection {
             }
             (NodeRejection::InstanceTypes { remaining }, NodeRejection::InstanceTypes { remaining: other }) => {
                 *remaining = (*remaining).max(*other);
+            }
+            // Like resources: the group shows the node with the most room left.
+            (NodeRejection::VolumeLimit(mine), NodeRejection::VolumeLimit(other))
+                if other.limit.saturating_sub(other.attached) > mine.limit.saturating_sub(mine.attached) =>
+            {
+                *mine = other.clone();
             }
             _ => {}
         }
@@ -161,6 +173,8 @@ impl fmt::Display for NodeRejection {
                 write!(f, "insufficient {resource} (needs {needs}, most free {most_free})")
             }
             NodeRejection::Requirements(c) => write!(f, "{c}"),
+            NodeRejection::VolumeLimit(l) => write!(f, "{l}"),
+            NodeRejection::VolumeTopology(c) => f.write_str(&volume_conflict_text(c, Side::Node)),
             NodeRejection::Topology(c) => write!(f, "{c}"),
             NodeRejection::InstanceTypes { .. } => {
                 f.write_str("none of its remaining instance types fits the pod as well")
@@ -274,6 +288,10 @@ pub struct Funnel {
     /// which the instance types had to meet as well.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub topology: Vec<String>,
+    /// The volume topology alternative the NodeClaim was evaluated with (`key In [domain]`), which
+    /// the instance types had to meet as well.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<String>,
 }
 
 /// Why one instance type was left out for the pod.
@@ -323,6 +341,9 @@ pub enum NodePoolFailure {
         taint: TaintRef,
     },
     Requirements(RequirementConflict),
+    /// No volume topology alternative of the pod is compatible with the NodePool (upstream
+    /// "incompatible volume requirements, …").
+    VolumeTopology(Box<VolumeConflict>),
     /// Topology spread, pod affinity or anti-affinity leaves no domain for a new NodeClaim.
     Topology(Box<TopologyConflict>),
     /// `limits.nodes` is used up (upstream "node limits have been exhausted for nodepool").
@@ -363,7 +384,9 @@ impl NodePoolFailure {
             NodePoolFailure::NotEligible { .. } => 0,
             NodePoolFailure::Taint { .. } => 1,
             NodePoolFailure::Requirements(_) => 2,
-            NodePoolFailure::Topology(_) => 3,
+            // Volume topology is checked between the requirements and topology (upstream
+            // `NodeClaim.CanAdd`); it shares topology's rank so later ranks keep their values.
+            NodePoolFailure::VolumeTopology(_) | NodePoolFailure::Topology(_) => 3,
             NodePoolFailure::NodeLimitsExhausted { .. } | NodePoolFailure::ExceedsLimits { .. } => 4,
             NodePoolFailure::InstanceTypes(_) => 5,
             NodePoolFailure::MinValues { .. } | NodePoolFailure::MinValuesAfterTruncation { .. } => 6,
@@ -424,9 +447,6 @@ impl NodePoolVerdict {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PodExplanation {
-    /// The pod cannot be evaluated by this version (topology, affinity, volume topology).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub unsupported: Option<Unsupported>,
     /// Dynamic Resource Allocation claims (upstream: not supported while `--ignore-dra-requests`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub dra: bool,
@@ -442,7 +462,6 @@ pub struct PodExplanation {
 impl PodExplanation {
     pub fn empty() -> PodExplanation {
         PodExplanation {
-            unsupported: None,
             dra: false,
             no_nodepools: false,
             existing_nodes: Vec::new(),
@@ -461,9 +480,6 @@ impl PodExplanation {
 
     /// One line: the reason the closest NodePool gave.
     pub fn headline(&self) -> String {
-        if let Some(u) = &self.unsupported {
-            return u.to_string();
-        }
         if self.dra {
             return "pod has Dynamic Resource Allocation requirements that are not yet supported by Karpenter".into();
         }
@@ -493,6 +509,7 @@ pub fn failure_text(failure: &NodePoolFailure) -> String {
         NodePoolFailure::NotEligible { why } => why.clone(),
         NodePoolFailure::Taint { taint } => format!("taint {taint} is not tolerated"),
         NodePoolFailure::Requirements(c) => c.to_string(),
+        NodePoolFailure::VolumeTopology(c) => volume_conflict_text(c, Side::NodePool),
         NodePoolFailure::Topology(c) => c.to_string(),
         NodePoolFailure::NodeLimitsExhausted { limit } => format!("limits.nodes ({limit}) is used up"),
         NodePoolFailure::ExceedsLimits { resource, limit, remaining, smallest, smallest_type } => format!(
@@ -546,6 +563,9 @@ fn funnel_text(f: &Funnel) -> String {
             f.resources
         );
     }
+    if !f.volumes.is_empty() {
+        let _ = write!(s, "; its volumes require {}", f.volumes.join(", "));
+    }
     if !f.topology.is_empty() {
         let _ = write!(s, "; topology placed the NodeClaim at {}", f.topology.join(", "));
     }
@@ -555,6 +575,167 @@ fn funnel_text(f: &Funnel) -> String {
         f.allowed, f.requirements, f.resources, f.offerings
     );
     s
+}
+
+/// A CSI driver's volume limit on an existing node (upstream `VolumeUsage.ExceedsLimits`,
+/// "checking volume usage, would exceed volume limit").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeLimit {
+    pub driver: String,
+    /// Distinct PersistentVolumeClaims of the driver already counted on the node.
+    pub attached: usize,
+    /// The node's CSINode `allocatable.count` for the driver.
+    pub limit: usize,
+    /// The pod's claims of the driver that are not on the node yet.
+    pub needs: usize,
+}
+
+impl fmt::Display for VolumeLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "volume limit: {} {}/{} attached, ", self.driver, self.attached, self.limit)?;
+        if self.needs == 0 {
+            // upstream counts the node's own volumes too, so a node already over its limit takes
+            // no pod at all.
+            f.write_str("already over the limit")
+        } else {
+            write!(f, "pod needs {} more", self.needs)
+        }
+    }
+}
+
+/// Where a volume's topology comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum VolumeOrigin {
+    /// A bound claim: the PersistentVolume's `nodeAffinity.required`.
+    PersistentVolume { name: String },
+    /// An unbound claim: the StorageClass's `allowedTopologies`.
+    StorageClass { name: String },
+}
+
+impl fmt::Display for VolumeOrigin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            VolumeOrigin::PersistentVolume { name } => write!(f, "PV {name}"),
+            VolumeOrigin::StorageClass { name } => write!(f, "StorageClass {name}"),
+        }
+    }
+}
+
+/// A volume whose topology a node or NodePool cannot meet: the first conflicting key of the
+/// pod's first volume topology alternative, attributed to the volume that constrains the key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeConflict {
+    /// The volume's name in the pod spec.
+    pub volume: String,
+    /// `namespace/name` of its PersistentVolumeClaim.
+    pub claim: String,
+    pub origin: VolumeOrigin,
+    pub key: String,
+    /// The volume topology's requirement for the key (`key In [a]`).
+    pub requires: String,
+    /// The node's / NodePool's requirement for the key (with the pod's own requirements applied);
+    /// `None` when the key is not defined there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offers: Option<String>,
+    /// How many volume topology alternatives the pod has (each was tried; none fits).
+    pub alternatives: usize,
+}
+
+/// Which side a [`VolumeConflict`] is reported against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Node,
+    NodePool,
+}
+
+fn volume_conflict_text(c: &VolumeConflict, side: Side) -> String {
+    let mut s = format!("volume {} (PVC {}, {}) requires {}", c.volume, c.claim, c.origin, c.requires);
+    let _ = match (&c.offers, side) {
+        // A new NodeClaim's hostname is a placeholder: naming it would not help.
+        (_, Side::NodePool) if c.key == crate::labels::HOSTNAME => {
+            write!(s, "; a new node cannot have an existing node's hostname")
+        }
+        (Some(o), Side::Node) => write!(s, "; the node has {o}"),
+        (Some(o), Side::NodePool) => write!(s, "; the NodePool allows {o}"),
+        (None, Side::Node) => write!(s, "; the node has no {} label", c.key),
+        (None, Side::NodePool) => write!(s, "; the NodePool does not define {}", c.key),
+    };
+    if c.alternatives > 1 {
+        let _ = write!(s, " (the first of {} volume topology alternatives; none fits)", c.alternatives);
+    }
+    s
+}
+
+/// Why a pod's PersistentVolumeClaim keeps it out of the round (upstream
+/// `ValidatePersistentVolumeClaims`, and the lookups of `VolumeTopology.GetRequirements`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "camelCase", rename_all_fields = "camelCase")]
+pub enum VolumeProblem {
+    ClaimNotFound,
+    ClaimDeleting,
+    /// Phase `Lost`: bound to a PersistentVolume that no longer exists.
+    ClaimLost,
+    PersistentVolumeNotFound {
+        persistent_volume: String,
+    },
+    PersistentVolumeDeleting {
+        persistent_volume: String,
+    },
+    /// `volumeName` is set but the `pv.kubernetes.io/bind-completed` annotation is missing.
+    BindNotCompleted {
+        persistent_volume: String,
+    },
+    /// Unbound, without a storage class (and no default StorageClass in the input).
+    NoStorageClass,
+    StorageClassNotFound {
+        storage_class: String,
+    },
+    /// Unbound with a StorageClass of `volumeBindingMode: Immediate` (`defaulted`: the mode was
+    /// unset, which the API server defaults to Immediate).
+    ImmediateBinding {
+        storage_class: String,
+        defaulted: bool,
+    },
+    /// A PersistentVolume node affinity or StorageClass allowed topology that cannot be read.
+    InvalidTopology {
+        origin: VolumeOrigin,
+        message: String,
+    },
+}
+
+/// The text of a [`VolumeProblem`] of the pod volume `volume` (claim `claim`).
+pub fn volume_problem_text(volume: &str, claim: &str, problem: &VolumeProblem) -> String {
+    let pvc = format!("PersistentVolumeClaim {claim} (volume {volume})");
+    match problem {
+        VolumeProblem::ClaimNotFound => format!("{pvc} not found"),
+        VolumeProblem::ClaimDeleting => format!("{pvc} is being deleted"),
+        VolumeProblem::ClaimLost => format!("{pvc} is Lost: bound to a PersistentVolume that no longer exists"),
+        VolumeProblem::PersistentVolumeNotFound { persistent_volume } => {
+            format!("{pvc} is bound to PersistentVolume {persistent_volume}, which is not found")
+        }
+        VolumeProblem::PersistentVolumeDeleting { persistent_volume } => {
+            format!("{pvc} is bound to PersistentVolume {persistent_volume}, which is being deleted")
+        }
+        VolumeProblem::BindNotCompleted { persistent_volume } => format!(
+            "{pvc} names PersistentVolume {persistent_volume} but lacks the annotation \
+             pv.kubernetes.io/bind-completed, so it is considered unbound"
+        ),
+        VolumeProblem::NoStorageClass => {
+            format!("{pvc} is unbound and has no storage class (and there is no default StorageClass)")
+        }
+        VolumeProblem::StorageClassNotFound { storage_class } => {
+            format!("{pvc} is unbound and its StorageClass {storage_class} is not found")
+        }
+        VolumeProblem::ImmediateBinding { storage_class, defaulted } => format!(
+            "{pvc} is unbound and StorageClass {storage_class} has volumeBindingMode Immediate{}; such a claim \
+             must be bound before the pod is scheduled",
+            if *defaulted { " (the default when unset)" } else { "" }
+        ),
+        VolumeProblem::InvalidTopology { origin, message } => format!("{pvc}: {origin} topology: {message}"),
+    }
 }
 
 /// A pod left pending, with its explanation.
@@ -575,7 +756,7 @@ pub struct Ignored {
 pub fn render_unschedulable(u: &Unschedulable) -> String {
     let e = &u.explanation;
     let mut s = format!("{}: {}\n", u.pod, e.headline());
-    if e.unsupported.is_some() || e.dra || e.no_nodepools {
+    if e.dra || e.no_nodepools {
         return s;
     }
     for (title, groups) in

@@ -6,7 +6,8 @@
 //! queue.go, existingnode.go, nodeclaim.go], `nodeclaim_template` [nodeclaimtemplate.go], `pod`
 //! [utils/pod/scheduling.go, preferences.go], `daemons` [scheduler.go daemon overhead], `taints`
 //! [scheduling/taints.go], `hostports` [scheduling/hostportusage.go], `topology` [topology.go,
-//! topologygroup.go, topologynodefilter.go], `cloudprovider` [the simulated CreateFleet choice], `explain` [our explanations],
+//! topologygroup.go, topologynodefilter.go], `volumes` [volumetopology.go, scheduling/volumeusage.go,
+//! utils/volume], `cloudprovider` [the simulated CreateFleet choice], `explain` [our explanations],
 //! `cluster` [building the input from manifests].
 
 pub mod cloudprovider;
@@ -21,6 +22,7 @@ pub mod scheduler;
 pub mod selector;
 pub mod taints;
 pub mod topology;
+pub mod volumes;
 
 pub use nodeclaim_template::{InstanceTypeOption, NodeClaimTemplate, Prefilter, Rejection};
 pub use scheduler::{

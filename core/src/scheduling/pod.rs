@@ -18,6 +18,7 @@ use crate::resources::{self, ResourceList};
 
 use super::hostports::{self, HostPort};
 use super::taints;
+use super::volumes::PodVolumes;
 
 /// `namespace/name` of a pod.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -64,6 +65,10 @@ pub enum IgnoreReason {
     MatchFields,
     /// The pod's spec cannot be read (a bad quantity, a bad preferred term…).
     Unreadable { message: String },
+    /// A PersistentVolumeClaim volume fails upstream's `ValidatePersistentVolumeClaims` (or, for a
+    /// pod of a deleting node, the volume topology lookup): missing claim, volume or class,
+    /// unbound with Immediate binding, and so on.
+    Volume { volume: String, claim: String, problem: super::explain::VolumeProblem },
 }
 
 impl fmt::Display for IgnoreReason {
@@ -82,6 +87,9 @@ impl fmt::Display for IgnoreReason {
             IgnoreReason::InvalidRequirement { message, .. } => write!(f, "ignored: {message}"),
             IgnoreReason::MatchFields => f.write_str("ignored: node selector term with matchFields is not supported"),
             IgnoreReason::Unreadable { message } => write!(f, "ignored: {message}"),
+            IgnoreReason::Volume { volume, claim, problem } => {
+                write!(f, "ignored: {}", super::explain::volume_problem_text(volume, claim, problem))
+            }
         }
     }
 }
@@ -224,6 +232,9 @@ pub struct PodData {
     pub anti_required: Vec<PodAffinityTerm>,
     /// Preferred pod-anti-affinity terms, heaviest first.
     pub anti_preferred: Vec<(i32, PodAffinityTerm)>,
+    /// Volume topology alternatives and CSI volume usage (empty for pods without claims; set by
+    /// the scheduler, which has the claims, volumes and classes).
+    pub volumes: PodVolumes,
 }
 
 impl PodData {
@@ -321,6 +332,7 @@ impl PodData {
             node_selector,
             required_terms,
             preferred_terms,
+            volumes: PodVolumes::default(),
         })
     }
 

@@ -21,8 +21,9 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod, Taint};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use serde::{Deserialize, Serialize};
 
 use crate::api::nodeclaim::NodeClaim;
@@ -43,7 +44,8 @@ use super::hostports::{self, HostPort};
 use super::nodeclaim_template::NodeClaimTemplate;
 use super::pod::{self, PodData, PodRef, Preferences, Relaxation};
 use super::taints;
-use super::topology::{self, DomainSource, GroupId, NodeInfo, Topology, TopologyFailure, Unsupported};
+use super::topology::{DomainSource, GroupId, NodeInfo, Topology, TopologyFailure};
+use super::volumes::{self, NodeVolumes, PodVolumes, Storage};
 
 /// Upstream `MaxInstanceTypes` (v1.7+).
 pub const MAX_INSTANCE_TYPES: usize = 600;
@@ -99,6 +101,13 @@ pub struct Input {
     pub pdbs: Vec<PodDisruptionBudget>,
     pub unavailable_offerings: Vec<UnavailableOffering>,
     pub options: Options,
+    /// PersistentVolumeClaims, PersistentVolumes and StorageClasses: volume topology and the
+    /// validation of pods' claims (§1.13).
+    pub pvcs: Vec<PersistentVolumeClaim>,
+    pub pvs: Vec<PersistentVolume>,
+    pub storage_classes: Vec<StorageClass>,
+    /// CSINodes (named after their Node): the CSI volume limits of existing nodes.
+    pub csinodes: Vec<CSINode>,
 }
 
 /// A NodeClaim the round creates.
@@ -193,6 +202,8 @@ struct ExistingNode {
     available: ResourceList,
     host_ports: Vec<HostPort>,
     placed: Vec<usize>,
+    /// CSI volume limits and the claims counted against them.
+    volumes: NodeVolumes,
 }
 
 /// A NodeClaim planned in this round.
@@ -215,9 +226,22 @@ struct Claim {
 enum ClaimRejection {
     Taint(usize),
     Requirements(crate::requirements::IncompatibleReason),
+    /// The volume topology alternative is incompatible with the NodeClaim and pod requirements.
+    Volume(crate::requirements::IncompatibleReason),
     Topology(Box<TopologyFailure>),
-    InstanceTypes { remaining: usize },
+    InstanceTypes {
+        remaining: usize,
+    },
     MinValues(Vec<MinValuesKey>),
+}
+
+/// Why volume topology or topology rules out an existing node.
+enum NodeFitFailure {
+    Topology(TopologyFailure),
+    /// The domains topology chose are not the node's.
+    Requirements(crate::requirements::IncompatibleReason),
+    /// Every volume topology alternative is incompatible with the node (the first's reason).
+    Volume(crate::requirements::IncompatibleReason),
 }
 
 /// What a successful `can_add` on a claim would commit.
@@ -263,8 +287,8 @@ pub fn schedule(input: &Input) -> Results {
     // Pods: bound ones stay with their node; the others are candidates.
     let mut bound: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
     let mut pending_pods: Vec<PodData> = Vec::new();
-    let mut unsupported: Vec<(PodRef, Unsupported)> = Vec::new();
     let mut dra: Vec<PodRef> = Vec::new();
+    let storage = Storage::new(&input.pvcs, &input.pvs, &input.storage_classes, &input.csinodes);
     let bound_pods: Vec<&Pod> = input
         .pods
         .iter()
@@ -285,12 +309,12 @@ pub fn schedule(input: &Input) -> Results {
             results.ignored.push(Ignored { pod: pod_ref, reason });
             continue;
         }
-        match PodData::new(p) {
+        // upstream `Validate`: the pod's requirements, then its claims.
+        match PodData::new(p).and_then(|data| Ok((PodVolumes::resolve(p, &storage, true)?, data))) {
             Err(reason) => results.ignored.push(Ignored { pod: pod_ref, reason }),
-            Ok(data) => {
-                if let Some(u) = topology::unsupported(p) {
-                    unsupported.push((pod_ref, u));
-                } else if p.spec.as_ref().and_then(|s| s.resource_claims.as_ref()).is_some_and(|c| !c.is_empty()) {
+            Ok((volumes, mut data)) => {
+                data.volumes = volumes;
+                if p.spec.as_ref().and_then(|s| s.resource_claims.as_ref()).is_some_and(|c| !c.is_empty()) {
                     // upstream: DRA pods fail in the scheduler while --ignore-dra-requests (default).
                     dra.push(pod_ref);
                 } else {
@@ -329,8 +353,14 @@ pub fn schedule(input: &Input) -> Results {
         templates.iter().any(|t| t.taints.iter().any(|t| t.effect == taints::PREFER_NO_SCHEDULE));
 
     // Existing nodes and in-flight NodeClaims.
-    let (nodes, usage, notes, deleting) = existing_nodes(input, &bound, &daemons);
+    let (mut nodes, usage, notes, deleting) = existing_nodes(input, &bound, &daemons);
     results.notes.extend(notes);
+    if !input.csinodes.is_empty() {
+        for node in &mut nodes {
+            let pods = bound.get(node.name.as_str()).map(Vec::as_slice).unwrap_or(&[]);
+            node.volumes = NodeVolumes::new(&node.name, pods, &storage, &mut results.notes);
+        }
+    }
     // §1.3 step 3: the currently reschedulable pods of deleting nodes join the pending pods.
     let mut rescheduled: std::collections::BTreeSet<PodRef> = std::collections::BTreeSet::new();
     for node in &deleting {
@@ -339,10 +369,14 @@ pub fn schedule(input: &Input) -> Results {
                 continue;
             }
             rescheduled.insert(PodRef::of(p));
-            match (PodData::read(p), topology::unsupported(p)) {
-                (Ok(data), None) => pending_pods.push(data),
-                (Ok(_), Some(u)) => unsupported.push((PodRef::of(p), u)),
-                (Err(reason), _) => results.ignored.push(Ignored { pod: PodRef::of(p), reason }),
+            // upstream: these pods are not validated, but a failed volume topology lookup
+            // drops them from the round.
+            match PodData::read(p).and_then(|data| Ok((PodVolumes::resolve(p, &storage, false)?, data))) {
+                Ok((volumes, mut data)) => {
+                    data.volumes = volumes;
+                    pending_pods.push(data);
+                }
+                Err(reason) => results.ignored.push(Ignored { pod: PodRef::of(p), reason }),
             }
         }
     }
@@ -395,11 +429,6 @@ pub fn schedule(input: &Input) -> Results {
     };
     let failed = round.solve();
     round.finish(failed, &mut results);
-    for (pod, u) in unsupported {
-        let mut e = PodExplanation::empty();
-        e.unsupported = Some(u);
-        results.unschedulable.push(Unschedulable { pod, explanation: e });
-    }
     for pod in dra {
         let mut e = PodExplanation::empty();
         e.dra = true;
@@ -663,12 +692,21 @@ fn make_existing(
         *v = Quantity::max(*v - daemon_running.get(k).copied().unwrap_or(Quantity::ZERO), Quantity::ZERO);
     }
     let available = resources::subtract(&resources::subtract(&allocatable, &used), &daemon_overhead);
-    ExistingNode { name, initialized, taints: node_taints, requirements, available, host_ports, placed: Vec::new() }
+    ExistingNode {
+        name,
+        initialized,
+        taints: node_taints,
+        requirements,
+        available,
+        host_ports,
+        placed: Vec::new(),
+        volumes: NodeVolumes::default(),
+    }
 }
 
 impl ExistingNode {
-    /// Upstream `ExistingNode.CanAdd`, in its order: taints, host ports, resources, requirements
-    /// (strict), then topology.
+    /// Upstream `ExistingNode.CanAdd`, in its order: taints, volume limits, host ports,
+    /// resources, requirements (strict); then volume topology and topology (`node_topology`).
     fn can_add(
         &self,
         pod: &PodData,
@@ -678,6 +716,7 @@ impl ExistingNode {
         if let Some(t) = taints::first_untolerated(&self.taints, tolerations) {
             return Err(NodeRejection::Taint { taint: TaintRef::of(t) });
         }
+        self.volumes.fits(&pod.volumes).map_err(NodeRejection::VolumeLimit)?;
         if let Some((wanted, _)) = hostports::first_conflict(&pod.host_ports, &self.host_ports) {
             return Err(NodeRejection::HostPort { port: wanted.to_string() });
         }
@@ -780,6 +819,7 @@ impl Round<'_> {
             let node = &mut self.nodes[i];
             node.available = resources::subtract(&node.available, &pod.requests);
             node.host_ports.extend(pod.host_ports.iter().cloned());
+            node.volumes.add(&pod.volumes);
             node.placed.push(p);
             self.topology.record(p, &node.requirements, &node.taints);
             return true;
@@ -845,29 +885,62 @@ impl Round<'_> {
     ) -> Result<(), NodeRejection> {
         node.can_add(&self.pods[p], requirements, tolerations)?;
         self.node_topology(node, p, prefs, requirements).map_err(|e| match *e {
-            Ok(f) => NodeRejection::Topology(Box::new(self.topology.conflict(&f))),
-            Err(r) => NodeRejection::Requirements(RequirementConflict::from_reason(&r)),
+            NodeFitFailure::Topology(f) => NodeRejection::Topology(Box::new(self.topology.conflict(&f))),
+            NodeFitFailure::Requirements(r) => NodeRejection::Requirements(RequirementConflict::from_reason(&r)),
+            NodeFitFailure::Volume(r) => NodeRejection::VolumeTopology(Box::new(self.pods[p].volumes.conflict(&r))),
         })
     }
 
-    /// The topology part of [`node_can_add`](Self::node_can_add), without building the
-    /// explanation (the placement path only needs yes or no).
+    /// The volume topology and topology part of [`node_can_add`](Self::node_can_add), without
+    /// building the explanation (the placement path only needs yes or no). Upstream
+    /// `tryVolumeAlternative`: each volume alternative is checked strictly against the node's and
+    /// the pod's requirements, then topology runs with it; the first that passes wins.
     fn node_topology(
         &self,
         node: &ExistingNode,
         p: usize,
         prefs: &Preferences,
         requirements: &Requirements,
-    ) -> Result<(), Box<Result<TopologyFailure, crate::requirements::IncompatibleReason>>> {
+    ) -> Result<(), Box<NodeFitFailure>> {
+        let mut base: Option<Requirements> = None;
+        volumes::try_alternatives(
+            &self.pods[p].volumes,
+            || self.node_domains(&node.requirements, p, prefs, requirements),
+            |alternative| {
+                let base = base.get_or_insert_with(|| {
+                    let mut b = node.requirements.clone();
+                    b.add_all(requirements);
+                    b
+                });
+                base.compatible(alternative, AllowUndefined::Nothing)
+                    .map_err(|r| Box::new(NodeFitFailure::Volume(r)))?;
+                let mut with_volume = base.clone();
+                with_volume.add_all(alternative);
+                self.node_domains(&with_volume, p, prefs, requirements)
+            },
+            |e| matches!(**e, NodeFitFailure::Volume(_)),
+        )
+    }
+
+    /// Topology on an existing node whose requirements are `node_requirements`.
+    fn node_domains(
+        &self,
+        node_requirements: &Requirements,
+        p: usize,
+        prefs: &Preferences,
+        requirements: &Requirements,
+    ) -> Result<(), Box<NodeFitFailure>> {
         if !self.topology.involves(p) {
             return Ok(());
         }
         let pod = &self.pods[p];
         let domains = self
             .topology
-            .add_requirements(p, pod, prefs, &pod.strict_requirements(prefs), (&node.requirements, requirements))
-            .map_err(|f| Box::new(Ok(*f)))?;
-        node.requirements.compatible(&domains, AllowUndefined::Nothing).map_err(|e| Box::new(Err(e)))
+            .add_requirements(p, pod, prefs, &pod.strict_requirements(prefs), (node_requirements, requirements))
+            .map_err(|f| Box::new(NodeFitFailure::Topology(*f)))?;
+        node_requirements
+            .compatible(&domains, AllowUndefined::Nothing)
+            .map_err(|e| Box::new(NodeFitFailure::Requirements(e)))
     }
 
     fn commit(&mut self, c: usize, p: usize, addition: Addition) {
@@ -945,8 +1018,8 @@ impl Round<'_> {
         }
     }
 
-    /// Upstream `NodeClaim.CanAdd`: taints, requirements (well-known keys may be undefined),
-    /// topology, instance-type narrowing, minValues.
+    /// Upstream `NodeClaim.CanAdd`: [`claim_can_add_with`](Self::claim_can_add_with) with each
+    /// volume topology alternative in turn (or none), the first that passes wins.
     fn claim_can_add(
         &self,
         claim: &Claim,
@@ -954,6 +1027,26 @@ impl Round<'_> {
         prefs: &Preferences,
         requirements: &Requirements,
         tolerations: &[k8s_openapi::api::core::v1::Toleration],
+    ) -> Result<Addition, ClaimRejection> {
+        volumes::try_alternatives(
+            &self.pods[p].volumes,
+            || self.claim_can_add_with(claim, p, prefs, requirements, tolerations, None),
+            |alternative| self.claim_can_add_with(claim, p, prefs, requirements, tolerations, Some(alternative)),
+            |e| matches!(e, ClaimRejection::Volume(_)),
+        )
+    }
+
+    /// Upstream `NodeClaim.CanAdd` with one volume alternative: taints, requirements (well-known
+    /// keys may be undefined), the volume alternative, topology, instance-type narrowing,
+    /// minValues.
+    fn claim_can_add_with(
+        &self,
+        claim: &Claim,
+        p: usize,
+        prefs: &Preferences,
+        requirements: &Requirements,
+        tolerations: &[k8s_openapi::api::core::v1::Toleration],
+        volume: Option<&Requirements>,
     ) -> Result<Addition, ClaimRejection> {
         let pod = &self.pods[p];
         let tpl = &self.templates[claim.template];
@@ -964,24 +1057,33 @@ impl Round<'_> {
             .requirements
             .compatible(requirements, AllowUndefined::WellKnownLabels)
             .map_err(ClaimRejection::Requirements)?;
+        // upstream: the volume alternative joins the NodeClaim's requirements only (checked
+        // against the NodeClaim's and the pod's), never the pod's, so topology counts and domains
+        // keep using the pod's own affinity.
+        let with_volume;
+        let node_requirements = match volume {
+            None => &claim.requirements,
+            Some(alternative) => {
+                let mut with = claim.requirements.clone();
+                with.add_all(requirements);
+                with.compatible(alternative, AllowUndefined::WellKnownLabels).map_err(ClaimRejection::Volume)?;
+                with.add_all(alternative);
+                with_volume = with;
+                &with_volume
+            }
+        };
         // Topology last (it can collapse a key to one domain); evaluated on the node's domains
         // with the pod's requirements added, before the merged set is built.
         let domains = if self.topology.involves(p) {
             Some(
                 self.topology
-                    .add_requirements(
-                        p,
-                        pod,
-                        prefs,
-                        &pod.strict_requirements(prefs),
-                        (&claim.requirements, requirements),
-                    )
+                    .add_requirements(p, pod, prefs, &pod.strict_requirements(prefs), (node_requirements, requirements))
                     .map_err(ClaimRejection::Topology)?,
             )
         } else {
             None
         };
-        let mut merged = claim.requirements.clone();
+        let mut merged = node_requirements.clone();
         merged.add_all(requirements);
         if let Some(domains) = domains {
             merged.compatible(&domains, AllowUndefined::WellKnownLabels).map_err(ClaimRejection::Requirements)?;
@@ -1190,6 +1292,9 @@ impl Round<'_> {
                 Err(ClaimRejection::Requirements(r)) => {
                     NodeRejection::Requirements(RequirementConflict::from_reason(&r))
                 }
+                Err(ClaimRejection::Volume(r)) => {
+                    NodeRejection::VolumeTopology(Box::new(self.pods[p].volumes.conflict(&r)))
+                }
                 Err(ClaimRejection::InstanceTypes { remaining }) => NodeRejection::InstanceTypes { remaining },
                 Err(ClaimRejection::MinValues(keys)) => {
                     NodeRejection::MinValues { keys: keys.into_iter().map(|k| k.key).collect() }
@@ -1242,14 +1347,28 @@ impl Round<'_> {
         match rejection {
             ClaimRejection::Taint(i) => NodePoolFailure::Taint { taint: TaintRef::of(&self.templates[t].taints[i]) },
             ClaimRejection::Requirements(r) => NodePoolFailure::Requirements(RequirementConflict::from_reason(&r)),
+            ClaimRejection::Volume(r) => NodePoolFailure::VolumeTopology(Box::new(pod.volumes.conflict(&r))),
             ClaimRejection::Topology(f) => NodePoolFailure::Topology(Box::new(self.topology.conflict(&f))),
             ClaimRejection::InstanceTypes { .. } => {
                 // The domains topology chose narrow the instance types too (a spread may pick a
-                // zone none of them is offered in).
+                // zone none of them is offered in), and so does the volume topology alternative
+                // the NodeClaim was evaluated with.
                 let mut narrowed = requirements.clone();
+                let mut node_requirements = std::borrow::Cow::Borrowed(&claim.requirements);
+                let mut volume_domains = Vec::new();
+                if !pod.volumes.alternatives.is_empty() {
+                    let mut base = claim.requirements.clone();
+                    base.add_all(requirements);
+                    if let Some(alternative) = pod.volumes.first_compatible(&base, AllowUndefined::WellKnownLabels) {
+                        volume_domains = alternative.iter().map(ToString::to_string).collect();
+                        narrowed.add_all(alternative);
+                        base.add_all(alternative);
+                        node_requirements = std::borrow::Cow::Owned(base);
+                    }
+                }
                 let mut topology = Vec::new();
                 if self.topology.involves(p) {
-                    let node = (&claim.requirements, requirements);
+                    let node = (node_requirements.as_ref(), requirements);
                     if let Ok(domains) =
                         self.topology.add_requirements(p, pod, prefs, &pod.strict_requirements(prefs), node)
                     {
@@ -1259,6 +1378,7 @@ impl Round<'_> {
                 }
                 let mut f = self.funnel(claim, pod, &narrowed);
                 f.topology = topology;
+                f.volumes = volume_domains;
                 NodePoolFailure::InstanceTypes(Box::new(f))
             }
             ClaimRejection::MinValues(keys) => NodePoolFailure::MinValues { keys },
@@ -1289,6 +1409,7 @@ impl Round<'_> {
             cheapest: Vec::new(),
             cheapest_lost: Vec::new(),
             topology: Vec::new(),
+            volumes: Vec::new(),
         };
         let lose = |f: &mut Funnel, it: &InstanceType, stage: &'static str, detail: Option<String>| {
             if f.cheapest_lost.len() < 3 {

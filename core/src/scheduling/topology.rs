@@ -16,8 +16,8 @@
 //! Where upstream iterates a Go map (ties between equally loaded spread domains, the domain a
 //! self-affinity bootstraps), the smallest domain name wins (docs/divergences.md).
 //!
-//! Volume topology is not evaluated yet: pods with PersistentVolumeClaims are reported as
-//! [`Unsupported`].
+//! Volume topology (`volumes`) never enters a pod's own requirements, so it never changes the
+//! domains a spread counts over: it only narrows the node side (`add_requirements`' `node`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -32,33 +32,6 @@ use crate::requirements::{AllowUndefined, Requirement, Requirements};
 use super::pod::{PodData, Preferences};
 use super::selector;
 use super::taints;
-
-/// A scheduling feature this version does not evaluate yet.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Unsupported {
-    VolumeTopology,
-}
-
-impl fmt::Display for Unsupported {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Unsupported::VolumeTopology => f.write_str(
-                "the pod uses persistent volume claims (volume topology), which carpentry does not evaluate yet \
-                 (not yet supported)",
-            ),
-        }
-    }
-}
-
-/// The first feature of `pod` that is not evaluated yet.
-pub fn unsupported(pod: &Pod) -> Option<Unsupported> {
-    let spec = pod.spec.as_ref()?;
-    if spec.volumes.iter().flatten().any(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some()) {
-        return Some(Unsupported::VolumeTopology);
-    }
-    None
-}
 
 /// A topology group of the round.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
