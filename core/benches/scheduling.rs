@@ -169,9 +169,7 @@ fn real_catalogue(c: &mut Criterion) {
     // options from the limits (upstream's pessimism), and the 4000 anti-affinity NodeClaims may
     // each launch a 24 TiB type, which exhausts limits.memory (10000000Gi).
     eprintln!("{n} diverse pods → {} NodeClaims, {} unschedulable", r.nodeclaims.len(), r.unschedulable.len());
-    group.bench_with_input(BenchmarkId::from_parameter(n), &input, |b, input| {
-        b.iter(|| schedule(black_box(input)))
-    });
+    group.bench_with_input(BenchmarkId::from_parameter(n), &input, |b, input| b.iter(|| schedule(black_box(input))));
     group.finish();
 }
 
