@@ -8,10 +8,18 @@
 //! lowest-price for on-demand (so this matches) and price-capacity-optimized for spot, which also
 //! weighs pool capacity we do not model; lowest price is our stand-in. Ties: the option order
 //! (cheapest first, then name), then zone name.
+//!
+//! Reserved offerings: only reservations with instances left for launches qualify, and each
+//! reserved launch takes one (upstream: the fake cloud provider decrements the offering's
+//! capacity; the AWS provider's availability cache `MarkLaunched`). Within one instance type and
+//! zone, the reservation with the most instances left wins, then the smaller ID (upstream's launch
+//! filter keeps one reserved offering per zone, the one with the greatest capacity).
+
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::catalogue::{CapacityType, InstanceType, PriceSource};
+use crate::catalogue::{CapacityType, InstanceType, Offering, PriceSource};
 use crate::requirements::{AllowUndefined, Requirements};
 use crate::resources::{self, ResourceList};
 
@@ -26,16 +34,25 @@ pub struct Launch {
     pub price: f64,
     /// Spot prices are synthetic (see core/data/PROVENANCE.md).
     pub price_synthetic: bool,
+    /// The capacity reservation launched into (capacity type `reserved`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reservation_id: Option<String>,
 }
 
 /// Picks the launched instance from `options` (in NodeClaim order, with their allocatable).
+/// `reservations_left` holds the instances each reservation still has for launches; a reserved
+/// launch takes one.
 pub fn launch<'a>(
     requirements: &Requirements,
     requests: &ResourceList,
     options: impl IntoIterator<Item = (&'a InstanceType, &'a ResourceList)> + Clone,
+    reservations_left: &mut BTreeMap<String, i64>,
 ) -> Option<Launch> {
+    let left = |o: &Offering, reservations_left: &BTreeMap<String, i64>| {
+        o.reservation.as_ref().map_or(0, |r| reservations_left.get(&r.id).copied().unwrap_or(0))
+    };
     for capacity_type in [CapacityType::Reserved, CapacityType::Spot, CapacityType::OnDemand] {
-        let mut best: Option<(f64, &InstanceType, &crate::catalogue::Offering)> = None;
+        let mut best: Option<(f64, &InstanceType, &Offering)> = None;
         for (it, allocatable) in options.clone() {
             if !resources::fits(requests, allocatable) {
                 continue;
@@ -43,6 +60,7 @@ pub fn launch<'a>(
             for o in &it.offerings {
                 if !o.available
                     || o.capacity_type != capacity_type
+                    || (capacity_type == CapacityType::Reserved && left(o, reservations_left) <= 0)
                     || !requirements.is_compatible(&o.requirements, AllowUndefined::WellKnownLabels)
                 {
                     continue;
@@ -50,7 +68,15 @@ pub fn launch<'a>(
                 let better = match &best {
                     None => true,
                     Some((price, best_it, best_o)) => {
-                        o.price < *price || (o.price == *price && std::ptr::eq(*best_it, it) && o.zone < best_o.zone)
+                        let same_type = std::ptr::eq(*best_it, it);
+                        let fuller = || {
+                            let (mine, theirs) = (left(o, reservations_left), left(best_o, reservations_left));
+                            mine > theirs || (mine == theirs && reservation_id(o) < reservation_id(best_o))
+                        };
+                        o.price < *price
+                            || (o.price == *price
+                                && same_type
+                                && (o.zone < best_o.zone || (o.zone == best_o.zone && fuller())))
                     }
                 };
                 if better {
@@ -59,14 +85,23 @@ pub fn launch<'a>(
             }
         }
         if let Some((price, it, o)) = best {
+            let reservation_id = o.reservation.as_ref().map(|r| r.id.clone());
+            if let Some(n) = reservation_id.as_ref().and_then(|id| reservations_left.get_mut(id)) {
+                *n -= 1;
+            }
             return Some(Launch {
                 instance_type: it.name.clone(),
                 zone: o.zone.clone(),
                 capacity_type: capacity_type.as_str().to_string(),
                 price,
                 price_synthetic: matches!(o.price_source, PriceSource::SyntheticSpot),
+                reservation_id,
             });
         }
     }
     None
+}
+
+fn reservation_id(o: &Offering) -> &str {
+    o.reservation.as_ref().map_or("", |r| r.id.as_str())
 }

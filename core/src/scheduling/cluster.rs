@@ -206,3 +206,82 @@ fn nodeclass_reservations(
     }
     selected
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NODECLASS: &str = "apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: KarpenterNodeRole
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+  capacityReservationSelectorTerms: [{tags: {team: ml}}]
+status:
+  capacityReservations:
+  - {id: cr-stale, availabilityZone: us-east-1a, instanceType: m5.large, instanceMatchCriteria: open, ownerID: \"123456789012\"}
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements: []
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: default}
+spec:
+  containers: [{name: c, image: x, resources: {requests: {cpu: 500m}}}]
+";
+
+    fn scenario(reservations: &str) -> String {
+        format!("apiVersion: carpentry.dev/v1alpha1\nkind: Scenario\nspec:\n  capacityReservations:\n{reservations}---\n{NODECLASS}")
+    }
+
+    #[test]
+    fn selected_reservations_become_reserved_offerings() {
+        let text = scenario(
+            "  - {id: cr-ml, instanceType: m5.large, availabilityZone: us-east-1b, availableInstanceCount: 1, tags: {team: ml}}\n  - {id: cr-other, instanceType: m5.large, availabilityZone: us-east-1a, availableInstanceCount: 1}\n",
+        );
+        let m = crate::manifest::load(&text).unwrap();
+        let prepared = input_from_manifests(&m, Catalogue::embedded(), None).unwrap();
+        let notes = prepared.notes.join("\n");
+        assert!(notes.contains("lists [cr-stale], but its capacityReservationSelectorTerms select [cr-ml]"), "{notes}");
+        assert!(
+            notes.contains("cr-other (Scenario spec.capacityReservations) is selected by no EC2NodeClass"),
+            "{notes}"
+        );
+        let r = crate::scheduling::schedule(&prepared.input);
+        let launch = r.nodeclaims[0].launch.as_ref().unwrap();
+        assert_eq!(
+            (launch.instance_type.as_str(), launch.capacity_type.as_str(), launch.zone.as_str()),
+            ("m5.large", "reserved", "us-east-1b")
+        );
+        assert_eq!(launch.reservation_id.as_deref(), Some("cr-ml"));
+    }
+
+    #[test]
+    fn a_region_without_the_reservation_zone_is_an_error() {
+        let text = scenario(
+            "  - {id: cr-ml, instanceType: m5.large, availabilityZone: us-east-1b, availableInstanceCount: 1, tags: {team: ml}}\n",
+        );
+        let m = crate::manifest::load(&text).unwrap();
+        let e = input_from_manifests(&m, Catalogue::embedded(), Some("eu-west-1")).unwrap_err();
+        assert!(e.contains("spec.capacityReservations[0].availabilityZone") && e.contains("eu-west-1"), "{e}");
+    }
+
+    #[test]
+    fn selector_terms_without_a_scenario_are_noted() {
+        let m = crate::manifest::load(NODECLASS).unwrap();
+        let prepared = input_from_manifests(&m, Catalogue::embedded(), None).unwrap();
+        assert!(prepared.notes.iter().any(|n| n.contains("the Scenario describes none")), "{:?}", prepared.notes);
+        let r = crate::scheduling::schedule(&prepared.input);
+        assert_ne!(r.nodeclaims[0].launch.as_ref().unwrap().capacity_type, "reserved");
+    }
+}

@@ -6,7 +6,8 @@
 //! queue.go, existingnode.go, nodeclaim.go], `nodeclaim_template` [nodeclaimtemplate.go], `pod`
 //! [utils/pod/scheduling.go, preferences.go], `daemons` [scheduler.go daemon overhead], `taints`
 //! [scheduling/taints.go], `hostports` [scheduling/hostportusage.go], `topology` [topology.go,
-//! topologygroup.go, topologynodefilter.go], `cloudprovider` [the simulated CreateFleet choice], `explain` [our explanations],
+//! topologygroup.go, topologynodefilter.go], `reservations` [reservationmanager.go,
+//! nodeclaim.go::offeringsToReserve], `cloudprovider` [the simulated CreateFleet choice], `explain` [our explanations],
 //! `cluster` [building the input from manifests].
 
 pub mod cloudprovider;
@@ -17,6 +18,7 @@ pub mod fake;
 pub mod hostports;
 pub mod nodeclaim_template;
 pub mod pod;
+mod reservations;
 pub mod scheduler;
 pub mod selector;
 pub mod taints;
