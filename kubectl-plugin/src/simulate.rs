@@ -39,6 +39,7 @@ struct Report<'a> {
     node_claims: Vec<NodeClaimRow<'a>>,
     existing_nodes: Vec<ExistingRow<'a>>,
     unschedulable: Vec<UnschedulableRow<'a>>,
+    deferred: Vec<DeferredRow<'a>>,
     ignored: Vec<IgnoredRow<'a>>,
     skipped_node_pools: &'a [scheduling::SkippedNodePool],
     relaxed: Vec<RelaxedRow<'a>>,
@@ -54,6 +55,8 @@ struct NodeClaimRow<'a> {
     zone: Option<&'a str>,
     price: Option<f64>,
     price_synthetic: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reservation_id: Option<&'a str>,
     instance_type_options: &'a [String],
     pods: Vec<String>,
     requests: std::collections::BTreeMap<&'a str, String>,
@@ -79,6 +82,15 @@ struct IgnoredRow<'a> {
     pod: String,
     reason: String,
     detail: &'a carpentry_core::scheduling::pod::IgnoreReason,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DeferredRow<'a> {
+    pod: String,
+    reason: String,
+    node_pool: &'a str,
+    conflict: &'a explain::ReservationConflict,
 }
 
 #[derive(Serialize)]
@@ -116,7 +128,7 @@ pub fn run(args: SimulateArgs) -> Result<(), Failure> {
             print!("{}", text(&results));
         }
     }
-    if results.unschedulable.is_empty() {
+    if results.unschedulable.is_empty() && results.deferred.is_empty() {
         Ok(())
     } else {
         Err(Failure::Exit(1))
@@ -136,6 +148,7 @@ fn report<'a>(region: &'a str, r: &'a Results, notes: Vec<String>) -> Report<'a>
                 zone: nc.launch.as_ref().map(|l| l.zone.as_str()),
                 price: nc.launch.as_ref().map(|l| l.price),
                 price_synthetic: nc.launch.as_ref().is_some_and(|l| l.price_synthetic),
+                reservation_id: nc.launch.as_ref().and_then(|l| l.reservation_id.as_deref()),
                 instance_type_options: &nc.instance_type_options,
                 pods: nc.pods.iter().map(ToString::to_string).collect(),
                 requests: nc.requests.iter().map(|(k, v)| (k.as_str(), v.to_string())).collect(),
@@ -158,6 +171,16 @@ fn report<'a>(region: &'a str, r: &'a Results, notes: Vec<String>) -> Report<'a>
                 explanation: &u.explanation,
             })
             .collect(),
+        deferred: r
+            .deferred
+            .iter()
+            .map(|d| DeferredRow {
+                pod: d.pod.to_string(),
+                reason: d.headline(),
+                node_pool: &d.nodepool,
+                conflict: &d.conflict,
+            })
+            .collect(),
         ignored: r
             .ignored
             .iter()
@@ -178,10 +201,11 @@ fn text(r: &Results) -> String {
             Some(l) => {
                 let _ = writeln!(
                     s,
-                    "  {}: {} {} {} ${:.4}/h{} ({} option{})",
+                    "  {}: {} {}{} {} ${:.4}/h{} ({} option{})",
                     nc.nodepool,
                     l.instance_type,
                     l.capacity_type,
+                    l.reservation_id.as_ref().map(|id| format!(" ({id})")).unwrap_or_default(),
                     l.zone,
                     l.price,
                     if l.price_synthetic { " (synthetic spot price)" } else { "" },
@@ -216,6 +240,12 @@ fn text(r: &Results) -> String {
             for line in explain::render_unschedulable(u).lines() {
                 let _ = writeln!(s, "  {line}");
             }
+        }
+    }
+    if !r.deferred.is_empty() {
+        let _ = writeln!(s, "Deferred to a later round: {}", r.deferred.len());
+        for d in &r.deferred {
+            let _ = write!(s, "  {}", explain::render_deferred(d));
         }
     }
     if !r.ignored.is_empty() {

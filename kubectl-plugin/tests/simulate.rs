@@ -48,6 +48,32 @@ fn unschedulable_exits_1_with_the_reason() {
 }
 
 #[test]
+fn reserved_launches_and_deferred_pods_are_reported() {
+    let out = plugin(&["simulate", "-f", "../tests/scenarios/reserved-first.yaml"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "a deferred pod is not placed: {}", text(&out.stderr));
+    assert!(stdout.contains("default: m5.large reserved (cr-0web1) us-east-1a"), "{stdout}");
+    assert!(stdout.contains("Deferred to a later round: 1"), "{stdout}");
+    assert!(stdout.contains("default/c: deferred: NodePool default: reservation cr-0web1"), "{stdout}");
+
+    let out = plugin(&["simulate", "-f", "../tests/scenarios/reserved-first.yaml", "-o", "json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let reserved: Vec<&serde_json::Value> =
+        report["nodeClaims"].as_array().unwrap().iter().filter(|c| c["capacityType"] == "reserved").collect();
+    assert_eq!(reserved.len(), 2);
+    assert!(reserved.iter().all(|c| c["reservationId"] == "cr-0web1"));
+    let on_demand = report["nodeClaims"].as_array().unwrap().iter().find(|c| c["capacityType"] == "on-demand");
+    assert!(on_demand.unwrap().get("reservationId").is_none(), "reservationId only for reserved launches");
+    let d = &report["deferred"][0];
+    assert_eq!(d["pod"], "default/c");
+    assert_eq!(d["nodePool"], "default");
+    assert_eq!(d["conflict"]["kind"], "exhausted");
+    assert_eq!(d["conflict"]["reservations"][0]["left"], 0);
+    assert_eq!(d["conflict"]["reservations"][0]["heldBy"], 2);
+    assert_eq!(report["unschedulable"], serde_json::json!([]));
+}
+
+#[test]
 fn several_files_form_one_input_and_bad_input_exits_2() {
     let out = plugin(&[
         "simulate",

@@ -36,6 +36,12 @@ struct Expect {
     unschedulable_pods: Option<BTreeSet<String>>,
     /// Exactly these pods are ignored.
     ignored_pods: Option<BTreeSet<String>>,
+    /// Exactly these pods are deferred to a later round (reserved capacity held this round).
+    deferred_pods: Option<BTreeSet<String>>,
+    /// Pod → text its deferral line must contain.
+    deferral_contains: Option<BTreeMap<String, String>>,
+    /// Pod → the capacity reservation its NodeClaim launches into (`none` for no reservation).
+    reservation_of: Option<BTreeMap<String, String>>,
     /// NodeClaims per NodePool (NodePools not listed: none).
     node_claims_per_node_pool: Option<BTreeMap<String, usize>>,
     /// The multiset of pod counts per NodeClaim, sorted ascending.
@@ -135,6 +141,7 @@ fn summary(r: &Results) -> serde_json::Value {
         })).collect::<Vec<_>>(),
         "existingNodes": r.existing_nodes,
         "unschedulable": r.unschedulable.iter().map(|u| format!("{}: {}", u.pod, u.explanation.headline())).collect::<Vec<_>>(),
+        "deferred": r.deferred.iter().map(|d| format!("{}: {}", d.pod, d.headline())).collect::<Vec<_>>(),
         "ignored": r.ignored.iter().map(|i| format!("{}: {}", i.pod, i.reason)).collect::<Vec<_>>(),
         "skipped": r.skipped_nodepools,
         "notes": r.notes,
@@ -167,6 +174,17 @@ fn check(x: &Expect, r: &Results, errors: &mut Vec<String>) {
         let got: BTreeSet<String> = r.ignored.iter().map(|u| u.pod.to_string()).collect();
         eq("ignoredPods", format!("{got:?}"), format!("{want:?}"));
     }
+    if let Some(want) = &x.deferred_pods {
+        let got: BTreeSet<String> = r.deferred.iter().map(|d| d.pod.to_string()).collect();
+        eq("deferredPods", format!("{got:?}"), format!("{want:?}"));
+    }
+    for (pod, text) in x.deferral_contains.iter().flatten() {
+        match r.deferred.iter().find(|d| d.pod.to_string() == *pod) {
+            Some(d) if d.headline().contains(text.as_str()) => {}
+            Some(d) => eq(&format!("deferral of {pod}"), d.headline(), format!("a line containing {text:?}")),
+            None => eq(&format!("deferral of {pod}"), "not deferred".into(), "deferred".into()),
+        }
+    }
     if let Some(want) = &x.node_claims_per_node_pool {
         let mut got: BTreeMap<String, usize> = BTreeMap::new();
         for n in &r.nodeclaims {
@@ -196,6 +214,15 @@ fn check(x: &Expect, r: &Results, errors: &mut Vec<String>) {
         for (pod, np) in want {
             let got = nodeclaim_of(pod).map(|i| r.nodeclaims[i].nodepool.clone()).unwrap_or_else(|| "<none>".into());
             eq(&format!("nodePoolOf[{pod}]"), got, np.clone());
+        }
+    }
+    if let Some(want) = &x.reservation_of {
+        for (pod, id) in want {
+            let got = match nodeclaim_of(pod).map(|i| r.nodeclaims[i].launch.as_ref()) {
+                None => "<not on a new NodeClaim>".to_string(),
+                Some(l) => l.and_then(|l| l.reservation_id.clone()).unwrap_or_else(|| "none".into()),
+            };
+            eq(&format!("reservationOf[{pod}]"), got, id.clone());
         }
     }
     if let Some(want) = &x.zone_of {

@@ -18,6 +18,7 @@
 mod capacity;
 mod data;
 pub mod pricing;
+pub mod reservations;
 mod type_requirements;
 
 #[cfg(test)]
@@ -160,10 +161,13 @@ pub struct Offering {
     pub price_source: PriceSource,
     /// Offered in the zone, priced, and compatible with the NodeClass.
     pub available: bool,
-    /// capacity-type, zone, zone-id, and `DoesNotExist` for the reservation labels. Shared by every
-    /// offering of the region with the same zone and capacity type (`&offering.requirements`
-    /// dereferences to `&Requirements`).
+    /// capacity-type, zone, zone-id, and `DoesNotExist` for the reservation labels (a reserved
+    /// offering sets them). Shared by every offering of the region with the same zone and capacity
+    /// type (`&offering.requirements` dereferences to `&Requirements`).
     pub requirements: Arc<Requirements>,
+    /// The reservation behind a `reserved` offering (upstream `ReservationID()` and
+    /// `ReservationCapacity`); `None` for on-demand and spot.
+    pub reservation: Option<Arc<reservations::ReservedCapacity>>,
 }
 
 /// kube-reserved, system-reserved and the eviction threshold.
@@ -541,6 +545,7 @@ impl Catalogue {
                     price_source,
                     available,
                     requirements: requirements.clone(),
+                    reservation: None,
                 });
             }
         }
@@ -548,7 +553,8 @@ impl Catalogue {
     }
 }
 
-/// The capacity types offerings are listed for, in order (no reservations are modelled).
+/// The capacity types offerings are listed for, in order. Reserved offerings come from a
+/// NodeClass's capacity reservations ([`Catalogue::with_reservations`]).
 const OFFERED_CAPACITY_TYPES: [CapacityType; 2] = [CapacityType::OnDemand, CapacityType::Spot];
 
 fn offering_requirements(ct: CapacityType, zone: &Zone) -> Requirements {

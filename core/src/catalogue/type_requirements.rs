@@ -158,7 +158,7 @@ pub(crate) fn base(info: &InstanceTypeInfo) -> Requirements {
     r.push(one(aws::INSTANCE_HYPERVISOR, &info.hypervisor));
     r.push(one(aws::INSTANCE_ENCRYPTION_IN_TRANSIT_SUPPORTED, info.encryption_in_transit.to_string()));
     r.push(Requirement::in_values(aws::INSTANCE_TENANCY, &["default", "dedicated"]));
-    // No capacity reservations are modelled.
+    // No reservation by default; `Catalogue::with_reservations` lists a NodeClass's reservations here.
     r.push(dne(aws::CAPACITY_RESERVATION_ID));
     r.push(dne(aws::CAPACITY_RESERVATION_TYPE));
     r.push(dne(aws::CAPACITY_RESERVATION_INTERRUPTIBLE));

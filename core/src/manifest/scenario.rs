@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::catalogue::reservations::{self, Ec2CapacityReservation, ReservationState, ReservationType};
 use crate::scheduling::UnavailableOffering;
 
 pub const API_VERSION: &str = "carpentry.dev/v1alpha1";
@@ -36,6 +37,10 @@ pub struct ScenarioSpec {
     /// Offerings that cannot be launched (insufficient capacity).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unavailable_offerings: Vec<UnavailableOffering>,
+    /// The account's capacity reservations (what EC2 `DescribeCapacityReservations` returns),
+    /// selected by EC2NodeClass `capacityReservationSelectorTerms`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capacity_reservations: Vec<Ec2CapacityReservation>,
     /// Timed actions. Not interpreted yet (the disruption work gives them meaning).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<serde_json::Value>,
@@ -54,6 +59,7 @@ impl Default for ScenarioSpec {
             region: default_region(),
             start_time: None,
             unavailable_offerings: Vec::new(),
+            capacity_reservations: Vec::new(),
             steps: Vec::new(),
             min_values_policy: None,
         }
@@ -88,7 +94,77 @@ impl Scenario {
                 out.push((format!("spec.unavailableOfferings[{i}].zone"), "must not be empty".into()));
             }
         }
+        self.validate_capacity_reservations(&mut out);
         out
+    }
+
+    /// The simulated clock's start in seconds since the epoch, if set and valid.
+    pub fn start_seconds(&self) -> Option<i64> {
+        self.spec.start_time.as_deref().and_then(reservations::parse_time)
+    }
+
+    fn validate_capacity_reservations(&self, out: &mut Vec<(String, String)>) {
+        if self.spec.capacity_reservations.is_empty() {
+            return;
+        }
+        let catalogue = crate::catalogue::Catalogue::embedded();
+        let zones = catalogue.zones(&self.spec.region);
+        for (i, r) in self.spec.capacity_reservations.iter().enumerate() {
+            let path = |field: &str| format!("spec.capacityReservations[{i}].{field}");
+            if !reservations::is_reservation_id(&r.id) {
+                out.push((
+                    path("id"),
+                    format!("{:?} must look like \"cr-0123abcd\" (cr- and lowercase letters or digits)", r.id),
+                ));
+            } else if self.spec.capacity_reservations[..i].iter().any(|o| o.id == r.id) {
+                out.push((path("id"), format!("{} is listed twice", r.id)));
+            }
+            if catalogue.info(&r.instance_type).is_none() {
+                out.push((
+                    path("instanceType"),
+                    format!("{:?} is not an EC2 instance type in the catalogue", r.instance_type),
+                ));
+            }
+            match zones {
+                Some(zones) if !zones.iter().any(|z| z.name == r.availability_zone) => {
+                    let names: Vec<&str> = zones.iter().map(|z| z.name.as_str()).collect();
+                    out.push((
+                        path("availabilityZone"),
+                        format!(
+                            "{:?} is not a zone of {} (zones: {})",
+                            r.availability_zone,
+                            self.spec.region,
+                            names.join(", ")
+                        ),
+                    ));
+                }
+                _ => {}
+            }
+            if r.available_instance_count < 0 {
+                out.push((path("availableInstanceCount"), format!("{} is negative", r.available_instance_count)));
+            }
+            if let Some(owner) = &r.owner_id {
+                if owner.len() != 12 || !owner.bytes().all(|b| b.is_ascii_digit()) {
+                    out.push((path("ownerID"), format!("{owner:?} must be a 12-digit AWS account id")));
+                }
+            }
+            // upstream: there is no such thing as an interruptible capacity block.
+            if r.interruptible && r.reservation_type == ReservationType::CapacityBlock {
+                out.push((path("interruptible"), "a capacity block cannot be interruptible".into()));
+            }
+            // upstream: only capacity blocks may be in the expiring state.
+            if r.state == Some(ReservationState::Expiring) && r.reservation_type != ReservationType::CapacityBlock {
+                out.push((
+                    path("state"),
+                    "only a capacity block (reservationType: capacity-block) can be expiring".into(),
+                ));
+            }
+            if let Some(end) = &r.end_time {
+                if reservations::parse_time(end).is_none() {
+                    out.push((path("endTime"), format!("{end:?} is not an RFC 3339 time")));
+                }
+            }
+        }
     }
 }
 
@@ -136,6 +212,52 @@ mod tests {
         let e = load(two).unwrap_err();
         assert_eq!(e.problems[0].document, 2);
         assert!(e.problems[0].message.contains("at most one"));
+    }
+
+    #[test]
+    fn capacity_reservations_load_and_errors_are_located() {
+        let head = "apiVersion: carpentry.dev/v1alpha1\nkind: Scenario\nspec:\n  capacityReservations:\n";
+        let ok = format!(
+            "{head}  - {{id: cr-0123abcd, instanceType: m5.large, availabilityZone: us-east-1a, availableInstanceCount: 2, \
+             ownerID: \"123456789012\", instanceMatchCriteria: targeted, reservationType: capacity-block, \
+             endTime: \"2026-12-01T12:00:00Z\", tags: {{team: ml}}}}\n"
+        );
+        let s = load(&ok).unwrap().scenario.unwrap();
+        let r = &s.spec.capacity_reservations[0];
+        assert_eq!((r.id.as_str(), r.available_instance_count), ("cr-0123abcd", 2));
+        assert_eq!(r.reservation_type, crate::catalogue::reservations::ReservationType::CapacityBlock);
+
+        let cases = [
+            ("{id: r-1, instanceType: m5.large, availabilityZone: us-east-1a, availableInstanceCount: 1}", "id", "cr-0123abcd"),
+            ("{id: cr-1, instanceType: m5.lage, availabilityZone: us-east-1a, availableInstanceCount: 1}", "instanceType", "not an EC2 instance type"),
+            ("{id: cr-1, instanceType: m5.large, availabilityZone: eu-west-1a, availableInstanceCount: 1}", "availabilityZone", "not a zone of us-east-1"),
+            ("{id: cr-1, instanceType: m5.large, availabilityZone: us-east-1a, availableInstanceCount: -1}", "availableInstanceCount", "negative"),
+            ("{id: cr-1, instanceType: m5.large, availabilityZone: us-east-1a, availableInstanceCount: 1, ownerID: \"12\"}", "ownerID", "12-digit"),
+            ("{id: cr-1, instanceType: m5.large, availabilityZone: us-east-1a, availableInstanceCount: 1, reservationType: capacity-block, interruptible: true}", "interruptible", "cannot be interruptible"),
+            ("{id: cr-1, instanceType: m5.large, availabilityZone: us-east-1a, availableInstanceCount: 1, state: expiring}", "state", "only a capacity block"),
+            ("{id: cr-1, instanceType: m5.large, availabilityZone: us-east-1a, availableInstanceCount: 1, endTime: soon}", "endTime", "RFC 3339"),
+        ];
+        for (item, field, text) in cases {
+            let e = load(&format!("{head}  - {item}\n")).unwrap_err();
+            let p = &e.problems[0];
+            assert_eq!(p.field.as_deref(), Some(format!("spec.capacityReservations[0].{field}").as_str()), "{p}");
+            assert!(p.message.contains(text), "{p}");
+            assert_eq!(p.position.line, 5, "{p}");
+        }
+        let twice = format!(
+            "{head}  - {{id: cr-1, instanceType: m5.large, availabilityZone: us-east-1a, availableInstanceCount: 1}}\n  - {{id: cr-1, instanceType: m5.large, availabilityZone: us-east-1b, availableInstanceCount: 1}}\n"
+        );
+        let e = load(&twice).unwrap_err();
+        assert_eq!(e.problems[0].field.as_deref(), Some("spec.capacityReservations[1].id"));
+        assert!(e.problems[0].message.contains("listed twice"));
+        let unknown =
+            format!("{head}  - {{id: cr-1, instanceType: m5.large, availabilityZone: us-east-1a, count: 1}}\n");
+        assert!(load(&unknown).is_err());
+        let bad_type = format!(
+            "{head}  - {{id: cr-1, instanceType: m5.large, availabilityZone: us-east-1a, availableInstanceCount: 1, reservationType: odcr}}\n"
+        );
+        let e = load(&bad_type).unwrap_err();
+        assert!(e.problems[0].message.contains("capacity-block"), "{}", e.problems[0]);
     }
 
     #[test]

@@ -8,6 +8,14 @@
 //! lowest-price for on-demand (so this matches) and price-capacity-optimized for spot, which also
 //! weighs pool capacity we do not model; lowest price is our stand-in. Ties: the option order
 //! (cheapest first, then name), then zone name.
+//!
+//! Reserved offerings: only reservations with instances left for launches qualify, and each
+//! reserved launch takes one (upstream: the fake cloud provider decrements the offering's
+//! capacity; the AWS provider's availability cache `MarkLaunched`). Within one instance type and
+//! zone, the reservation with the most instances left wins, then the smaller ID (upstream's launch
+//! filter keeps one reserved offering per zone, the one with the greatest capacity).
+
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
@@ -26,13 +34,19 @@ pub struct Launch {
     pub price: f64,
     /// Spot prices are synthetic (see core/data/PROVENANCE.md).
     pub price_synthetic: bool,
+    /// The capacity reservation launched into (capacity type `reserved`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reservation_id: Option<String>,
 }
 
 /// Picks the launched instance from `options` (in NodeClaim order, with their allocatable).
+/// `reservations_left` holds the instances each reservation still has for launches; a reserved
+/// launch takes one.
 pub fn launch<'a>(
     requirements: &Requirements,
     requests: &ResourceList,
     options: impl IntoIterator<Item = (&'a InstanceType, &'a ResourceList)>,
+    reservations_left: &mut BTreeMap<String, i64>,
 ) -> Option<Launch> {
     let compatible = OfferingCompatibility::new(requirements);
     // The cheapest offering per capacity type, in one pass over the options.
@@ -42,26 +56,41 @@ pub fn launch<'a>(
             continue;
         }
         for o in &it.offerings {
+            if !o.available || (o.capacity_type == CapacityType::Reserved && left(o, reservations_left) <= 0) {
+                continue;
+            }
             let slot = &mut best[priority(o.capacity_type)];
             let better = match slot {
                 None => true,
                 Some((best_it, best_o)) => {
+                    let same_type = std::ptr::eq(*best_it, it);
+                    let fuller = || {
+                        let (mine, theirs) = (left(o, reservations_left), left(best_o, reservations_left));
+                        mine > theirs || (mine == theirs && reservation_id(o) < reservation_id(best_o))
+                    };
                     o.price < best_o.price
-                        || (o.price == best_o.price && std::ptr::eq(*best_it, it) && o.zone < best_o.zone)
+                        || (o.price == best_o.price
+                            && same_type
+                            && (o.zone < best_o.zone || (o.zone == best_o.zone && fuller())))
                 }
             };
-            if better && o.available && compatible.test(&o.requirements) {
+            if better && compatible.test(&o.requirements) {
                 *slot = Some((it, o));
             }
         }
     }
     let (it, o) = best.into_iter().flatten().next()?;
+    let reservation_id = o.reservation.as_ref().map(|r| r.id.clone());
+    if let Some(n) = reservation_id.as_ref().and_then(|id| reservations_left.get_mut(id)) {
+        *n -= 1;
+    }
     Some(Launch {
         instance_type: it.name.clone(),
         zone: o.zone.clone(),
         capacity_type: o.capacity_type.as_str().to_string(),
         price: o.price,
         price_synthetic: matches!(o.price_source, PriceSource::SyntheticSpot),
+        reservation_id,
     })
 }
 
@@ -72,4 +101,13 @@ fn priority(capacity_type: CapacityType) -> usize {
         CapacityType::Spot => 1,
         CapacityType::OnDemand => 2,
     }
+}
+
+/// Instances left in the offering's reservation (0 when it has none).
+fn left(o: &Offering, reservations_left: &BTreeMap<String, i64>) -> i64 {
+    o.reservation.as_ref().map_or(0, |r| reservations_left.get(&r.id).copied().unwrap_or(0))
+}
+
+fn reservation_id(o: &Offering) -> &str {
+    o.reservation.as_ref().map_or("", |r| r.id.as_str())
 }

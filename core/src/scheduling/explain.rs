@@ -127,6 +127,8 @@ pub enum NodeRejection {
     MinValues {
         keys: Vec<String>,
     },
+    /// A planned NodeClaim: reserved capacity (upstream `ReservedOfferingError`).
+    Reservations(ReservationConflict),
 }
 
 impl NodeRejection {
@@ -142,6 +144,7 @@ impl NodeRejection {
             NodeRejection::Topology(c) => topology_group_key(c.kind, &c.key),
             NodeRejection::InstanceTypes { .. } => "types".into(),
             NodeRejection::MinValues { keys } => format!("minValues {keys:?}"),
+            NodeRejection::Reservations(c) => format!("reservations {}", c.group_key()),
         }
     }
 
@@ -182,6 +185,7 @@ impl fmt::Display for NodeRejection {
             NodeRejection::MinValues { keys } => {
                 write!(f, "adding the pod would break minValues for {}", keys.join(", "))
             }
+            NodeRejection::Reservations(c) => write!(f, "{c}"),
         }
     }
 }
@@ -367,6 +371,8 @@ pub enum NodePoolFailure {
     MinValuesAfterTruncation {
         keys: Vec<MinValuesKey>,
     },
+    /// Reserved capacity (upstream `ReservedOfferingError`): the pod waits for a later round.
+    Reservations(ReservationConflict),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -390,6 +396,8 @@ impl NodePoolFailure {
             NodePoolFailure::NodeLimitsExhausted { .. } | NodePoolFailure::ExceedsLimits { .. } => 4,
             NodePoolFailure::InstanceTypes(_) => 5,
             NodePoolFailure::MinValues { .. } | NodePoolFailure::MinValuesAfterTruncation { .. } => 6,
+            // upstream checks reserved offerings after instance types and minValues.
+            NodePoolFailure::Reservations(_) => 7,
         }
     }
 }
@@ -528,6 +536,7 @@ pub fn failure_text(failure: &NodePoolFailure) -> String {
             };
             format!("minValues not met{when}: {}", parts.join("; "))
         }
+        NodePoolFailure::Reservations(c) => c.to_string(),
     }
 }
 
@@ -619,6 +628,90 @@ impl fmt::Display for VolumeOrigin {
         match self {
             VolumeOrigin::PersistentVolume { name } => write!(f, "PV {name}"),
             VolumeOrigin::StorageClass { name } => write!(f, "StorageClass {name}"),
+        }
+    }
+}
+
+/// A capacity reservation as explanations show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReservationUse {
+    pub id: String,
+    pub instance_type: String,
+    pub zone: String,
+    /// Instances the reservation had available when the round started.
+    pub available: i64,
+    /// Instances not held by this round's NodeClaims.
+    pub left: i64,
+    /// NodeClaims planned this round that hold one instance of it.
+    pub held_by: usize,
+}
+
+impl fmt::Display for ReservationUse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}, {})", self.id, self.instance_type, self.zone)
+    }
+}
+
+/// Why reserved capacity stops a pod (upstream `ReservedOfferingError`, Strict mode).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum ReservationConflict {
+    /// The pod could use reserved offerings, but NodeClaims planned earlier this round hold all
+    /// of their capacity (each holds one instance of every reservation it could launch into).
+    Exhausted { reservations: Vec<ReservationUse> },
+    /// The NodeClaim holds reservations and adding the pod would leave it none of them.
+    WouldDropAll { reservations: Vec<ReservationUse> },
+}
+
+impl ReservationConflict {
+    fn group_key(&self) -> String {
+        let (kind, list) = match self {
+            ReservationConflict::Exhausted { reservations } => ("exhausted", reservations),
+            ReservationConflict::WouldDropAll { reservations } => ("drop", reservations),
+        };
+        let ids: Vec<&str> = list.iter().map(|r| r.id.as_str()).collect();
+        format!("{kind} {}", ids.join(","))
+    }
+}
+
+impl fmt::Display for ReservationConflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReservationConflict::Exhausted { reservations } => match reservations.as_slice() {
+                [r] => write!(
+                    f,
+                    "reservation {r} has {} of {} instance{} left after NodeClaims planned earlier this round",
+                    r.left,
+                    r.available,
+                    if r.available == 1 { "" } else { "s" }
+                ),
+                list => {
+                    // Exhausted means none of them has an instance left; say what each had.
+                    let parts: Vec<String> = list
+                        .iter()
+                        .map(|r| {
+                            let plural = if r.available == 1 { "" } else { "s" };
+                            format!("{} ({}, {}: {} instance{plural})", r.id, r.instance_type, r.zone, r.available)
+                        })
+                        .collect();
+                    let (last, rest) = parts.split_last().expect("two or more");
+                    write!(
+                        f,
+                        "reservations {} and {last} have none left after NodeClaims planned earlier this round",
+                        rest.join(", ")
+                    )
+                }
+            },
+            ReservationConflict::WouldDropAll { reservations } => {
+                let parts: Vec<String> = reservations.iter().map(ToString::to_string).collect();
+                write!(
+                    f,
+                    "adding the pod would leave this NodeClaim none of the reservations it holds ({}); a NodeClaim on reserved \
+                     capacity stays on it",
+                    parts.join(", ")
+                )
+            }
         }
     }
 }
@@ -738,6 +831,29 @@ pub fn volume_problem_text(volume: &str, claim: &str, problem: &VolumeProblem) -
     }
 }
 
+/// A pod whose scheduling decision is deferred to a later round (upstream: a
+/// `ReservedOfferingError` in Strict mode is not relaxed, keeps lower-weight NodePools from being
+/// tried, raises no event and is not counted as unschedulable).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Deferred {
+    pub pod: PodRef,
+    /// The NodePool whose reserved offerings the pod is waiting for.
+    pub nodepool: String,
+    pub conflict: ReservationConflict,
+}
+
+impl Deferred {
+    /// One line.
+    pub fn headline(&self) -> String {
+        format!("deferred: NodePool {}: {}; Karpenter retries next round", self.nodepool, self.conflict)
+    }
+}
+
+/// The one renderer for a deferred pod.
+pub fn render_deferred(d: &Deferred) -> String {
+    format!("{}: {}\n", d.pod, d.headline())
+}
+
 /// A pod left pending, with its explanation.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Unschedulable {
@@ -844,5 +960,37 @@ mod tests {
             },
         );
         assert_eq!(v.fix.unwrap().to_string(), "raise limits.cpu to at least 52");
+    }
+
+    #[test]
+    fn deferral_names_the_reservation_and_what_is_left() {
+        let r = |id: &str, left: i64| ReservationUse {
+            id: id.into(),
+            instance_type: "m5.large".into(),
+            zone: "us-east-1a".into(),
+            available: 2,
+            left,
+            held_by: 2,
+        };
+        let d = Deferred {
+            pod: PodRef { namespace: "default".into(), name: "p".into() },
+            nodepool: "reserved".into(),
+            conflict: ReservationConflict::Exhausted { reservations: vec![r("cr-123", 0)] },
+        };
+        assert_eq!(
+            render_deferred(&d),
+            "default/p: deferred: NodePool reserved: reservation cr-123 (m5.large, us-east-1a) has 0 of 2 instances \
+             left after NodeClaims planned earlier this round; Karpenter retries next round\n"
+        );
+        let two = ReservationConflict::Exhausted { reservations: vec![r("cr-1", 0), r("cr-2", 0)] };
+        assert_eq!(
+            two.to_string(),
+            "reservations cr-1 (m5.large, us-east-1a: 2 instances) and cr-2 (m5.large, us-east-1a: 2 instances) have \
+             none left after NodeClaims planned earlier this round"
+        );
+        let drop = NodeRejection::Reservations(ReservationConflict::WouldDropAll { reservations: vec![r("cr-1", 1)] });
+        assert!(drop
+            .to_string()
+            .starts_with("adding the pod would leave this NodeClaim none of the reservations it holds (cr-1"));
     }
 }

@@ -59,6 +59,7 @@ pub fn instance_type(name: &str, cpu: i64, memory: Quantity, pods: i64, arch: &s
                 price_source: PriceSource::SyntheticSpot,
                 available: true,
                 requirements: r,
+                reservation: None,
             });
         }
     }

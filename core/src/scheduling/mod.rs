@@ -7,7 +7,8 @@
 //! [utils/pod/scheduling.go, preferences.go], `daemons` [scheduler.go daemon overhead], `taints`
 //! [scheduling/taints.go], `hostports` [scheduling/hostportusage.go], `topology` [topology.go,
 //! topologygroup.go, topologynodefilter.go], `volumes` [volumetopology.go, scheduling/volumeusage.go,
-//! utils/volume], `cloudprovider` [the simulated CreateFleet choice], `explain` [our explanations],
+//! utils/volume], `reservations` [reservationmanager.go, nodeclaim.go::offeringsToReserve],
+//! `cloudprovider` [the simulated CreateFleet choice], `explain` [our explanations],
 //! `cluster` [building the input from manifests].
 
 pub mod cloudprovider;
@@ -18,6 +19,7 @@ pub mod fake;
 pub mod hostports;
 pub mod nodeclaim_template;
 pub mod pod;
+mod reservations;
 pub mod scheduler;
 pub mod selector;
 pub mod taints;

@@ -37,12 +37,13 @@ use crate::resources::{self, ResourceList};
 use super::cloudprovider::{self, Launch};
 use super::daemons::{self, Daemon, DaemonGroup};
 use super::explain::{
-    self, Funnel, Ignored, MinValuesKey, NodePoolFailure, NodePoolVerdict, NodeRejection, PodExplanation,
+    self, Deferred, Funnel, Ignored, MinValuesKey, NodePoolFailure, NodePoolVerdict, NodeRejection, PodExplanation,
     RequirementConflict, Shortfall, TaintRef, TypeLoss, Unschedulable,
 };
 use super::hostports::{self, HostPort};
 use super::nodeclaim_template::NodeClaimTemplate;
 use super::pod::{self, PodData, PodRef, Preferences, Relaxation};
+use super::reservations::{self, ReservationManager};
 use super::taints;
 use super::topology::{DomainSource, GroupId, NodeInfo, Topology, TopologyFailure};
 use super::volumes::{self, NodeVolumes, PodVolumes, Storage};
@@ -158,6 +159,9 @@ pub struct Results {
     pub nodeclaims: Vec<PlannedNodeClaim>,
     pub existing_nodes: Vec<ExistingPlacement>,
     pub unschedulable: Vec<Unschedulable>,
+    /// Pods waiting for reserved capacity held by this round's NodeClaims: not unschedulable,
+    /// retried next round (upstream `ReservedOfferingError`).
+    pub deferred: Vec<Deferred>,
     pub ignored: Vec<Ignored>,
     pub skipped_nodepools: Vec<SkippedNodePool>,
     /// Placed pods whose preferences were relaxed to place them, with the steps applied.
@@ -220,6 +224,8 @@ struct Claim {
     /// Pods counted on this claim's host per hostname topology group (mirrors the group's count
     /// for the placeholder hostname; used to skip hosts fast).
     host_counts: Vec<(GroupId, i64)>,
+    /// The capacity reservations it holds one instance of.
+    reservations: reservations::Held,
 }
 
 /// Why a planned NodeClaim cannot take a pod.
@@ -233,6 +239,8 @@ enum ClaimRejection {
         remaining: usize,
     },
     MinValues(Vec<MinValuesKey>),
+    /// upstream `ReservedOfferingError`.
+    Reservations(reservations::Conflict),
 }
 
 /// Why volume topology or topology rules out an existing node.
@@ -249,6 +257,14 @@ struct Addition {
     requirements: Requirements,
     options: Vec<u32>,
     relaxed_min_values: bool,
+    reservations: reservations::Held,
+}
+
+/// Why `add` placed a pod nowhere.
+enum Unplaced {
+    Failed,
+    /// A reserved-offering error decided it: no relaxation, wait for a later round.
+    Deferred,
 }
 
 struct Round<'a> {
@@ -266,6 +282,7 @@ struct Round<'a> {
     tolerate_prefer_no_schedule: bool,
     /// Placed pods that needed relaxation, with the steps.
     relaxed: Vec<(usize, Vec<Relaxation>)>,
+    reservations: ReservationManager,
 }
 
 /// Runs one provisioning round.
@@ -274,6 +291,7 @@ pub fn schedule(input: &Input) -> Results {
         nodeclaims: Vec::new(),
         existing_nodes: Vec::new(),
         unschedulable: Vec::new(),
+        deferred: Vec::new(),
         ignored: Vec::new(),
         skipped_nodepools: Vec::new(),
         relaxed: Vec::new(),
@@ -415,6 +433,8 @@ pub fn schedule(input: &Input) -> Results {
         }
     }
 
+    let reservations =
+        ReservationManager::new(templates.iter().map(|t| (&t.instance_types[..], t.options.iter().map(|o| o.it))));
     let mut round = Round {
         input,
         pods: pending_pods,
@@ -426,6 +446,7 @@ pub fn schedule(input: &Input) -> Results {
         topology,
         tolerate_prefer_no_schedule,
         relaxed: Vec::new(),
+        reservations,
     };
     let failed = round.solve();
     round.finish(failed, &mut results);
@@ -787,8 +808,12 @@ impl Round<'_> {
         let mut prefs = Preferences::default();
         let mut relaxations = Vec::new();
         loop {
-            if self.add(p, &prefs) {
-                return Ok(relaxations);
+            match self.add(p, &prefs) {
+                Ok(()) => return Ok(relaxations),
+                // upstream: a reserved-offering error is never relaxed; the pod may fit once other
+                // NodeClaims release reservations, or in the next round.
+                Err(Unplaced::Deferred) => return Err((prefs, relaxations)),
+                Err(Unplaced::Failed) => {}
             }
             match prefs.relax(&self.pods[p], self.tolerate_prefer_no_schedule) {
                 Some(r) => relaxations.push(r),
@@ -798,7 +823,7 @@ impl Round<'_> {
     }
 
     /// Upstream `Scheduler.add`: existing nodes, then this round's NodeClaims, then a new one.
-    fn add(&mut self, p: usize, prefs: &Preferences) -> bool {
+    fn add(&mut self, p: usize, prefs: &Preferences) -> Result<(), Unplaced> {
         let pod = &self.pods[p];
         let requirements = pod.requirements(prefs);
         let tolerations = pod.tolerations(prefs);
@@ -822,7 +847,7 @@ impl Round<'_> {
             node.volumes.add(&pod.volumes);
             node.placed.push(p);
             self.topology.record(p, &node.requirements, &node.taints);
-            return true;
+            return Ok(());
         }
         // upstream re-sorts in-flight NodeClaims by pod count (unstable); ties by creation order here.
         let limits = self.topology.hostname_limits(p, pod, prefs);
@@ -845,11 +870,16 @@ impl Round<'_> {
         });
         if let Some((c, addition)) = found {
             self.commit(c, p, addition);
-            return true;
+            return Ok(());
         }
         for t in 0..self.templates.len() {
             let Ok(claim) = self.new_claim(t) else { continue };
-            if let Ok(addition) = self.claim_can_add(&claim, p, prefs, &requirements, &tolerations) {
+            let attempt = self.claim_can_add(&claim, p, prefs, &requirements, &tolerations);
+            // upstream: a reserved-offering error keeps every lower-weight NodePool from winning.
+            if let Err(ClaimRejection::Reservations(_)) = attempt {
+                return Err(Unplaced::Deferred);
+            }
+            if let Ok(addition) = attempt {
                 self.claims.push(claim);
                 let c = self.claims.len() - 1;
                 self.claim_order.insert((0, c));
@@ -867,10 +897,10 @@ impl Round<'_> {
                 if !tpl.remaining.is_empty() {
                     *tpl.within_limits.get_mut() = None;
                 }
-                return true;
+                return Ok(());
             }
         }
-        false
+        Err(Unplaced::Failed)
     }
 
     /// Upstream `ExistingNode.CanAdd`: the node checks, then topology (the domains must be ones
@@ -951,6 +981,7 @@ impl Round<'_> {
         claim.requirements = addition.requirements;
         claim.options = addition.options;
         claim.min_values_relaxed |= addition.relaxed_min_values;
+        self.reservations.commit(&mut claim.reservations, addition.reservations);
         resources::add_into(&mut claim.requests, &pod.requests);
         claim.host_ports.extend(pod.host_ports.iter().cloned());
         claim.pods.push(p);
@@ -1015,6 +1046,7 @@ impl Round<'_> {
             host_ports: Vec::new(),
             min_values_relaxed: false,
             host_counts: Vec::new(),
+            reservations: reservations::Held::new(),
         }
     }
 
@@ -1138,23 +1170,30 @@ impl Round<'_> {
                 }
             }
         }
-        Ok(Addition { requirements: merged, options: kept, relaxed_min_values: relaxed })
+        let reservations = self
+            .reservations
+            .to_reserve(claim.template, &claim.reservations, &kept, &merged)
+            .map_err(ClaimRejection::Reservations)?;
+        Ok(Addition { requirements: merged, options: kept, relaxed_min_values: relaxed, reservations })
     }
 
     /// Builds the results: finalises the NodeClaims and explains the pods left.
     fn finish(mut self, failed: Vec<(usize, Preferences, Vec<Relaxation>)>, results: &mut Results) {
         // Explanations first: they name the NodeClaims planned this round that rejected the pod.
-        let explained: Vec<(usize, PodExplanation)> = failed
-            .into_iter()
-            .map(|(p, prefs, relaxations)| {
-                let mut explanation = self.explain(p, &prefs);
-                explanation.relaxations = relaxations;
-                (p, explanation)
-            })
-            .collect();
+        let mut explained: Vec<(usize, PodExplanation)> = Vec::new();
+        for (p, prefs, relaxations) in failed {
+            if let Some(deferred) = self.deferral(p, &prefs) {
+                results.deferred.push(deferred);
+                continue;
+            }
+            let mut explanation = self.explain(p, &prefs);
+            explanation.relaxations = relaxations;
+            explained.push((p, explanation));
+        }
         let mut truncated_out: Vec<(usize, NodePoolVerdict)> = Vec::new();
+        let mut reservations_left = self.reservations.launch_capacity();
         for claim in std::mem::take(&mut self.claims) {
-            match self.finalize(&claim) {
+            match self.finalize(&claim, &mut reservations_left) {
                 Ok(nc) => results.nodeclaims.push(nc),
                 Err(verdict) => truncated_out.extend(claim.pods.iter().map(|&p| (p, (*verdict).clone()))),
             }
@@ -1181,10 +1220,15 @@ impl Round<'_> {
     }
 
     /// Upstream `FinalizeScheduling`, `TruncateInstanceTypes` and `ToNodeClaim`, then the launch.
-    fn finalize(&self, claim: &Claim) -> Result<PlannedNodeClaim, Box<NodePoolVerdict>> {
+    fn finalize(
+        &self,
+        claim: &Claim,
+        reservations_left: &mut BTreeMap<String, i64>,
+    ) -> Result<PlannedNodeClaim, Box<NodePoolVerdict>> {
         let tpl = &self.templates[claim.template];
         let mut requirements = claim.requirements.clone();
         requirements.remove(labels::HOSTNAME);
+        self.reservations.finalize_requirements(&claim.reservations, &mut requirements);
         // Daemon overhead: the minimum over the groups that still have an instance type.
         let mut live_groups: Vec<usize> = claim.options.iter().map(|&o| tpl.options[o as usize].group).collect();
         live_groups.sort_unstable();
@@ -1242,6 +1286,7 @@ impl Round<'_> {
                 let option = &tpl.options[o as usize];
                 (&tpl.instance_types[option.it], &option.allocatable)
             }),
+            reservations_left,
         );
         Ok(PlannedNodeClaim {
             nodepool: tpl.name.clone(),
@@ -1299,6 +1344,7 @@ impl Round<'_> {
                 Err(ClaimRejection::MinValues(keys)) => {
                     NodeRejection::MinValues { keys: keys.into_iter().map(|k| k.key).collect() }
                 }
+                Err(ClaimRejection::Reservations(c)) => NodeRejection::Reservations(self.describe_reservations(&c)),
             };
             planned.add(name, rejection);
         }
@@ -1382,7 +1428,40 @@ impl Round<'_> {
                 NodePoolFailure::InstanceTypes(Box::new(f))
             }
             ClaimRejection::MinValues(keys) => NodePoolFailure::MinValues { keys },
+            ClaimRejection::Reservations(c) => NodePoolFailure::Reservations(self.describe_reservations(&c)),
         }
+    }
+
+    fn describe_reservations(&self, conflict: &reservations::Conflict) -> explain::ReservationConflict {
+        self.reservations.describe(conflict, self.claims.iter().map(|c| &c.reservations))
+    }
+
+    /// The deferral of a pod whose last attempt ended in a reserved-offering error, re-evaluated
+    /// against the final state (the state that attempt saw): the first NodePool, in weight order,
+    /// that decided the attempt.
+    fn deferral(&self, p: usize, prefs: &Preferences) -> Option<Deferred> {
+        if self.reservations.is_empty() {
+            return None;
+        }
+        let pod = &self.pods[p];
+        let (requirements, tolerations) = (pod.requirements(prefs), pod.tolerations(prefs));
+        let mut found = None;
+        for t in 0..self.templates.len() {
+            let Ok(claim) = self.new_claim(t) else { continue };
+            match self.claim_can_add(&claim, p, prefs, &requirements, &tolerations) {
+                Err(ClaimRejection::Reservations(c)) => {
+                    found = Some(Deferred {
+                        pod: pod.pod_ref.clone(),
+                        nodepool: self.templates[t].name.clone(),
+                        conflict: self.describe_reservations(&c),
+                    });
+                    break;
+                }
+                Ok(_) => break,
+                Err(_) => {}
+            }
+        }
+        found
     }
 
     /// The instance-type funnel of a fresh NodeClaim of `claim.template` for the pod.

@@ -11,6 +11,8 @@ use crate::api::nodepool::NodePool;
 use crate::catalogue::InstanceType;
 use crate::quantity::Quantity;
 
+mod reserved;
+
 fn nodepool(yaml_spec: &str, name: &str) -> NodePool {
     let text = format!(
         "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata:\n  name: {name}\nspec:\n{}",
