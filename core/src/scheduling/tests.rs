@@ -89,6 +89,30 @@ fn p1_one_pod_one_nodeclaim_cheapest_type() {
 }
 
 #[test]
+fn p4_limits_only_pod_takes_the_cheapest_type_and_lists_all() {
+    // Prices need not follow size: medium $3, small $2, large $1.
+    let priced = |name: &str, cpu: i64, price: f64| {
+        let mut it = fake::instance_type(name, cpu, Quantity::from_gibibytes(2 * cpu), 5, "amd64");
+        for o in &mut it.offerings {
+            o.price = price;
+        }
+        it
+    };
+    let its = vec![priced("medium", 4, 3.0), priced("small", 2, 2.0), priced("large", 8, 1.0)];
+    // Limits only: the API server would default the requests to the limits.
+    let limits_only: Pod = serde_yaml::from_str(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\nspec:\n  containers: [{name: c, image: x, resources: {limits: {cpu: 1m}}}]",
+    )
+    .unwrap();
+    let r = schedule(&input(vec![nodepool(&np_spec("", ""), "default")], its, vec![limits_only]));
+    assert_eq!(r.nodeclaims.len(), 1, "{r:#?}");
+    let nc = &r.nodeclaims[0];
+    assert_eq!(nc.instance_type_options, vec!["large", "small", "medium"]);
+    assert_eq!(nc.launch.as_ref().unwrap().instance_type, "large");
+    assert_eq!(nc.requests.get("cpu"), Some(&Quantity::from_millis(1)));
+}
+
+#[test]
 fn p2_first_fit_decreasing() {
     let mut pods = Vec::new();
     for i in 0..40 {
