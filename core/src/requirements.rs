@@ -205,6 +205,16 @@ mod key {
     }
 }
 
+/// A label key prepared for repeated lookups ([`Requirements::get_interned`]).
+#[derive(Debug, Clone)]
+pub struct InternedKey(Key);
+
+impl InternedKey {
+    pub fn new(key: &str) -> InternedKey {
+        InternedKey(Key::new(key))
+    }
+}
+
 /// The set of values a label key may take.
 ///
 /// Representation (upstream's): `complement` says whether `values` lists the allowed values or the excluded ones;
@@ -430,6 +440,14 @@ impl Requirement {
     /// `key In [values]` (infallible shorthand).
     pub fn in_values<S: AsRef<str>>(key: &str, values: &[S]) -> Requirement {
         Requirement { complement: false, values: sorted_unique(values), ..Requirement::exists(key) }
+    }
+
+    /// `key In [values]`, taking the values (sorted and deduplicated here) without copying them.
+    pub fn in_owned(key: &str, mut values: Vec<String>) -> Requirement {
+        values.sort_unstable();
+        values.dedup();
+        let values = if values.is_empty() { no_values() } else { Arc::from(values) };
+        Requirement { complement: false, values, ..Requirement::exists(key) }
     }
 
     /// `key NotIn [values]` (infallible shorthand).
@@ -847,6 +865,17 @@ impl Requirements {
         self.find(key).ok().map(|i| &self.list[i])
     }
 
+    /// [`get_ref`](Self::get_ref) with a key interned once for many lookups: a well-known key is
+    /// found by identity, without comparing strings.
+    pub fn get_interned(&self, key: &InternedKey) -> Option<&Requirement> {
+        match &key.0 {
+            Key::Static(wanted) => {
+                self.list.iter().find(|r| matches!(&r.key, Key::Static(k) if std::ptr::eq(*k, *wanted)))
+            }
+            Key::Shared(wanted) => self.get_ref(wanted),
+        }
+    }
+
     /// True if `key` is defined.
     pub fn has(&self, key: &str) -> bool {
         self.find(key).is_ok()
@@ -1204,6 +1233,18 @@ mod tests {
     use super::*;
     use crate::labels::{ARCH, INSTANCE_TYPE, OS, TOPOLOGY_REGION, TOPOLOGY_ZONE};
     use proptest::prelude::*;
+
+    #[test]
+    fn interned_lookup_agrees_with_lookup_by_name() {
+        let mut set = Requirements::new();
+        for key in [TOPOLOGY_ZONE, "example.com/team", ARCH, "kubernetes.io/os"] {
+            set.add(Requirement::in_values(key, &["a"]));
+        }
+        for key in [TOPOLOGY_ZONE, "example.com/team", ARCH, OS, INSTANCE_TYPE, "example.com/other"] {
+            let owned = key.to_string(); // not the static string itself
+            assert_eq!(set.get_interned(&InternedKey::new(&owned)), set.get_ref(key), "{key}");
+        }
+    }
 
     // -----------------------------------------------------------------------------------------------------------
     // Fixtures: the fourteen requirements of upstream's requirement_test.go, in its column order.

@@ -83,6 +83,14 @@ impl Packed {
         packed
     }
 
+    /// The quantity of `resource` (0 when absent).
+    pub fn get(&self, resource: &str) -> Quantity {
+        match COMMON.iter().position(|c| *c == resource) {
+            Some(i) => self.common[i],
+            None => self.other.iter().find(|(n, _)| n == resource).map_or(Quantity::ZERO, |(_, q)| *q),
+        }
+    }
+
     /// [`fits`]`(self, available)`.
     pub fn fits(&self, available: &Packed) -> bool {
         if available.any_negative {

@@ -21,7 +21,7 @@ use serde::Serialize;
 
 use crate::catalogue::{CapacityType, InstanceType, Offering, OfferingCompatibility, PriceSource};
 use crate::requirements::Requirements;
-use crate::resources::{self, ResourceList};
+use crate::resources::{Packed, ResourceList};
 
 /// The instance the simulated cloud provider launches for a NodeClaim.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -39,20 +39,22 @@ pub struct Launch {
     pub reservation_id: Option<String>,
 }
 
-/// Picks the launched instance from `options` (in NodeClaim order, with their allocatable).
+/// Picks the launched instance from `options` (in NodeClaim order, with their allocatable laid
+/// out by [`Packed`]).
 /// `reservations_left` holds the instances each reservation still has for launches; a reserved
 /// launch takes one.
 pub fn launch<'a>(
     requirements: &Requirements,
     requests: &ResourceList,
-    options: impl IntoIterator<Item = (&'a InstanceType, &'a ResourceList)>,
+    options: impl IntoIterator<Item = (&'a InstanceType, &'a Packed)>,
     reservations_left: &mut BTreeMap<String, i64>,
 ) -> Option<Launch> {
     let compatible = OfferingCompatibility::new(requirements);
+    let requests = Packed::new(requests);
     // The cheapest offering per capacity type, in one pass over the options.
     let mut best: [Option<(&InstanceType, &Offering)>; 3] = [None; 3];
     for (it, allocatable) in options {
-        if !resources::fits(requests, allocatable) {
+        if !requests.fits(allocatable) {
             continue;
         }
         for o in &it.offerings {

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
-use crate::catalogue::{InstanceType, OfferingCompatibility};
+use crate::catalogue::{CapacityType, InstanceType, OfferingCompatibility};
 use crate::labels;
 use crate::quantity::Quantity;
 use crate::requirements::{AllowUndefined, NodeSelectorRequirementWithMinValues, Requirement, Requirements};
@@ -177,6 +177,8 @@ struct TypeOption {
     allocatable: ResourceList,
     /// `allocatable` laid out for the narrowing loop.
     packed: resources::Packed,
+    /// The instance type's capacity, laid out for limit checks.
+    capacity: resources::Packed,
     group: usize,
 }
 
@@ -525,7 +527,8 @@ fn build_template(
         .zip(group_of)
         .map(|(&it, group)| {
             let allocatable = instance_types[it].allocatable();
-            TypeOption { it, packed: resources::Packed::new(&allocatable), allocatable, group }
+            let capacity = resources::Packed::new(&instance_types[it].capacity);
+            TypeOption { it, packed: resources::Packed::new(&allocatable), allocatable, capacity, group }
         })
         .collect();
     Ok(Template {
@@ -830,12 +833,11 @@ impl Round<'_> {
         // A cheap topology pre-check, computed once for the attempt: most nodes a topology pod
         // tries are rejected by topology, and this rejects them without building any set.
         let prepared = if self.topology.involves(p) {
-            self.topology.prepare(p, pod, prefs, &pod.strict_requirements(prefs))
+            self.topology.prepare(p, pod, prefs, &pod.strict_requirements(prefs), &requirements)
         } else {
             None
         };
-        let topology_may_admit =
-            |node: &Requirements| prepared.as_ref().is_none_or(|t| t.may_admit(node, &requirements));
+        let topology_may_admit = |node: &Requirements| prepared.as_ref().is_none_or(|t| t.may_admit(node));
         if let Some(i) = self.nodes.iter().position(|n| {
             topology_may_admit(&n.requirements)
                 && n.can_add(pod, &requirements, &tolerations).is_ok()
@@ -884,17 +886,22 @@ impl Round<'_> {
                 let c = self.claims.len() - 1;
                 self.claim_order.insert((0, c));
                 self.commit(c, p, addition);
-                // upstream: subtract the element-wise max capacity over the options, once, now.
-                let tpl = &self.templates[t];
-                let mut max = ResourceList::new();
-                for &o in &self.claims[c].options {
-                    max = resources::max_of(&max, &tpl.instance_types[tpl.options[o as usize].it].capacity);
-                }
-                let tpl = &mut self.templates[t];
-                for (resource, remaining) in tpl.remaining.iter_mut() {
-                    *remaining -= max.get(resource).copied().unwrap_or(Quantity::ZERO);
-                }
+                // upstream: subtract the element-wise max capacity over the options, once, now
+                // (only the limited resources matter).
+                let (claims, tpl) = (&self.claims, &mut self.templates[t]);
                 if !tpl.remaining.is_empty() {
+                    for (resource, remaining) in tpl.remaining.iter_mut() {
+                        let max = claims[c]
+                            .options
+                            .iter()
+                            .map(|&o| {
+                                let capacity = &tpl.instance_types[tpl.options[o as usize].it].capacity;
+                                capacity.get(resource).copied().unwrap_or(Quantity::ZERO)
+                            })
+                            .max()
+                            .unwrap_or(Quantity::ZERO);
+                        *remaining -= max;
+                    }
                     *tpl.within_limits.get_mut() = None;
                 }
                 return Ok(());
@@ -1015,9 +1022,7 @@ impl Round<'_> {
             .borrow_mut()
             .get_or_insert_with(|| {
                 (0..tpl.options.len() as u32)
-                    .filter(|&o| {
-                        within_limits(&tpl.instance_types[tpl.options[o as usize].it].capacity, &tpl.remaining)
-                    })
+                    .filter(|&o| within_limits(&tpl.options[o as usize].capacity, &tpl.remaining))
                     .collect()
             })
             .clone();
@@ -1260,17 +1265,21 @@ impl Round<'_> {
         let types: Vec<&InstanceType> = kept.iter().map(|&o| &tpl.instance_types[tpl.options[o as usize].it]).collect();
         let names: Vec<String> = types.iter().map(|it| it.name.clone()).collect();
         let it_min = requirements.get_ref(labels::INSTANCE_TYPE).and_then(Requirement::min_values);
-        let mut capacity_types: Vec<&str> = types
-            .iter()
-            .flat_map(|it| it.offerings.iter())
-            .filter(|o| o.available && compatible.test(&o.requirements))
-            .map(|o| o.capacity_type.as_str())
+        let mut offered = [false; 3];
+        for o in types.iter().flat_map(|it| it.offerings.iter()) {
+            let slot = &mut offered[o.capacity_type as usize];
+            if !*slot && o.available && compatible.test(&o.requirements) {
+                *slot = true;
+            }
+        }
+        let capacity_types: Vec<&str> = [CapacityType::OnDemand, CapacityType::Reserved, CapacityType::Spot]
+            .into_iter()
+            .filter(|ct| offered[*ct as usize])
+            .map(CapacityType::as_str)
             .collect();
-        capacity_types.sort_unstable();
-        capacity_types.dedup();
         let mut final_reqs = requirements.clone();
         final_reqs.remove(labels::INSTANCE_TYPE);
-        final_reqs.add(Requirement::in_values(labels::INSTANCE_TYPE, &names).with_min_values(it_min));
+        final_reqs.add(Requirement::in_owned(labels::INSTANCE_TYPE, names.clone()).with_min_values(it_min));
         let ct = final_reqs.remove(labels::CAPACITY_TYPE);
         let mut ct_req = Requirement::in_values(labels::CAPACITY_TYPE, &capacity_types);
         if let Some(min) = ct.as_ref().and_then(Requirement::min_values) {
@@ -1284,7 +1293,7 @@ impl Round<'_> {
             &requests,
             kept.iter().map(|&o| {
                 let option = &tpl.options[o as usize];
-                (&tpl.instance_types[option.it], &option.allocatable)
+                (&tpl.instance_types[option.it], &option.packed)
             }),
             reservations_left,
         );
@@ -1591,17 +1600,15 @@ fn cheapest_offering(it: &InstanceType, requirements: &Requirements) -> f64 {
         .fold(f64::INFINITY, f64::min)
 }
 
-fn within_limits(capacity: &ResourceList, remaining: &ResourceList) -> bool {
-    remaining.iter().all(|(r, left)| capacity.get(r).copied().unwrap_or(Quantity::ZERO) <= *left)
+fn within_limits(capacity: &resources::Packed, remaining: &ResourceList) -> bool {
+    remaining.iter().all(|(r, left)| capacity.get(r) <= *left)
 }
 
 /// Why the limits leave none of `options` (indices into the template's options): the limited
 /// resource that excludes the most of them, with the smallest capacity among them, so the fix
 /// names a limit that lets at least one of them launch.
 fn exceeds_limits(tpl: &Template, options: &[u32]) -> NodePoolFailure {
-    let capacity = |o: u32, resource: &str| {
-        tpl.instance_types[tpl.options[o as usize].it].capacity.get(resource).copied().unwrap_or(Quantity::ZERO)
-    };
+    let capacity = |o: u32, resource: &str| tpl.options[o as usize].capacity.get(resource);
     let mut best: Option<(usize, &str)> = None;
     for (resource, left) in &tpl.remaining {
         let excluded = options.iter().filter(|&&o| capacity(o, resource) > *left).count();

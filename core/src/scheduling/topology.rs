@@ -27,7 +27,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelecto
 use serde::Serialize;
 
 use crate::labels;
-use crate::requirements::{AllowUndefined, Requirement, Requirements};
+use crate::requirements::{AllowUndefined, InternedKey, Requirement, Requirements};
 
 use super::pod::{PodData, Preferences};
 use super::selector;
@@ -712,7 +712,14 @@ impl Topology {
     /// The node-independent part of [`add_requirements`](Self::add_requirements) for one placement
     /// attempt of batch pod `p` (counts only change when a pod is recorded, so this holds for
     /// every node tried in one attempt). `None` when the pod takes part in no group.
-    pub fn prepare(&self, p: usize, pod: &PodData, prefs: &Preferences, strict: &Requirements) -> Option<Prepared<'_>> {
+    pub fn prepare<'a>(
+        &'a self,
+        p: usize,
+        pod: &PodData,
+        prefs: &Preferences,
+        strict: &Requirements,
+        pod_requirements: &'a Requirements,
+    ) -> Option<Prepared<'a>> {
         if !self.involves(p) {
             return None;
         }
@@ -727,6 +734,8 @@ impl Topology {
                 let self_selecting = group.selects(ns, &pod.labels);
                 let mut entry = PreparedGroup {
                     group,
+                    key: InternedKey::new(&group.key),
+                    pod_requirement: pod_requirements.get_ref(&group.key),
                     self_selecting,
                     min: 0,
                     all_empty: false,
@@ -847,6 +856,9 @@ impl Topology {
 /// One group of a [`Prepared`] attempt, with what its domain choice needs besides the node.
 struct PreparedGroup<'t> {
     group: &'t Group,
+    key: InternedKey,
+    /// The pod's requirement for the group's key (the same for every node tried).
+    pod_requirement: Option<&'t Requirement>,
     pod_domains: Requirement,
     self_selecting: bool,
     /// Spread: the global minimum the skew is measured against (0 for hostname, as a new host
@@ -865,14 +877,14 @@ pub struct Prepared<'t> {
 
 impl Prepared<'_> {
     /// Whether every group leaves the pod at least one domain on a node with `node`
-    /// requirements, given the pod's `pod_requirements`: the check of
+    /// requirements, given the pod requirements the attempt was prepared with: the check of
     /// [`Topology::add_requirements`] without building any set. A necessary condition for it to
     /// succeed (it also intersects the domains of groups sharing a key), so a node this rejects
     /// is one it rejects too; placement uses it to skip nodes cheaply (not an upstream step).
-    pub fn may_admit(&self, node: &Requirements, pod_requirements: &Requirements) -> bool {
+    pub fn may_admit(&self, node: &Requirements) -> bool {
         self.entries.iter().all(|e| {
             let group = e.group;
-            let view = View { group, node: node.get_ref(&group.key), pod: pod_requirements.get_ref(&group.key) };
+            let view = View { group, node: node.get_interned(&e.key), pod: e.pod_requirement };
             match group.kind {
                 Kind::Spread => {
                     let own = i64::from(e.self_selecting);
