@@ -521,7 +521,7 @@ pub fn failure_text(failure: &NodePoolFailure) -> String {
         NodePoolFailure::Topology(c) => c.to_string(),
         NodePoolFailure::NodeLimitsExhausted { limit } => format!("limits.nodes ({limit}) is used up"),
         NodePoolFailure::ExceedsLimits { resource, limit, remaining, smallest, smallest_type } => format!(
-            "limits.{resource} is {limit} with {remaining} left, and the smallest allowed instance type ({smallest_type}) has {smallest}"
+            "limits.{resource} is {limit} with {remaining} left, and the smallest instance type that fits the pod ({smallest_type}) has {smallest}"
         ),
         NodePoolFailure::InstanceTypes(f) => funnel_text(f),
         NodePoolFailure::MinValues { keys } | NodePoolFailure::MinValuesAfterTruncation { keys } => {
