@@ -49,12 +49,15 @@ fn main() {
         let start = Instant::now();
         let results = schedule(&input);
         let elapsed = start.elapsed();
+        let (nodeclaims, unschedulable) = (results.nodeclaims.len(), results.unschedulable.len());
+        let start_drop = Instant::now();
+        drop(results);
+        let dropped = start_drop.elapsed();
         println!(
-            "{n} pods: {} NodeClaims, {} unschedulable, {:.1} ms, {:.0} pods/s",
-            results.nodeclaims.len(),
-            results.unschedulable.len(),
+            "{n} pods: {nodeclaims} NodeClaims, {unschedulable} unschedulable, {:.1} ms ({:.0} pods/s), dropping the results {:.1} ms",
             elapsed.as_secs_f64() * 1e3,
-            n as f64 / elapsed.as_secs_f64()
+            n as f64 / elapsed.as_secs_f64(),
+            dropped.as_secs_f64() * 1e3
         );
     }
 }

@@ -179,6 +179,8 @@ struct TypeOption {
     packed: resources::Packed,
     /// The instance type's capacity, laid out for limit checks.
     capacity: resources::Packed,
+    /// Position among the template's options by name (NodeClaim requirements list types by name).
+    name_rank: u32,
     group: usize,
 }
 
@@ -522,15 +524,20 @@ fn build_template(
     let spec = &np.nodepool.spec.template.spec;
     let (groups, group_of) =
         daemons::overhead_groups(daemons, &base.requirements, &spec.taints, &instance_types, &types);
-    let options = types
+    let mut options: Vec<TypeOption> = types
         .iter()
         .zip(group_of)
         .map(|(&it, group)| {
             let allocatable = instance_types[it].allocatable();
             let capacity = resources::Packed::new(&instance_types[it].capacity);
-            TypeOption { it, packed: resources::Packed::new(&allocatable), allocatable, capacity, group }
+            TypeOption { it, packed: resources::Packed::new(&allocatable), allocatable, capacity, group, name_rank: 0 }
         })
         .collect();
+    let mut by_name: Vec<usize> = (0..options.len()).collect();
+    by_name.sort_by(|&a, &b| instance_types[options[a].it].name.cmp(&instance_types[options[b].it].name));
+    for (rank, o) in by_name.into_iter().enumerate() {
+        options[o].name_rank = rank as u32;
+    }
     Ok(Template {
         name: base.nodepool.clone(),
         remaining: base.limits.clone(),
@@ -1264,6 +1271,12 @@ impl Round<'_> {
         }
         let types: Vec<&InstanceType> = kept.iter().map(|&o| &tpl.instance_types[tpl.options[o as usize].it]).collect();
         let names: Vec<String> = types.iter().map(|it| it.name.clone()).collect();
+        // The requirement lists the same types by name: ordered by the template's name ranks, so
+        // no strings are compared.
+        let mut by_name = kept.clone();
+        by_name.sort_unstable_by_key(|&o| tpl.options[o as usize].name_rank);
+        let sorted_names: Vec<String> =
+            by_name.iter().map(|&o| tpl.instance_types[tpl.options[o as usize].it].name.clone()).collect();
         let it_min = requirements.get_ref(labels::INSTANCE_TYPE).and_then(Requirement::min_values);
         let mut offered = [false; 3];
         for o in types.iter().flat_map(|it| it.offerings.iter()) {
@@ -1277,9 +1290,10 @@ impl Round<'_> {
             .filter(|ct| offered[*ct as usize])
             .map(CapacityType::as_str)
             .collect();
+        // The instance-type requirement is kept apart until the output: nothing below reads it
+        // (offerings and custom labels do not involve the key), and its values move into it.
         let mut final_reqs = requirements.clone();
         final_reqs.remove(labels::INSTANCE_TYPE);
-        final_reqs.add(Requirement::in_owned(labels::INSTANCE_TYPE, names.clone()).with_min_values(it_min));
         let ct = final_reqs.remove(labels::CAPACITY_TYPE);
         let mut ct_req = Requirement::in_values(labels::CAPACITY_TYPE, &capacity_types);
         if let Some(min) = ct.as_ref().and_then(Requirement::min_values) {
@@ -1301,7 +1315,20 @@ impl Round<'_> {
             nodepool: tpl.name.clone(),
             pods: claim.pods.iter().map(|&p| self.pods[p].pod_ref.clone()).collect(),
             instance_type_options: names,
-            requirements: final_reqs.to_node_selector_requirements(),
+            requirements: {
+                let mut out = final_reqs.to_node_selector_requirements();
+                let at = out.partition_point(|r| r.key.as_str() < labels::INSTANCE_TYPE);
+                out.insert(
+                    at,
+                    NodeSelectorRequirementWithMinValues {
+                        key: labels::INSTANCE_TYPE.to_string(),
+                        operator: crate::requirements::Operator::In,
+                        values: sorted_names,
+                        min_values: it_min,
+                    },
+                );
+                out
+            },
             labels: node_labels,
             taints: tpl.taints.iter().map(TaintRef::of).collect(),
             startup_taints: tpl.startup_taints.iter().map(TaintRef::of).collect(),
