@@ -29,7 +29,7 @@ enum Command {
     /// List the instance types a NodePool allows, cheapest first, with allocatable resources and offerings.
     Types(types::TypesArgs),
     /// Run one provisioning round over the pending pods in the files, offline: new NodeClaims, pods placed on
-    /// existing nodes, and why the others stay pending. Exit 0 when every pod is placed, 1 when some are not
+    /// existing nodes, and why the others stay pending. Exit 0 when every provisionable pod is placed, 1 when some are not
     /// (unschedulable, or deferred to a later round by reserved capacity).
     Simulate(simulate::SimulateArgs),
 }

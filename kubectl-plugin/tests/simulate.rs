@@ -92,3 +92,49 @@ fn several_files_form_one_input_and_bad_input_exits_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("unknown region"));
 }
+
+/// Every field name of the JSON report is camelCase (maps keyed by label or resource names
+/// excepted), across the whole scenario corpus.
+#[test]
+fn json_field_names_are_camel_case() {
+    fn check(v: &serde_json::Value, path: &str, bad: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(map) => {
+                for (k, child) in map {
+                    if k.contains('_') || k.contains('-') {
+                        bad.push(format!("{path}.{k}"));
+                    }
+                    // Maps keyed by label, resource or domain names.
+                    if !matches!(k.as_str(), "labels" | "requests" | "counts" | "daemonOverheadMax" | "shortfall") {
+                        check(child, &format!("{path}.{k}"), bad);
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|i| check(i, path, bad)),
+            _ => {}
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir("../tests/scenarios").expect("the scenario corpus") {
+        let path = entry.expect("a directory entry").path();
+        if path.extension().is_none_or(|e| e != "yaml") {
+            continue;
+        }
+        let out = plugin(&["simulate", "-f", path.to_str().unwrap(), "-o", "json"]);
+        if out.status.code() == Some(2) {
+            continue;
+        }
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let mut bad = Vec::new();
+        check(&report, "", &mut bad);
+        assert!(bad.is_empty(), "{}: {bad:?}", path.display());
+        let text = report.to_string();
+        for field in ["mostFree", "smallestType", "toAtLeast"] {
+            if text.contains(&format!("\"{field}\"")) {
+                seen.insert(field);
+            }
+        }
+    }
+    // The corpus exercises the fields that used to be snake_case.
+    assert_eq!(seen.into_iter().collect::<Vec<_>>(), ["mostFree", "smallestType", "toAtLeast"]);
+}

@@ -54,6 +54,8 @@ struct Expect {
     node_pool_of: Option<BTreeMap<String, String>>,
     /// Pod → zone of the instance launched for its NodeClaim.
     zone_of: Option<BTreeMap<String, String>>,
+    /// Pod → the architecture its NodeClaim is pinned to (`kubernetes.io/arch` requirement).
+    arch_of: Option<BTreeMap<String, String>>,
     /// Existing node → the pods planned onto it (exact set; nodes not listed get none).
     existing_nodes: Option<BTreeMap<String, BTreeSet<String>>>,
     /// Groups of pods that must share a NodeClaim.
@@ -231,6 +233,14 @@ fn check(x: &Expect, r: &Results, errors: &mut Vec<String>) {
                 .and_then(|i| r.nodeclaims[i].launch.as_ref())
                 .map_or_else(|| "<none>".to_string(), |l| l.zone.clone());
             eq(&format!("zoneOf[{pod}]"), got, zone.clone());
+        }
+    }
+    if let Some(want) = &x.arch_of {
+        for (pod, arch) in want {
+            let got = nodeclaim_of(pod)
+                .and_then(|i| r.nodeclaims[i].requirements.iter().find(|q| q.key == "kubernetes.io/arch"))
+                .map_or_else(|| "<none>".to_string(), |q| q.values.join(","));
+            eq(&format!("archOf[{pod}]"), got, arch.clone());
         }
     }
     if let Some(want) = &x.existing_nodes {

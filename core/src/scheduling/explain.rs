@@ -99,7 +99,7 @@ impl fmt::Display for RequirementConflict {
 /// Why an existing node (or a NodeClaim planned earlier in the round) cannot take the pod, in
 /// upstream `ExistingNode.CanAdd` / `NodeClaim.CanAdd` order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "reason", rename_all = "camelCase")]
+#[serde(tag = "reason", rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum NodeRejection {
     Taint {
         taint: TaintRef,
@@ -335,7 +335,7 @@ pub struct Shortfall {
 
 /// The first constraint of a NodePool the pod fails, in upstream's order.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "constraint", rename_all = "camelCase")]
+#[serde(tag = "constraint", rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum NodePoolFailure {
     /// The NodePool takes no part in provisioning at all.
     NotEligible {
@@ -404,7 +404,7 @@ impl NodePoolFailure {
 
 /// A concrete change that would let the pod schedule on a NodePool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "fix", rename_all = "camelCase")]
+#[serde(tag = "fix", rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum Fix {
     AddToleration { taint: TaintRef },
     RaiseLimit { resource: String, to_at_least: Quantity },
@@ -615,7 +615,7 @@ impl fmt::Display for VolumeLimit {
 
 /// Where a volume's topology comes from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "kind", rename_all = "camelCase")]
+#[serde(tag = "kind", rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum VolumeOrigin {
     /// A bound claim: the PersistentVolume's `nodeAffinity.required`.
     PersistentVolume { name: String },
@@ -655,7 +655,7 @@ impl fmt::Display for ReservationUse {
 
 /// Why reserved capacity stops a pod (upstream `ReservedOfferingError`, Strict mode).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "kind", rename_all = "camelCase")]
+#[serde(tag = "kind", rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum ReservationConflict {
     /// The pod could use reserved offerings, but NodeClaims planned earlier this round hold all
     /// of their capacity (each holds one instance of every reservation it could launch into).

@@ -44,7 +44,7 @@ impl fmt::Display for PodRef {
 
 /// Why a pod without a node is not part of the provisioning round.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "reason", rename_all = "camelCase")]
+#[serde(tag = "reason", rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum IgnoreReason {
     /// `status.nominatedNodeName` is set: the pod is preempting (upstream `IsProvisionable`).
     Nominated { node: String },
@@ -400,7 +400,7 @@ pub struct Preferences {
 
 /// One relaxation step that was applied (upstream `Preferences.Relax`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "step", rename_all = "camelCase")]
+#[serde(tag = "step", rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum Relaxation {
     /// Step 1: the pod had more than one required node-selector term; the first was dropped.
     DroppedRequiredTerm { index: usize },

@@ -985,3 +985,155 @@ mod properties {
         }
     }
 }
+
+mod review {
+    //! Semantics that other tests exercise only incidentally.
+
+    use super::*;
+
+    fn daemonset(name: &str, cpu: &str, affinity: &str) -> k8s_openapi::api::apps::v1::DaemonSet {
+        let text = format!(
+            "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {{name: {name}, namespace: kube-system}}\nspec:\n  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n    metadata: {{labels: {{app: {name}}}}}\n    spec:\n{}      containers: [{{name: a, image: x, resources: {{requests: {{cpu: \"{cpu}\"}}}}}}]",
+            indent(affinity, 6)
+        );
+        serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+    }
+
+    #[test]
+    fn existing_nodes_initialized_first_then_by_name() {
+        let np = nodepool(&np_spec("", ""), "default");
+        let managed = |name: &str, initialized: bool| {
+            let labels = format!(
+                "kubernetes.io/arch: amd64, karpenter.sh/nodepool: default, karpenter.sh/registered: \"true\"{}",
+                if initialized { ", karpenter.sh/initialized: \"true\"" } else { "" }
+            );
+            node(name, &labels, "4", "")
+        };
+        // "a" sorts first by name but is not initialized: the initialized "b" is tried first.
+        let mut i = input(vec![np.clone()], small_types(), vec![pod("p", "1", "1Gi", "")]);
+        i.nodes = vec![managed("a", false), managed("b", true)];
+        let r = schedule(&i);
+        assert_eq!(r.existing_nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), ["b"], "{r:#?}");
+        // Both initialized: by name.
+        let mut i = input(vec![np], small_types(), vec![pod("p", "1", "1Gi", "")]);
+        i.nodes = vec![managed("d", true), managed("c", true)];
+        let r = schedule(&i);
+        assert_eq!(r.existing_nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), ["c"]);
+    }
+
+    #[test]
+    fn a_failed_pod_is_retried_from_scratch_after_others_are_placed() {
+        // "big" sorts first (more cpu) and needs a pod labelled app=db in its zone: none is placed
+        // yet, so it fails and goes to the back of the queue unrelaxed (it has nothing to relax);
+        // once "db" is placed, the retry succeeds in db's zone.
+        let aff = "affinity:\n  podAffinity:\n    requiredDuringSchedulingIgnoredDuringExecution:\n    - {topologyKey: topology.kubernetes.io/zone, labelSelector: {matchLabels: {app: db}}}";
+        let mut db = pod("db", "1", "1Gi", "nodeSelector: {topology.kubernetes.io/zone: test-zone-2}");
+        db.metadata.labels = Some([("app".to_string(), "db".to_string())].into());
+        let r = schedule(&input(
+            vec![nodepool(&np_spec("", ""), "default")],
+            small_types(),
+            vec![pod("big", "3", "1Gi", aff), db],
+        ));
+        assert!(r.unschedulable.is_empty(), "{r:#?}");
+        assert!(r.relaxed.is_empty());
+        let zone_of = |name: &str| {
+            let nc = r.nodeclaims.iter().find(|n| n.pods.iter().any(|p| p.name == name)).unwrap();
+            nc.requirements.iter().find(|q| q.key == "topology.kubernetes.io/zone").unwrap().values.clone()
+        };
+        assert_eq!(zone_of("big"), ["test-zone-2"]);
+    }
+
+    #[test]
+    fn existing_nodes_use_limits_and_node_limits_can_be_exhausted() {
+        let existing = node(
+            "n",
+            "kubernetes.io/arch: amd64, karpenter.sh/nodepool: default, karpenter.sh/registered: \"true\", karpenter.sh/initialized: \"true\"",
+            "4",
+            "{key: full, effect: NoSchedule}",
+        );
+        // limits.cpu 6 with a 4-CPU node of the NodePool: 2 left, so a 3-CPU pod exceeds it.
+        let np = nodepool(&np_spec("", "limits: {cpu: \"6\"}\n"), "default");
+        let mut i = input(vec![np], small_types(), vec![pod("p", "3", "1Gi", "")]);
+        i.nodes = vec![existing.clone()];
+        let r = schedule(&i);
+        match &r.unschedulable[0].explanation.nodepools[0].failure {
+            NodePoolFailure::ExceedsLimits { remaining, .. } => assert_eq!(*remaining, Quantity::from_units(2)),
+            other => panic!("{other:#?}"),
+        }
+        // limits.nodes 1 with one node: no new NodeClaim.
+        let np = nodepool(&np_spec("", "limits: {nodes: \"1\"}\n"), "default");
+        let mut i = input(vec![np], small_types(), vec![pod("p", "1", "1Gi", "")]);
+        i.nodes = vec![existing];
+        let r = schedule(&i);
+        assert!(
+            matches!(r.unschedulable[0].explanation.nodepools[0].failure, NodePoolFailure::NodeLimitsExhausted { .. }),
+            "{r:#?}"
+        );
+    }
+
+    #[test]
+    fn daemon_overhead_is_per_instance_type_group_and_daemon_terms_relax() {
+        // The agent only runs on arm64 (its first required term can never match, the second
+        // selects arm64): it counts on the arm type only.
+        let arm_only = "affinity:\n  nodeAffinity:\n    requiredDuringSchedulingIgnoredDuringExecution:\n      nodeSelectorTerms:\n      - matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [nowhere]}]\n      - matchExpressions: [{key: kubernetes.io/arch, operator: In, values: [arm64]}]\n";
+        let run = |pod_spec: &str| {
+            let mut i = input(
+                vec![nodepool(&np_spec("", ""), "default")],
+                small_types(),
+                vec![pod("p", "100m", "1Gi", pod_spec)],
+            );
+            i.daemonsets = vec![daemonset("agent", "1", arm_only)];
+            schedule(&i)
+        };
+        // An amd64 pod: the NodeClaim's options include the arm type, but the minimum overhead
+        // over the groups is the amd64 group's (none).
+        let r = run("");
+        assert_eq!(r.nodeclaims[0].requests.get("cpu"), Some(&Quantity::from_millis(100)), "{r:#?}");
+        // An arm64 pod: only the arm group is left, with the agent's 1 CPU.
+        let r = run("nodeSelector: {kubernetes.io/arch: arm64}");
+        assert_eq!(r.nodeclaims[0].requests.get("cpu"), Some(&Quantity::from_millis(1100)), "{r:#?}");
+    }
+
+    #[test]
+    fn node_affinity_policy_decides_which_nodes_a_spread_counts() {
+        // Two existing nodes in test-zone-1 and test-zone-2, labelled team=a, each running one
+        // app=web pod. The new pods select team=b (which only new NodeClaims get) and spread
+        // over zones with maxSkew 1. Honor (the default): nodes outside the pod's node affinity
+        // are not counted, so the three zones start equal. Ignore: zones 1 and 2 start at 1.
+        let web_on = |name: &str, node: &str| {
+            let mut p = pod(name, "100m", "100Mi", &format!("nodeName: {node}"));
+            p.metadata.labels = Some([("app".to_string(), "web".to_string())].into());
+            p
+        };
+        let run = |policy: &str| {
+            let np = nodepool(
+                &np_spec("", "").replace("template:\n", "template:\n  metadata: {labels: {team: b}}\n"),
+                "default",
+            );
+            let spread = format!("nodeSelector: {{team: b}}\ntopologySpreadConstraints: [{{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule, nodeAffinityPolicy: {policy}, labelSelector: {{matchLabels: {{app: web}}}}}}]");
+            let mut pods = vec![web_on("old-1", "n1"), web_on("old-2", "n2")];
+            for k in 0..3 {
+                let mut p = pod(&format!("new-{k}"), "100m", "100Mi", &spread);
+                p.metadata.labels = Some([("app".to_string(), "web".to_string())].into());
+                pods.push(p);
+            }
+            let mut i = input(vec![np], small_types(), pods);
+            i.nodes = vec![
+                node("n1", "team: a, topology.kubernetes.io/zone: test-zone-1", "4", "{key: no, effect: NoSchedule}"),
+                node("n2", "team: a, topology.kubernetes.io/zone: test-zone-2", "4", "{key: no, effect: NoSchedule}"),
+            ];
+            let r = schedule(&i);
+            assert!(r.unschedulable.is_empty(), "{policy}: {r:#?}");
+            let mut zones: std::collections::BTreeMap<String, usize> = Default::default();
+            for nc in &r.nodeclaims {
+                let z = nc.requirements.iter().find(|q| q.key == "topology.kubernetes.io/zone").unwrap();
+                *zones.entry(z.values.join(",")).or_default() += nc.pods.len();
+            }
+            zones
+        };
+        let honor = run("Honor");
+        assert_eq!(honor.values().copied().collect::<Vec<_>>(), [1, 1, 1], "{honor:?}");
+        let ignore = run("Ignore");
+        assert_eq!(ignore.get("test-zone-3"), Some(&2), "{ignore:?}");
+    }
+}
