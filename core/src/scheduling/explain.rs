@@ -238,8 +238,13 @@ impl RejectionGroups {
     /// Counts `node` in the existing topology group for (`kind`, `key`), whose rejections carry
     /// nothing to merge; false (nothing counted) when there is no such group yet.
     pub fn add_topology(&mut self, node: &str, kind: Kind, key: &str) -> bool {
-        let Some(&i) = self.index.get(&topology_group_key(kind, key)) else { return false };
-        let g = &mut self.groups[i];
+        let Some(g) = self
+            .groups
+            .iter_mut()
+            .find(|g| matches!(&g.rejection, NodeRejection::Topology(c) if c.kind == kind && c.key == key))
+        else {
+            return false;
+        };
         g.count += 1;
         if g.examples.len() < 5 {
             g.examples.push(node.to_string());

@@ -1354,8 +1354,26 @@ impl Round<'_> {
                 .collect(),
         );
         let mut planned = explain::RejectionGroups::default();
+        // Most planned NodeClaims reject a topology pod on topology; the pre-check names the
+        // group without building sets (only without volume alternatives, which change the node).
+        let prepared = if self.topology.involves(p) && pod.volumes.alternatives.is_empty() {
+            self.topology.prepare(p, pod, prefs, &pod.strict_requirements(prefs), &requirements)
+        } else {
+            None
+        };
         for (i, claim) in self.claims.iter().enumerate() {
             let name = planned_name(&self.templates[claim.template].name, i);
+            if let Some((kind, key)) = prepared.as_ref().and_then(|t| t.failing_group(&claim.requirements)) {
+                // The checks claim_can_add makes before topology, in its order.
+                let tpl = &self.templates[claim.template];
+                let tolerated = tpl.taints.iter().all(|t| tolerations.iter().any(|tol| taints::tolerates(tol, t)));
+                if tolerated
+                    && claim.requirements.is_compatible(&requirements, AllowUndefined::WellKnownLabels)
+                    && planned.add_topology(&name, kind, key)
+                {
+                    continue;
+                }
+            }
             let rejection = match self.claim_can_add(claim, p, prefs, &requirements, &tolerations) {
                 Ok(_) => continue,
                 Err(ClaimRejection::Topology(f)) => {

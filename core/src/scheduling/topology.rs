@@ -882,7 +882,27 @@ impl Prepared<'_> {
     /// succeed (it also intersects the domains of groups sharing a key), so a node this rejects
     /// is one it rejects too; placement uses it to skip nodes cheaply (not an upstream step).
     pub fn may_admit(&self, node: &Requirements) -> bool {
-        self.entries.iter().all(|e| {
+        self.first_without_domain(node).is_none()
+    }
+
+    /// The kind and key of the first group that leaves the pod no domain on the node. When no
+    /// two groups share a key, this is exactly the group [`Topology::add_requirements`] fails on
+    /// (it can only fail otherwise by intersecting groups of one key); `None` then otherwise.
+    pub fn failing_group(&self, node: &Requirements) -> Option<(Kind, &str)> {
+        let distinct_keys =
+            self.entries.iter().enumerate().all(|(i, e)| self.entries[..i].iter().all(|f| f.group.key != e.group.key));
+        if !distinct_keys {
+            return None;
+        }
+        self.first_without_domain(node).map(|e| (e.group.kind, e.group.key.as_str()))
+    }
+
+    fn first_without_domain(&self, node: &Requirements) -> Option<&PreparedGroup<'_>> {
+        self.entries.iter().find(|e| !Self::leaves_a_domain(e, node))
+    }
+
+    fn leaves_a_domain(e: &PreparedGroup<'_>, node: &Requirements) -> bool {
+        {
             let group = e.group;
             let view = View { group, node: node.get_interned(&e.key), pod: e.pod_requirement };
             match group.kind {
@@ -901,7 +921,7 @@ impl Prepared<'_> {
                 }
                 Kind::AntiAffinity => view.any(|d, c| c == 0 && e.pod_domains.has(d)),
             }
-        })
+        }
     }
 }
 
