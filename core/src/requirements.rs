@@ -865,15 +865,20 @@ impl Requirements {
         self.find(key).ok().map(|i| &self.list[i])
     }
 
-    /// [`get_ref`](Self::get_ref) with a key interned once for many lookups: a well-known key is
-    /// found by identity, without comparing strings.
-    pub fn get_interned(&self, key: &InternedKey) -> Option<&Requirement> {
-        match &key.0 {
+    /// The requirement for `key`: a well-known key is found by identity, another by binary search.
+    fn lookup(&self, key: &Key) -> Option<&Requirement> {
+        match key {
             Key::Static(wanted) => {
                 self.list.iter().find(|r| matches!(&r.key, Key::Static(k) if std::ptr::eq(*k, *wanted)))
             }
             Key::Shared(wanted) => self.get_ref(wanted),
         }
+    }
+
+    /// [`get_ref`](Self::get_ref) with a key interned once for many lookups: a well-known key is
+    /// found by identity, without comparing strings.
+    pub fn get_interned(&self, key: &InternedKey) -> Option<&Requirement> {
+        self.lookup(&key.0)
     }
 
     /// True if `key` is defined.
@@ -933,6 +938,14 @@ impl Requirements {
 
     /// [`intersects`](Self::intersects) without building the reason (no allocation).
     pub fn has_intersection(&self, other: &Requirements) -> bool {
+        // A few incoming keys against a large set (a NodeClaim's narrowed keys against an
+        // instance type's): look each up instead of walking the whole set.
+        if other.list.len() * 8 <= self.list.len() {
+            return other
+                .list
+                .iter()
+                .all(|incoming| self.lookup(&incoming.key).is_none_or(|existing| !conflicts(existing, incoming)));
+        }
         let mut ok = true;
         self.for_each_conflict(other, |_, _, _| {
             ok = false;
@@ -2236,6 +2249,24 @@ mod tests {
             } else {
                 prop_assert!(a.is_empty() || a.gte().is_some() || a.lte().is_some(), "{}", a);
             }
+        }
+
+        /// Few incoming keys against a large set (the lookup path of `has_intersection`) agree
+        /// with the merge walk of `intersects`.
+        #[test]
+        fn has_intersection_of_a_few_keys_against_many(
+            big in proptest::collection::vec(arb_composite(), 16),
+            small in proptest::collection::vec((arb_composite(), 0usize..16), 1..3),
+        ) {
+            // Well-known (interned) and custom keys alike.
+            let key = |i: usize| -> Key {
+                Key::from([TOPOLOGY_ZONE, ARCH, OS, INSTANCE_TYPE, TOPOLOGY_REGION, "example.com/a", "example.com/b",
+                    "example.com/c", "example.com/d", "example.com/e", "example.com/f", "example.com/g",
+                    "example.com/h", "example.com/i", "example.com/j", "example.com/k"][i])
+            };
+            let x: Requirements = big.into_iter().enumerate().map(|(i, r)| Requirement { key: key(i), ..r }).collect();
+            let y: Requirements = small.into_iter().map(|(r, i)| Requirement { key: key(i), ..r }).collect();
+            prop_assert_eq!(x.intersects(&y).is_ok(), x.has_intersection(&y));
         }
 
         #[test]
