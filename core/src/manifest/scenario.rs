@@ -87,11 +87,28 @@ impl Scenario {
                     format!("{:?} is not one of on-demand, reserved, spot", u.capacity_type),
                 ));
             }
+            // A typo would otherwise mark nothing unavailable, silently.
+            let catalogue = crate::catalogue::Catalogue::embedded();
             if u.instance_type.is_empty() {
                 out.push((format!("spec.unavailableOfferings[{i}].instanceType"), "must not be empty".into()));
+            } else if catalogue.info(&u.instance_type).is_none() {
+                out.push((
+                    format!("spec.unavailableOfferings[{i}].instanceType"),
+                    format!("{:?} is not an EC2 instance type in the catalogue", u.instance_type),
+                ));
             }
-            if u.zone.is_empty() {
-                out.push((format!("spec.unavailableOfferings[{i}].zone"), "must not be empty".into()));
+            match catalogue.zones(&self.spec.region) {
+                _ if u.zone.is_empty() => {
+                    out.push((format!("spec.unavailableOfferings[{i}].zone"), "must not be empty".into()));
+                }
+                Some(zones) if !zones.iter().any(|z| z.name == u.zone) => {
+                    let names: Vec<&str> = zones.iter().map(|z| z.name.as_str()).collect();
+                    out.push((
+                        format!("spec.unavailableOfferings[{i}].zone"),
+                        format!("{:?} is not a zone of {} (zones: {})", u.zone, self.spec.region, names.join(", ")),
+                    ));
+                }
+                _ => {}
             }
         }
         self.validate_capacity_reservations(&mut out);
@@ -199,6 +216,13 @@ mod tests {
         assert_eq!(p.kind, ProblemKind::Validation);
         assert_eq!(p.field.as_deref(), Some("spec.unavailableOfferings[0].capacityType"));
         assert_eq!(p.position.line, 6, "{p}");
+
+        // Typos in the instance type or zone are errors, not offerings silently left available.
+        let text = "apiVersion: carpentry.dev/v1alpha1\nkind: Scenario\nspec:\n  region: us-east-1\n  unavailableOfferings:\n  - {instanceType: c5.larg, zone: us-east-1q, capacityType: spot}\n";
+        let e = load(text).unwrap_err();
+        let fields: Vec<&str> = e.problems.iter().filter_map(|p| p.field.as_deref()).collect();
+        assert_eq!(fields, ["spec.unavailableOfferings[0].instanceType", "spec.unavailableOfferings[0].zone"]);
+        assert!(e.problems[1].message.contains("is not a zone of us-east-1 (zones: us-east-1a"), "{}", e.problems[1]);
 
         let text = "apiVersion: carpentry.dev/v1alpha1\nkind: Scenario\nspec:\n  regoin: us-east-1\n";
         let e = load(text).unwrap_err();
