@@ -301,6 +301,10 @@ pub struct Funnel {
     /// the instance types had to meet as well.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<String>,
+    /// The requirements that narrowed the instance types (NodePool's and pod's, on keys the
+    /// types define; at most 4).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub narrowed_by: Vec<String>,
 }
 
 /// Why one instance type was left out for the pod.
@@ -555,9 +559,11 @@ fn funnel_text(f: &Funnel) -> String {
     } else if f.resources == 0 {
         match &f.shortfall {
             Some(sh) => {
+                let narrowed =
+                    if f.narrowed_by.is_empty() { String::new() } else { format!(" ({})", f.narrowed_by.join(", ")) };
                 let _ = write!(
                     s,
-                    "no instance type has {} {} (pod and daemons); of the {} meeting the requirements the largest, {}, offers {}",
+                    "no instance type has {} {} (pod and daemons); of the {} meeting the requirements{narrowed} the largest, {}, offers {}",
                     sh.resource, sh.needs, f.requirements, sh.largest_type, sh.largest
                 );
             }

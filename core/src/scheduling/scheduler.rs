@@ -31,7 +31,7 @@ use crate::api::nodepool::NodePool;
 use crate::catalogue::{CapacityType, InstanceType, OfferingCompatibility};
 use crate::labels;
 use crate::quantity::Quantity;
-use crate::requirements::{AllowUndefined, NodeSelectorRequirementWithMinValues, Requirement, Requirements};
+use crate::requirements::{AllowUndefined, NodeSelectorRequirementWithMinValues, Operator, Requirement, Requirements};
 use crate::resources::{self, ResourceList};
 
 use super::cloudprovider::{self, Launch};
@@ -1543,6 +1543,7 @@ impl Round<'_> {
             cheapest_lost: Vec::new(),
             topology: Vec::new(),
             volumes: Vec::new(),
+            narrowed_by: narrowing_requirements(tpl, &merged),
         };
         let lose = |f: &mut Funnel, it: &InstanceType, stage: &'static str, detail: Option<String>| {
             if f.cheapest_lost.len() < 3 {
@@ -1623,6 +1624,18 @@ impl Round<'_> {
 /// meets them and has a compatible available offering:
 /// the type's requirements are checked on the changed keys only, and its offerings only when a
 /// changed key is one of theirs (zone, capacity type…).
+/// The requirements (NodePool's and pod's) that narrow the instance types: those on keys the
+/// types define, other than `Exists` (at most 4, rendered; `key In [a b c d e and 3 others]`).
+fn narrowing_requirements(tpl: &Template, merged: &Requirements) -> Vec<String> {
+    let Some(sample) = tpl.options.first().map(|o| &tpl.instance_types[o.it]) else { return Vec::new() };
+    merged
+        .iter()
+        .filter(|r| r.key() != labels::HOSTNAME && r.operator() != Operator::Exists && sample.requirements.has(r.key()))
+        .take(4)
+        .map(ToString::to_string)
+        .collect()
+}
+
 /// How explanations name the NodeClaim planned at `index` in this round ("default #3").
 fn planned_name(nodepool: &str, index: usize) -> String {
     format!("{nodepool} #{}", index + 1)

@@ -1137,3 +1137,17 @@ mod review {
         assert_eq!(ignore.get("test-zone-3"), Some(&2), "{ignore:?}");
     }
 }
+
+#[test]
+fn resource_shortfall_names_the_requirements_that_narrowed_the_types() {
+    let r = schedule(&input(
+        vec![nodepool(&np_spec("", ""), "default")],
+        small_types(),
+        vec![pod("p", "32", "1Gi", "nodeSelector: {kubernetes.io/arch: arm64}")],
+    ));
+    let text = r.unschedulable[0].explanation.headline();
+    assert!(
+        text.contains("no instance type has cpu 32 (pod and daemons); of the 1 meeting the requirements (kubernetes.io/arch In [arm64]) the largest, arm-instance-type, offers"),
+        "{text}"
+    );
+}
