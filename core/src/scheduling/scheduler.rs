@@ -1367,11 +1367,18 @@ impl Round<'_> {
                 // The checks claim_can_add makes before topology, in its order.
                 let tpl = &self.templates[claim.template];
                 let tolerated = tpl.taints.iter().all(|t| tolerations.iter().any(|tol| taints::tolerates(tol, t)));
-                if tolerated
-                    && claim.requirements.is_compatible(&requirements, AllowUndefined::WellKnownLabels)
-                    && planned.add_topology(&name, kind, key)
-                {
-                    continue;
+                if tolerated && claim.requirements.is_compatible(&requirements, AllowUndefined::WellKnownLabels) {
+                    // The shortcut must agree with the full check (verified in debug builds: the
+                    // test suite and the scenario corpus).
+                    debug_assert!(
+                        matches!(self.claim_can_add(claim, p, prefs, &requirements, &tolerations),
+                            Err(ClaimRejection::Topology(f)) if self.topology.failure_group(&f) == (kind, key)),
+                        "topology pre-check disagrees for {} on {name}",
+                        pod.pod_ref
+                    );
+                    if planned.add_topology(&name, kind, key) {
+                        continue;
+                    }
                 }
             }
             let rejection = match self.claim_can_add(claim, p, prefs, &requirements, &tolerations) {

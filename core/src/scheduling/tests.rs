@@ -1151,3 +1151,23 @@ fn resource_shortfall_names_the_requirements_that_narrowed_the_types() {
         "{text}"
     );
 }
+
+#[test]
+fn explanations_of_many_topology_pods_agree_with_the_full_check() {
+    // Upstream's diverse mix with limits that run out: hundreds of unschedulable pods with
+    // spread, affinity and anti-affinity are explained against every planned NodeClaim, where
+    // the topology pre-check stands in for the full check (and debug builds verify it does).
+    let mut input = fake::benchmark_input(Arc::new(fake::instance_types(40)), fake::diverse_pods(400));
+    input.nodepools[0].nodepool.spec.limits =
+        std::collections::BTreeMap::from([("cpu".to_string(), Quantity::from_units(400))]).into();
+    let r = schedule(&input);
+    assert!(r.unschedulable.len() > 100, "{}", r.unschedulable.len());
+    let topology_groups: usize = r
+        .unschedulable
+        .iter()
+        .flat_map(|u| &u.explanation.planned_nodeclaims)
+        .filter(|g| matches!(g.rejection, NodeRejection::Topology(_)))
+        .map(|g| g.count)
+        .sum();
+    assert!(topology_groups > 1000, "{topology_groups}");
+}

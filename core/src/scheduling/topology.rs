@@ -159,9 +159,35 @@ struct Group {
     counts: BTreeMap<String, i64>,
     /// Inverse groups: the pods owning the anti-affinity (for explanations; at most 5).
     owners: Vec<String>,
+    /// `key Exists` (what a requirement set without the key allows), built once.
+    exists: Requirement,
+    /// The key, interned for repeated lookups.
+    interned: InternedKey,
 }
 
 impl Group {
+    fn new(kind: Kind, key: &str, namespaces: Namespaces, selector: LabelSelector) -> Group {
+        let key = labels::normalize_key(key).to_string();
+        Group {
+            kind,
+            exists: Requirement::exists(&key),
+            interned: InternedKey::new(&key),
+            key,
+            namespaces,
+            selector,
+            max_skew: 0,
+            min_domains: None,
+            filter: None,
+            counts: BTreeMap::new(),
+            owners: Vec::new(),
+        }
+    }
+
+    /// The group's requirement in `requirements`, or `key Exists` (upstream `Get`), cheaply.
+    fn requirement_in(&self, requirements: &Requirements) -> Requirement {
+        requirements.get_interned(&self.interned).cloned().unwrap_or_else(|| self.exists.clone())
+    }
+
     fn selects(&self, namespace: &str, pod_labels: &BTreeMap<String, String>) -> bool {
         self.namespaces.contains(namespace) && selector::matches(&self.selector, pod_labels)
     }
@@ -393,17 +419,12 @@ impl Builder<'_> {
     }
 
     fn inverse_group(&mut self, term: &PodAffinityTerm, namespace: &str, owner: &str) -> usize {
-        let g = Group {
-            kind: Kind::AntiAffinity,
-            key: labels::normalize_key(&term.topology_key).to_string(),
-            namespaces: term_namespaces(term, namespace),
-            selector: term.label_selector.clone().unwrap_or_else(select_nothing),
-            max_skew: 0,
-            min_domains: None,
-            filter: None,
-            counts: BTreeMap::new(),
-            owners: Vec::new(),
-        };
+        let g = Group::new(
+            Kind::AntiAffinity,
+            &term.topology_key,
+            term_namespaces(term, namespace),
+            term.label_selector.clone().unwrap_or_else(select_nothing),
+        );
         let id = format!("{}|{:?}|{:?}", g.key, g.namespaces, g.selector);
         let i = match self.inverse_index.get(&id) {
             Some(&i) => i,
@@ -430,18 +451,13 @@ impl Builder<'_> {
     }
 
     fn affinity_group(&mut self, kind: Kind, term: &PodAffinityTerm, namespace: &str) -> usize {
-        self.group(Group {
+        self.group(Group::new(
             kind,
-            key: labels::normalize_key(&term.topology_key).to_string(),
-            namespaces: term_namespaces(term, namespace),
+            &term.topology_key,
+            term_namespaces(term, namespace),
             // upstream: a nil selector selects nothing.
-            selector: term.label_selector.clone().unwrap_or_else(select_nothing),
-            max_skew: 0,
-            min_domains: None,
-            filter: None,
-            counts: BTreeMap::new(),
-            owners: Vec::new(),
-        })
+            term.label_selector.clone().unwrap_or_else(select_nothing),
+        ))
     }
 }
 
@@ -594,15 +610,15 @@ impl Topology {
                     tolerations: (tsc.node_taints_policy.as_deref() == Some("Honor")).then(|| p.tolerations.clone()),
                 };
                 pg.spreads.push(b.group(Group {
-                    kind: Kind::Spread,
-                    key: labels::normalize_key(&tsc.topology_key).to_string(),
-                    namespaces: Namespaces::Set([ns.clone()].into()),
-                    selector: spread_selector(tsc, &p.labels),
                     max_skew: i64::from(tsc.max_skew),
                     min_domains: tsc.min_domains.map(i64::from),
                     filter: Some(filter),
-                    counts: BTreeMap::new(),
-                    owners: Vec::new(),
+                    ..Group::new(
+                        Kind::Spread,
+                        &tsc.topology_key,
+                        Namespaces::Set([ns.clone()].into()),
+                        spread_selector(tsc, &p.labels),
+                    )
                 }));
             }
             for t in &p.affinity_required {
@@ -679,10 +695,10 @@ impl Topology {
             .map(|&g| (g, false, &self.groups[g]))
             .chain(pg.inverse_selecting.iter().map(|&g| (g, true, &self.inverse[g])));
         for (index, inverse, group) in groups {
-            let pod_domains = strict.get(&group.key);
-            let node_domains = match pod_requirements.get_ref(&group.key) {
-                Some(r) => node.get(&group.key).intersection(r),
-                None => node.get(&group.key),
+            let pod_domains = group.requirement_in(strict);
+            let node_domains = match pod_requirements.get_interned(&group.interned) {
+                Some(r) => group.requirement_in(node).intersection(r),
+                None => group.requirement_in(node),
             };
             let domains = match group.kind {
                 Kind::Spread => group.next_spread(group.selects(ns, &pod.labels), &pod_domains, &node_domains),
@@ -730,12 +746,12 @@ impl Topology {
             owned.iter().map(|&g| &self.groups[g]).chain(pg.inverse_selecting.iter().map(|&g| &self.inverse[g]));
         let entries = groups
             .map(|group| {
-                let pod_domains = strict.get(&group.key);
+                let pod_domains = group.requirement_in(strict);
                 let self_selecting = group.selects(ns, &pod.labels);
                 let mut entry = PreparedGroup {
                     group,
-                    key: InternedKey::new(&group.key),
-                    pod_requirement: pod_requirements.get_ref(&group.key),
+                    key: group.interned.clone(),
+                    pod_requirement: pod_requirements.get_interned(&group.interned),
                     self_selecting,
                     min: 0,
                     all_empty: false,
@@ -885,20 +901,20 @@ impl Prepared<'_> {
         self.first_without_domain(node).is_none()
     }
 
-    /// The kind and key of the first group that leaves the pod no domain on the node. When no
-    /// two groups share a key, this is exactly the group [`Topology::add_requirements`] fails on
-    /// (it can only fail otherwise by intersecting groups of one key); `None` then otherwise.
+    /// The kind and key of the group [`Topology::add_requirements`] fails on for the node, when
+    /// that can be told without building sets: the first group that leaves no domain, provided
+    /// no two groups before it share a key (the only other way to fail is intersecting the
+    /// domains of groups of one key). `None` when every group leaves a domain or it cannot be
+    /// told.
     pub fn failing_group(&self, node: &Requirements) -> Option<(Kind, &str)> {
-        let distinct_keys =
-            self.entries.iter().enumerate().all(|(i, e)| self.entries[..i].iter().all(|f| f.group.key != e.group.key));
-        if !distinct_keys {
-            return None;
-        }
-        self.first_without_domain(node).map(|e| (e.group.kind, e.group.key.as_str()))
+        let k = self.first_without_domain(node)?;
+        let before = &self.entries[..k];
+        let distinct = before.iter().enumerate().all(|(i, e)| before[..i].iter().all(|f| f.group.key != e.group.key));
+        distinct.then(|| (self.entries[k].group.kind, self.entries[k].group.key.as_str()))
     }
 
-    fn first_without_domain(&self, node: &Requirements) -> Option<&PreparedGroup<'_>> {
-        self.entries.iter().find(|e| !Self::leaves_a_domain(e, node))
+    fn first_without_domain(&self, node: &Requirements) -> Option<usize> {
+        self.entries.iter().position(|e| !Self::leaves_a_domain(e, node))
     }
 
     fn leaves_a_domain(e: &PreparedGroup<'_>, node: &Requirements) -> bool {
