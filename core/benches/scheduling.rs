@@ -14,66 +14,50 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use carpentry_core::api::ec2nodeclass::EC2NodeClassSpec;
-use carpentry_core::catalogue::Catalogue;
+use carpentry_core::catalogue::{Catalogue, InstanceType};
 use carpentry_core::scheduling::fake::{self, benchmark_input, diverse_pods, pods};
 use carpentry_core::scheduling::schedule;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use k8s_openapi::api::core::v1::Pod;
 
-fn synthetic(c: &mut Criterion) {
-    let types = Arc::new(fake::instance_types(400));
-    let mut group = c.benchmark_group("scheduling/fake-400-types");
+/// One benchmark group: a round per size over `types` with the pods `make` builds. Each input
+/// is scheduled once first to report its outcome (and, when `all_placed`, to check that every
+/// pod was placed).
+fn group(
+    c: &mut Criterion,
+    name: &str,
+    types: &Arc<Vec<InstanceType>>,
+    ns: &[usize],
+    make: fn(usize) -> Vec<Pod>,
+    all_placed: bool,
+) {
+    let mut group = c.benchmark_group(name);
     group.sample_size(10);
-    for n in sizes(&[100, 1_000, 5_000, 20_000]) {
-        let input = benchmark_input(types.clone(), pods(n));
+    for n in sizes(ns) {
+        let input = benchmark_input(types.clone(), make(n));
         let r = schedule(&input);
-        assert!(r.unschedulable.is_empty(), "every pod schedules");
-        eprintln!("{n} pods → {} NodeClaims", r.nodeclaims.len());
+        assert!(!all_placed || r.unschedulable.is_empty(), "{name}/{n}: {:?}", r.unschedulable.first());
+        eprintln!("{name}/{n}: {} NodeClaims, {} unschedulable", r.nodeclaims.len(), r.unschedulable.len());
         group
             .bench_with_input(BenchmarkId::from_parameter(n), &input, |b, input| b.iter(|| schedule(black_box(input))));
     }
     group.finish();
 }
 
-fn synthetic_diverse(c: &mut Criterion) {
+fn synthetic(c: &mut Criterion) {
     let types = Arc::new(fake::instance_types(400));
-    let mut group = c.benchmark_group("scheduling/fake-400-types-diverse");
-    group.sample_size(10);
-    for n in sizes(&[100, 1_000, 5_000, 20_000]) {
-        let input = benchmark_input(types.clone(), diverse_pods(n));
-        let r = schedule(&input);
-        assert!(r.unschedulable.is_empty(), "every pod schedules: {:?}", r.unschedulable.first());
-        eprintln!("{n} diverse pods → {} NodeClaims", r.nodeclaims.len());
-        group
-            .bench_with_input(BenchmarkId::from_parameter(n), &input, |b, input| b.iter(|| schedule(black_box(input))));
-    }
-    group.finish();
+    group(c, "scheduling/fake-400-types", &types, &[100, 1_000, 5_000, 20_000], pods, true);
+    group(c, "scheduling/fake-400-types-diverse", &types, &[100, 1_000, 5_000, 20_000], diverse_pods, true);
 }
 
 fn real_catalogue(c: &mut Criterion) {
     let types =
         Catalogue::embedded().instance_types_shared("us-east-1", &EC2NodeClassSpec::default()).expect("us-east-1");
-    let mut group = c.benchmark_group("scheduling/us-east-1-default");
-    group.sample_size(10);
-    for n in sizes(&[1_000, 5_000, 20_000]) {
-        let input = benchmark_input(types.clone(), pods(n));
-        let r = schedule(&input);
-        assert!(r.unschedulable.is_empty(), "every pod schedules");
-        eprintln!("{n} pods → {} NodeClaims", r.nodeclaims.len());
-        group
-            .bench_with_input(BenchmarkId::from_parameter(n), &input, |b, input| b.iter(|| schedule(black_box(input))));
-    }
-    group.finish();
-    let mut group = c.benchmark_group("scheduling/us-east-1-default-diverse");
-    group.sample_size(10);
-    let n = *sizes(&[1_000, 20_000]).last().expect("one size");
-    let input = benchmark_input(types, diverse_pods(n));
-    let r = schedule(&input);
+    group(c, "scheduling/us-east-1-default", &types, &[1_000, 5_000, 20_000], pods, true);
     // Not every pod schedules here: each new NodeClaim subtracts the largest capacity among its
     // options from the limits (upstream's pessimism), and the 4000 anti-affinity NodeClaims may
     // each launch a 24 TiB type, which exhausts limits.memory (10000000Gi).
-    eprintln!("{n} diverse pods → {} NodeClaims, {} unschedulable", r.nodeclaims.len(), r.unschedulable.len());
-    group.bench_with_input(BenchmarkId::from_parameter(n), &input, |b, input| b.iter(|| schedule(black_box(input))));
-    group.finish();
+    group(c, "scheduling/us-east-1-default-diverse", &types, &[1_000, 20_000], diverse_pods, false);
 }
 
 /// Pod counts to run. `cargo test --benches` (CI's smoke run, a debug build without `--bench`)
@@ -84,5 +68,5 @@ fn sizes(all: &[usize]) -> Vec<usize> {
     all.iter().copied().filter(|&n| measuring || n <= 1_000).collect()
 }
 
-criterion_group!(benches, synthetic, synthetic_diverse, real_catalogue);
+criterion_group!(benches, synthetic, real_catalogue);
 criterion_main!(benches);

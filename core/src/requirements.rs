@@ -442,14 +442,6 @@ impl Requirement {
         Requirement { complement: false, values: sorted_unique(values), ..Requirement::exists(key) }
     }
 
-    /// `key In [values]`, taking the values (sorted and deduplicated here) without copying them.
-    pub fn in_owned(key: &str, mut values: Vec<String>) -> Requirement {
-        values.sort_unstable();
-        values.dedup();
-        let values = if values.is_empty() { no_values() } else { Arc::from(values) };
-        Requirement { complement: false, values, ..Requirement::exists(key) }
-    }
-
     /// `key NotIn [values]` (infallible shorthand).
     pub fn not_in<S: AsRef<str>>(key: &str, values: &[S]) -> Requirement {
         Requirement { values: sorted_unique(values), ..Requirement::exists(key) }

@@ -750,7 +750,6 @@ impl Topology {
                 let self_selecting = group.selects(ns, &pod.labels);
                 let mut entry = PreparedGroup {
                     group,
-                    key: group.interned.clone(),
                     pod_requirement: pod_requirements.get_interned(&group.interned),
                     self_selecting,
                     min: 0,
@@ -872,7 +871,6 @@ impl Topology {
 /// One group of a [`Prepared`] attempt, with what its domain choice needs besides the node.
 struct PreparedGroup<'t> {
     group: &'t Group,
-    key: InternedKey,
     /// The pod's requirement for the group's key (the same for every node tried).
     pod_requirement: Option<&'t Requirement>,
     pod_domains: Requirement,
@@ -920,7 +918,7 @@ impl Prepared<'_> {
     fn leaves_a_domain(e: &PreparedGroup<'_>, node: &Requirements) -> bool {
         {
             let group = e.group;
-            let view = View { group, node: node.get_interned(&e.key), pod: e.pod_requirement };
+            let view = View { group, node: node.get_interned(&group.interned), pod: e.pod_requirement };
             match group.kind {
                 Kind::Spread => {
                     let own = i64::from(e.self_selecting);
