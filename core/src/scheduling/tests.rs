@@ -882,7 +882,16 @@ mod properties {
         fn placements_are_valid_and_deterministic(
             specs in proptest::collection::vec((1u32..4000, 64u32..8192, 0u8..4), 1..40),
             limit in 4u32..64,
+            memory_limit in 8u32..256,
         ) {
+            // amd64 types fake-it-0..19 and arm64 types arm-0..9.
+            let catalogue = || {
+                let mut its = fake::instance_types(20);
+                its.extend((0..10i64).map(|i| {
+                    fake::instance_type(&format!("arm-{i}"), i + 1, Quantity::from_gibibytes(2 * (i + 1)), 10 * (i + 1), "arm64")
+                }));
+                its
+            };
             let pods: Vec<Pod> = specs.iter().enumerate().map(|(i, (cpu, mem, kind))| {
                 let extra = match kind {
                     0 => "",
@@ -892,9 +901,9 @@ mod properties {
                 };
                 pod(&format!("p{i}"), &format!("{cpu}m"), &format!("{mem}Mi"), extra)
             }).collect();
-            let plain = nodepool(&np_spec("", &format!("limits: {{cpu: \"{limit}\"}}\n")), "plain");
+            let plain = nodepool(&np_spec("", &format!("limits: {{cpu: \"{limit}\", memory: {memory_limit}Gi}}\n")), "plain");
             let tainted = nodepool(&np_spec("taints: [{key: workload, effect: NoSchedule}]", ""), "tainted");
-            let mut i = input(vec![plain, tainted], fake::instance_types(20), pods.clone());
+            let mut i = input(vec![plain, tainted], catalogue(), pods.clone());
             i.nodes = vec![
                 node("n-plain", "kubernetes.io/arch: amd64", "3", ""),
                 node("n-tainted", "kubernetes.io/arch: amd64", "3", "{key: workload, effect: NoSchedule}"),
@@ -916,13 +925,15 @@ mod properties {
             }
             prop_assert_eq!(&r, &schedule(&i));
             prop_assert_eq!(placed(&r) + r.unschedulable.len(), pods.len());
-            let mut plain_cpu = Quantity::ZERO;
+            let (mut plain_cpu, mut plain_memory) = (Quantity::ZERO, Quantity::ZERO);
+            let types = catalogue();
             for nc in &r.nodeclaims {
                 let launch = nc.launch.as_ref().expect("a launch");
-                let it = fake::instance_types(20).into_iter().find(|t| t.name == launch.instance_type).unwrap();
+                let it = types.iter().find(|t| t.name == launch.instance_type).unwrap();
                 prop_assert!(resources::fits(&nc.requests, &it.allocatable()));
                 if nc.nodepool == "plain" {
                     plain_cpu += it.capacity["cpu"];
+                    plain_memory += it.capacity["memory"];
                 }
                 for p in &nc.pods {
                     let idx: usize = p.name[1..].parse().unwrap();
@@ -931,7 +942,7 @@ mod properties {
                         prop_assert_eq!(kind, 2, "untolerating pod on tainted pool");
                     }
                     if kind == 1 {
-                        prop_assert!(false, "arm64 pod placed on an amd64-only catalogue");
+                        prop_assert!(launch.instance_type.starts_with("arm-"), "arm64 pod on {}", launch.instance_type);
                     }
                     if kind == 3 {
                         prop_assert_eq!(&launch.capacity_type, "on-demand");
@@ -939,22 +950,25 @@ mod properties {
                 }
             }
             prop_assert!(plain_cpu <= Quantity::from_units(limit as i64), "limit exceeded: {} > {}", plain_cpu, limit);
+            prop_assert!(plain_memory <= Quantity::from_gibibytes(memory_limit as i64), "memory limit exceeded: {}", plain_memory);
         }
 
         /// Placements respect every DoNotSchedule spread's maxSkew (zone and hostname) and
         /// required hostname anti-affinity; same input, same output.
         #[test]
         fn placements_respect_spread_and_anti_affinity(
-            specs in proptest::collection::vec((0u8..5, 1u32..3000), 1..40),
+            specs in proptest::collection::vec((0u8..6, 1u32..3000), 1..40),
         ) {
             // kind 0: generic; 1: zonal spread maxSkew 1 (app=z1); 2: zonal spread maxSkew 2
-            // (app=z2); 3: hostname anti-affinity (app=anti); 4: hostname spread maxSkew 2 (app=h).
+            // (app=z2); 3: hostname anti-affinity (app=anti); 4: hostname spread maxSkew 2 (app=h);
+            // 5: zonal anti-affinity (app=za).
             let pods: Vec<Pod> = specs.iter().enumerate().map(|(i, (kind, cpu))| {
                 let (extra, app) = match kind {
                     1 => (spread("topology.kubernetes.io/zone", 1, "DoNotSchedule", "z1"), "z1"),
                     2 => (spread("topology.kubernetes.io/zone", 2, "DoNotSchedule", "z2"), "z2"),
                     3 => ("affinity:\n  podAntiAffinity:\n    requiredDuringSchedulingIgnoredDuringExecution:\n    - {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: anti}}}".to_string(), "anti"),
                     4 => (spread("kubernetes.io/hostname", 2, "DoNotSchedule", "h"), "h"),
+                    5 => ("affinity:\n  podAntiAffinity:\n    requiredDuringSchedulingIgnoredDuringExecution:\n    - {topologyKey: topology.kubernetes.io/zone, labelSelector: {matchLabels: {app: za}}}".to_string(), "za"),
                     _ => (String::new(), "none"),
                 };
                 labeled(pod(&format!("p{i}"), &format!("{cpu}m"), "128Mi", &extra), &[("app", app)])
@@ -970,9 +984,13 @@ mod properties {
                 let count = |k: u8| nc.pods.iter().filter(|p| kind_of(p) == k).count();
                 prop_assert!(count(3) <= 1, "two anti-affinity pods share a NodeClaim: {:?}", nc.pods);
                 prop_assert!(count(4) <= 2, "hostname spread maxSkew 2 exceeded: {:?}", nc.pods);
-                for k in [1u8, 2] {
+                for k in [1u8, 2, 5] {
                     *zones.entry((k, zone.clone())).or_default() += count(k);
                 }
+            }
+            for z in fake::ZONES {
+                let n = zones.get(&(5, z.to_string())).copied().unwrap_or(0);
+                prop_assert!(n <= 1, "{} zonal anti-affinity pods in {}", n, z);
             }
             for (k, skew) in [(1u8, 1usize), (2, 2)] {
                 let counts: Vec<usize> = fake::ZONES
