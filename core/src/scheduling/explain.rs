@@ -690,6 +690,7 @@ impl fmt::Display for ReservationConflict {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ReservationConflict::Exhausted { reservations } => match reservations.as_slice() {
+                [] => f.write_str("the reservations it could use have no instances left"),
                 [r] => write!(
                     f,
                     "reservation {r} has {} of {} instance{} left after NodeClaims planned earlier this round",

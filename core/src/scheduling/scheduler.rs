@@ -901,10 +901,7 @@ impl Round<'_> {
                         let max = claims[c]
                             .options
                             .iter()
-                            .map(|&o| {
-                                let capacity = &tpl.instance_types[tpl.options[o as usize].it].capacity;
-                                capacity.get(resource).copied().unwrap_or(Quantity::ZERO)
-                            })
+                            .map(|&o| tpl.options[o as usize].capacity.get(resource))
                             .max()
                             .unwrap_or(Quantity::ZERO);
                         *remaining -= max;
@@ -1552,9 +1549,11 @@ impl Round<'_> {
             volumes: Vec::new(),
             narrowed_by: narrowing_requirements(tpl, &merged),
         };
+        let base_offerings = OfferingCompatibility::new(&tpl.base.requirements);
+        let merged_offerings = OfferingCompatibility::new(&merged);
         let lose = |f: &mut Funnel, it: &InstanceType, stage: &'static str, detail: Option<String>| {
             if f.cheapest_lost.len() < 3 {
-                let price = cheapest_offering(it, &tpl.base.requirements);
+                let price = base_offerings.cheapest(it);
                 f.cheapest_lost.push(TypeLoss { instance_type: it.name.clone(), price, stage, detail });
             }
         };
@@ -1595,7 +1594,7 @@ impl Round<'_> {
                 continue;
             }
             f.resources += 1;
-            let price = cheapest_offering(it, &merged);
+            let price = merged_offerings.cheapest(it);
             if !price.is_finite() {
                 lose(&mut f, it, "offerings", None);
             }
@@ -1627,10 +1626,6 @@ impl Round<'_> {
     }
 }
 
-/// Whether an instance type that met the requirements before `changed` narrowed them still
-/// meets them and has a compatible available offering:
-/// the type's requirements are checked on the changed keys only, and its offerings only when a
-/// changed key is one of theirs (zone, capacity type…).
 /// The requirements (NodePool's and pod's) that narrow the instance types: those on keys the
 /// types define, other than `Exists` (at most 4, rendered; `key In [a b c d e and 3 others]`).
 fn narrowing_requirements(tpl: &Template, merged: &Requirements) -> Vec<String> {
@@ -1648,21 +1643,16 @@ fn planned_name(nodepool: &str, index: usize) -> String {
     format!("{nodepool} #{}", index + 1)
 }
 
+/// Whether an instance type that met the requirements before `changed` narrowed them still
+/// meets them and has a compatible available offering:
+/// the type's requirements are checked on the changed keys only, and its offerings only when a
+/// changed key is one of theirs (zone, capacity type…).
 fn type_still_matches(it: &InstanceType, changed: &Requirements, merged: &OfferingCompatibility<'_>) -> bool {
     if !it.requirements.has_intersection(changed) {
         return false;
     }
     let offering_keys_changed = it.offerings.first().is_some_and(|o| changed.keys().any(|k| o.requirements.has(k)));
     !offering_keys_changed || it.offerings.iter().any(|o| o.available && merged.test(&o.requirements))
-}
-
-/// The cheapest available offering compatible with the requirements (+∞ when none).
-fn cheapest_offering(it: &InstanceType, requirements: &Requirements) -> f64 {
-    it.offerings
-        .iter()
-        .filter(|o| o.available && requirements.is_compatible(&o.requirements, AllowUndefined::WellKnownLabels))
-        .map(|o| o.price)
-        .fold(f64::INFINITY, f64::min)
 }
 
 fn within_limits(capacity: &resources::Packed, remaining: &ResourceList) -> bool {

@@ -895,6 +895,8 @@ impl Prepared<'_> {
     /// [`Topology::add_requirements`] without building any set. A necessary condition for it to
     /// succeed (it also intersects the domains of groups sharing a key), so a node this rejects
     /// is one it rejects too; placement uses it to skip nodes cheaply (not an upstream step).
+    /// (Every existing node and planned NodeClaim has a single hostname, so narrowing a node
+    /// — by a volume alternative — never adds hostname domains this check did not see.)
     pub fn may_admit(&self, node: &Requirements) -> bool {
         self.first_without_domain(node).is_none()
     }
@@ -916,25 +918,23 @@ impl Prepared<'_> {
     }
 
     fn leaves_a_domain(e: &PreparedGroup<'_>, node: &Requirements) -> bool {
-        {
-            let group = e.group;
-            let view = View { group, node: node.get_interned(&group.interned), pod: e.pod_requirement };
-            match group.kind {
-                Kind::Spread => {
-                    let own = i64::from(e.self_selecting);
-                    view.any(|_, c| (c + own).saturating_sub(e.min) <= group.max_skew)
-                }
-                Kind::Affinity => {
-                    if view.any(|d, c| c > 0 && e.pod_domains.has(d)) {
-                        return true;
-                    }
-                    if !e.self_selecting || (!e.all_empty && e.compatible_nonempty) {
-                        return false;
-                    }
-                    view.any(|d, _| e.pod_domains.has(d)) || e.any_pod_domain
-                }
-                Kind::AntiAffinity => view.any(|d, c| c == 0 && e.pod_domains.has(d)),
+        let group = e.group;
+        let view = View { group, node: node.get_interned(&group.interned), pod: e.pod_requirement };
+        match group.kind {
+            Kind::Spread => {
+                let own = i64::from(e.self_selecting);
+                view.any(|_, c| (c + own).saturating_sub(e.min) <= group.max_skew)
             }
+            Kind::Affinity => {
+                if view.any(|d, c| c > 0 && e.pod_domains.has(d)) {
+                    return true;
+                }
+                if !e.self_selecting || (!e.all_empty && e.compatible_nonempty) {
+                    return false;
+                }
+                view.any(|d, _| e.pod_domains.has(d)) || e.any_pod_domain
+            }
+            Kind::AntiAffinity => view.any(|d, c| c == 0 && e.pod_domains.has(d)),
         }
     }
 }
