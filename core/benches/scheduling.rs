@@ -57,7 +57,7 @@ fn real_catalogue(c: &mut Criterion) {
     // Not every pod schedules here: each new NodeClaim subtracts the largest capacity among its
     // options from the limits (upstream's pessimism), and the 4000 anti-affinity NodeClaims may
     // each launch a 24 TiB type, which exhausts limits.memory (10000000Gi).
-    group(c, "scheduling/us-east-1-default-diverse", &types, &[1_000, 20_000], diverse_pods, false);
+    group(c, "scheduling/us-east-1-default-diverse", &types, &[1_000, 5_000, 20_000], diverse_pods, false);
 }
 
 /// Pod counts to run. `cargo test --benches` (CI's smoke run, a debug build without `--bench`)

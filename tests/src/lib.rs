@@ -1,3 +1,4 @@
 //! Shared helpers for the scenario and end-to-end tests.
 
+pub mod fidelity;
 pub mod testenv;

@@ -4,6 +4,7 @@
 //! (`cargo xtask play`, `cargo xtask test`) work on a clean clone.
 
 mod catalog;
+mod fidelity;
 mod play;
 mod testenv;
 mod util;
@@ -30,6 +31,10 @@ enum Task {
     Catalog(catalog::CatalogArgs),
     /// Build and run the live-test control plane (tests/testenv): build | up | down | status.
     Testenv(testenv::TestenvArgs),
+    /// Compare our scheduler with upstream Karpenter's on the corpus and on generated scenarios.
+    Fidelity(fidelity::FidelityArgs),
+    /// Pods/second of our scheduler and upstream's, side by side (ends with `min speedup: X`).
+    BenchVsUpstream(fidelity::BenchArgs),
 }
 
 #[derive(clap::Args)]
@@ -47,6 +52,8 @@ fn main() -> Result<()> {
         Task::Test(args) => test(args),
         Task::Catalog(args) => catalog::run(args),
         Task::Testenv(args) => testenv::run(args),
+        Task::Fidelity(args) => fidelity::run(args),
+        Task::BenchVsUpstream(args) => fidelity::bench(args),
     }
 }
 
@@ -87,6 +94,7 @@ fn test(args: TestArgs) -> Result<()> {
         Ok(())
     })?;
     util::step("testenv: build the test control plane (tests/testenv)", || testenv::ensure_built().map(drop))?;
+    util::step("fidelity: build the upstream oracle (tests/oracle)", || fidelity::ensure_built().map(drop))?;
     util::step("tests", || util::cargo(&["test", "--workspace", "--locked"]))?;
     // Benchmarks are compiled and each run once (no timing) so they cannot rot.
     util::step("benches compile and run once", || {

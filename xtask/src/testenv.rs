@@ -166,7 +166,7 @@ fn link_components(bin_dir: &Path) -> Result<()> {
 }
 
 /// Go from PATH, else the usual install location.
-fn find_go() -> Result<PathBuf> {
+pub(crate) fn find_go() -> Result<PathBuf> {
     if util::have("go") {
         return Ok(PathBuf::from("go"));
     }
@@ -188,7 +188,7 @@ fn k8s_version(module: &Path) -> Result<String> {
 }
 
 /// FNV-1a over go.mod, go.sum and every .go file (path and contents), outside bin/.
-fn hash_inputs(module: &Path) -> Result<u64> {
+pub(crate) fn hash_inputs(module: &Path) -> Result<u64> {
     let mut files = Vec::new();
     collect_inputs(module, module, &mut files)?;
     files.sort();

@@ -55,7 +55,12 @@ pub fn daemons(daemonsets: &[DaemonSet]) -> (Vec<Daemon>, Vec<(String, String)>)
             status: None,
         };
         match PodData::read(&pod) {
-            Ok(pod) => out.push(Daemon { name, pod }),
+            Ok(mut pod) => {
+                // A template is not a Pod: the API server's hostNetwork port defaulting
+                // (`SetDefaults_Pod`) never reaches it, and upstream reads the template as stored.
+                pod.host_ports = super::hostports::spec_host_ports(spec.template.spec.as_ref(), false);
+                out.push(Daemon { name, pod })
+            }
             Err(e) => errors.push((name, e.to_string())),
         }
     }

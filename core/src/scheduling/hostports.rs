@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodSpec};
 
 /// One host port a pod binds.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -34,17 +34,32 @@ impl fmt::Display for HostPort {
     }
 }
 
-/// The host ports of a pod's regular containers.
+/// The host ports of a pod's regular containers. With `hostNetwork`, a port without `hostPort`
+/// binds its `containerPort` on the host: the API server's Pod defaulting (`SetDefaults_Pod`)
+/// writes `hostPort = containerPort` into such pods, so upstream sees them as host ports, and a
+/// manifest not yet applied must count the same.
 pub fn pod_host_ports(pod: &Pod) -> Vec<HostPort> {
-    let Some(spec) = &pod.spec else { return Vec::new() };
+    spec_host_ports(pod.spec.as_ref(), true)
+}
+
+/// The host ports of a pod spec's regular containers; `pod_defaults` applies the API server's
+/// hostNetwork defaulting, which only Pods get (not pod templates).
+pub fn spec_host_ports(spec: Option<&PodSpec>, pod_defaults: bool) -> Vec<HostPort> {
+    let Some(spec) = spec else { return Vec::new() };
+    let host_network = pod_defaults && spec.host_network == Some(true);
     spec.containers
         .iter()
         .flat_map(|c| c.ports.iter().flatten())
-        .filter(|p| p.host_port.unwrap_or(0) != 0)
-        .map(|p| HostPort {
-            ip: p.host_ip.clone().filter(|ip| !ip.is_empty()).unwrap_or_else(|| "0.0.0.0".into()),
-            port: p.host_port.unwrap_or(0),
-            protocol: p.protocol.clone().filter(|p| !p.is_empty()).unwrap_or_else(|| "TCP".into()),
+        .filter_map(|p| {
+            let port = match p.host_port.unwrap_or(0) {
+                0 if host_network => p.container_port,
+                port => port,
+            };
+            (port != 0).then(|| HostPort {
+                ip: p.host_ip.clone().filter(|ip| !ip.is_empty()).unwrap_or_else(|| "0.0.0.0".into()),
+                port,
+                protocol: p.protocol.clone().filter(|p| !p.is_empty()).unwrap_or_else(|| "TCP".into()),
+            })
         })
         .collect()
 }
@@ -60,6 +75,19 @@ mod tests {
 
     fn hp(ip: &str, port: i32) -> HostPort {
         HostPort { ip: ip.into(), port, protocol: "TCP".into() }
+    }
+
+    #[test]
+    fn host_network_ports_are_host_ports() {
+        let pod = |host_network: bool| -> Pod {
+            serde_yaml::from_str(&format!(
+                "metadata: {{name: p}}\nspec:\n  hostNetwork: {host_network}\n  containers: [{{name: c, ports: [{{containerPort: 9100}}, {{containerPort: 53, hostPort: 5353, protocol: UDP}}]}}]"
+            ))
+            .unwrap()
+        };
+        let ports = |p: &Pod| pod_host_ports(p).iter().map(ToString::to_string).collect::<Vec<_>>();
+        assert_eq!(ports(&pod(true)), ["0.0.0.0:9100/TCP", "0.0.0.0:5353/UDP"]);
+        assert_eq!(ports(&pod(false)), ["0.0.0.0:5353/UDP"]);
     }
 
     #[test]

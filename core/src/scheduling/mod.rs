@@ -16,6 +16,7 @@ pub mod cluster;
 pub mod daemons;
 pub mod explain;
 pub mod fake;
+mod go_sort;
 pub mod hostports;
 pub mod nodeclaim_template;
 pub mod pod;

@@ -277,8 +277,12 @@ struct Round<'a> {
     templates: Vec<Template>,
     nodes: Vec<ExistingNode>,
     claims: Vec<Claim>,
-    /// This round's claims ordered by (pod count, creation).
-    claim_order: std::collections::BTreeSet<(usize, usize)>,
+    /// This round's claims in the order upstream keeps its `newNodeClaims`: appended when
+    /// created, re-sorted in place by pod count with Go's unstable sort before each pod tries
+    /// them (so ties fall as upstream's do).
+    claim_order: Vec<usize>,
+    /// Pods per claim, by claim index (the sort key, kept compact).
+    claim_pod_counts: Vec<u32>,
     /// Per hostname topology group, how many of this round's claims count a pod in it: when
     /// every claim does, a pod that must be alone in the group skips them all at once.
     claims_hosting: Vec<(GroupId, usize)>,
@@ -445,7 +449,8 @@ pub fn schedule(input: &Input) -> Results {
         templates,
         nodes,
         claims: Vec::new(),
-        claim_order: std::collections::BTreeSet::new(),
+        claim_order: Vec::new(),
+        claim_pod_counts: Vec::new(),
         claims_hosting: Vec::new(),
         topology,
         tolerate_prefer_no_schedule,
@@ -590,7 +595,17 @@ fn existing_nodes(
     };
     for node in &input.nodes {
         let name = node.metadata.name.clone().unwrap_or_default();
-        let provider_id = node.spec.as_ref().and_then(|s| s.provider_id.clone());
+        let provider_id = node.spec.as_ref().and_then(|s| s.provider_id.clone()).filter(|p| !p.is_empty());
+        if provider_id.is_none() && node.metadata.labels.as_ref().is_some_and(|l| l.contains_key(labels::NODEPOOL)) {
+            // upstream `Cluster.UpdateNode`: a node Karpenter owns is not tracked until it has a
+            // providerID, so it is neither capacity nor a node whose pods are rescheduled.
+            notes.push(format!(
+                "Node {name} carries {} but has no spec.providerID: upstream's cluster state does not track \
+                 it until it has one, so it is left out (neither capacity nor deleting)",
+                labels::NODEPOOL
+            ));
+            continue;
+        }
         let claim_index = input.nodeclaims.iter().position(|nc| {
             nc.status.as_ref().is_some_and(|s| {
                 (!s.node_name.is_empty() && s.node_name == name)
@@ -858,13 +873,18 @@ impl Round<'_> {
             self.topology.record(p, &node.requirements, &node.taints);
             return Ok(());
         }
-        // upstream re-sorts in-flight NodeClaims by pod count (unstable); ties by creation order here.
+        // upstream: `sort.Slice(newNodeClaims, by pod count)` before every attempt on them. Go's
+        // sort leaves a sorted slice as it is, so only an unsorted order needs the full algorithm.
+        let counts = &self.claim_pod_counts;
+        if !self.claim_order.is_sorted_by_key(|&c| counts[c]) {
+            super::go_sort::sort_slice(&mut self.claim_order, |&a, &b| counts[a] < counts[b]);
+        }
         let limits = self.topology.hostname_limits(p, pod, prefs);
         let every_claim_full = limits.iter().any(|(g, limit)| {
             *limit == 0 && self.claims_hosting.iter().any(|(h, n)| h == g && *n == self.claims.len())
         });
         let candidates = if every_claim_full { None } else { Some(self.claim_order.iter()) };
-        let found = candidates.into_iter().flatten().find_map(|&(_, c)| {
+        let found = candidates.into_iter().flatten().find_map(|&c| {
             let claim = &self.claims[c];
             let full = limits
                 .iter()
@@ -891,7 +911,8 @@ impl Round<'_> {
             if let Ok(addition) = attempt {
                 self.claims.push(claim);
                 let c = self.claims.len() - 1;
-                self.claim_order.insert((0, c));
+                self.claim_order.push(c);
+                self.claim_pod_counts.push(0);
                 self.commit(c, p, addition);
                 // upstream: subtract the element-wise max capacity over the options, once, now
                 // (only the limited resources matter).
@@ -987,8 +1008,7 @@ impl Round<'_> {
     fn commit(&mut self, c: usize, p: usize, addition: Addition) {
         let pod = &self.pods[p];
         let claim = &mut self.claims[c];
-        self.claim_order.remove(&(claim.pods.len(), c));
-        self.claim_order.insert((claim.pods.len() + 1, c));
+        self.claim_pod_counts[c] += 1;
         claim.requirements = addition.requirements;
         claim.options = addition.options;
         claim.min_values_relaxed |= addition.relaxed_min_values;
@@ -1166,9 +1186,15 @@ impl Round<'_> {
         if merged.has_min_values() {
             let shortfall = min_values_shortfall(tpl, &kept, &merged);
             if !shortfall.is_empty() {
-                match self.input.options.min_values_policy {
-                    MinValuesPolicy::Strict => return Err(ClaimRejection::MinValues(shortfall)),
-                    MinValuesPolicy::BestEffort => {
+                // upstream: BestEffort relaxes minValues only when a pod opens a new NodeClaim;
+                // adding to a NodeClaim planned earlier in the round always checks it strictly
+                // (`CanAdd(…, relaxMinValues=false)` for in-flight NodeClaims). A claim without
+                // pods is a fresh one.
+                let relax =
+                    claim.pods.is_empty() && self.input.options.min_values_policy == MinValuesPolicy::BestEffort;
+                match relax {
+                    false => return Err(ClaimRejection::MinValues(shortfall)),
+                    true => {
                         for k in &shortfall {
                             if let Some(r) = merged.remove(&k.key) {
                                 merged.add(r.with_min_values(Some(k.found as i64)));

@@ -363,18 +363,33 @@ fn p16_min_values_strict_and_best_effort() {
         r.unschedulable[0].explanation.nodepools[0].failure,
         NodePoolFailure::MinValuesAfterTruncation { .. }
     ));
-    // BestEffort: the second pod narrows the options to it2, minValues is lowered to 1 and the
-    // NodeClaim is annotated relaxed; both pods share it.
+    // BestEffort: truncation below minValues is allowed (upstream `Truncate` only validates under
+    // Strict). The second pod does not join the first NodeClaim (that would narrow it to it2 and
+    // minValues is checked strictly on NodeClaims planned earlier in the round), so each pod keeps
+    // its own NodeClaim, truncated to one type.
+    i.options.min_values_policy = MinValuesPolicy::BestEffort;
+    let r = schedule(&i);
+    assert!(r.unschedulable.is_empty(), "{r:#?}");
+    assert_eq!(r.nodeclaims.len(), 2);
+    assert!(r.nodeclaims.iter().all(|n| n.instance_type_options.len() == 1 && !n.min_values_relaxed));
+    // A pod that only it2 fits opens a NodeClaim with minValues relaxed to 1 (annotated); a small
+    // pod then joins it, checked against the relaxed minValues.
+    let pods = vec![pod("big", "1.5", "0.5Gi", ""), pod("small", "0.2", "0.2Gi", "")];
+    let mut i = input(vec![np.clone()], its.clone(), pods);
+    let r = schedule(&i);
+    assert_eq!(r.unschedulable.len(), 1, "Strict: {r:#?}");
+    assert_eq!(r.unschedulable[0].pod.name, "big");
     i.options.min_values_policy = MinValuesPolicy::BestEffort;
     let r = schedule(&i);
     assert!(r.unschedulable.is_empty(), "{r:#?}");
     assert_eq!(r.nodeclaims.len(), 1);
     assert!(r.nodeclaims[0].min_values_relaxed);
+    assert_eq!(r.nodeclaims[0].instance_type_options, ["it2"]);
 }
 
 fn node(name: &str, labels: &str, cpu: &str, taints: &str) -> Node {
     serde_yaml::from_str(&format!(
-        "apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels: {{{labels}}}\nspec: {{taints: [{taints}]}}\nstatus:\n  allocatable: {{cpu: \"{cpu}\", memory: 16Gi, pods: \"110\"}}\n  capacity: {{cpu: \"{cpu}\", memory: 16Gi, pods: \"110\"}}"
+        "apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels: {{{labels}}}\nspec: {{providerID: \"aws:///test/{name}\", taints: [{taints}]}}\nstatus:\n  allocatable: {{cpu: \"{cpu}\", memory: 16Gi, pods: \"110\"}}\n  capacity: {{cpu: \"{cpu}\", memory: 16Gi, pods: \"110\"}}"
     ))
     .unwrap()
 }
