@@ -1,8 +1,11 @@
 //! Fidelity against upstream Karpenter v1.14.1 in CI: every corpus scenario and a fixed set of
 //! generated scenarios run through our scheduler and upstream's (the Go oracle, tests/oracle),
-//! compared by equivalence classes. A divergence fails the test unless it is listed below as
-//! deliberate, with its entry in docs/divergences.md. `cargo xtask fidelity --count N --seed S`
-//! runs longer streams and shrinks each divergence to a minimal scenario file.
+//! compared by equivalence classes (docs/fidelity.md). A divergence fails the test unless it is
+//! listed below as deliberate, with its entry in docs/divergences.md, or upstream's own runs of
+//! the scenario differ from each other: then upstream broke a tie at random (Go map order) and
+//! none of its draws happened to break it our way, which is reported but cannot fail the test
+//! without making it flaky. `cargo xtask fidelity --count N --seed S` runs longer streams and
+//! shrinks each divergence to a minimal scenario file.
 
 use carpentry_tests::fidelity::{generate, oracle, run};
 
@@ -45,6 +48,7 @@ fn corpus_and_generated_scenarios_agree_with_upstream() {
     }
     let mut failures = Vec::new();
     let mut agreeing = 0;
+    let mut random_ties = Vec::new();
     for (name, yaml) in &cases {
         let c = match run::compare_one(&mut oracle, name, yaml) {
             Ok(c) => c,
@@ -57,6 +61,8 @@ fn corpus_and_generated_scenarios_agree_with_upstream() {
             c.differences.iter().filter(|d| !DELIBERATE.iter().any(|(n, k, _)| n == name && *k == d.kind())).collect();
         if unexplained.is_empty() {
             agreeing += 1;
+        } else if c.upstream_varies {
+            random_ties.push(name.clone());
         } else {
             failures.push(format!(
                 "{name}:\n{}",
@@ -65,6 +71,7 @@ fn corpus_and_generated_scenarios_agree_with_upstream() {
         }
     }
     eprintln!("fidelity agreement: {agreeing}/{}", cases.len());
+    eprintln!("diverging only where upstream's own runs differ: {random_ties:?}");
     assert!(
         failures.is_empty(),
         "divergences from upstream (reproduce with `cargo xtask fidelity`):\n{}",

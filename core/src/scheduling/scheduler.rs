@@ -205,6 +205,8 @@ struct Template {
 struct ExistingNode {
     name: String,
     initialized: bool,
+    /// An in-flight NodeClaim (launched, no Node yet).
+    in_flight: bool,
     taints: Vec<Taint>,
     requirements: Requirements,
     available: ResourceList,
@@ -414,12 +416,20 @@ pub fn schedule(input: &Input) -> Results {
             .map(|t| DomainSource {
                 requirements: &t.base.requirements,
                 taints: &t.taints,
-                instance_types: t.options.iter().map(|o| &t.instance_types[o.it].requirements).collect(),
+                // upstream `buildDomainGroups` reads every instance type the cloud provider
+                // returned for the NodePool, not only those compatible with it: a zone where only
+                // amd64 types are offered is a domain of an arm64 NodePool too.
+                instance_types: t.instance_types.iter().map(|it| &it.requirements).collect(),
             })
             .collect();
         let infos: Vec<NodeInfo<'_>> = nodes
             .iter()
-            .map(|n| NodeInfo { name: &n.name, requirements: &n.requirements, taints: &n.taints })
+            .map(|n| NodeInfo {
+                name: &n.name,
+                requirements: &n.requirements,
+                taints: &n.taints,
+                in_flight: n.in_flight,
+            })
             .collect();
         let node_index: HashMap<&str, usize> = infos.iter().enumerate().map(|(i, n)| (n.name, i)).collect();
         let counted: Vec<(&Pod, usize)> = bound_pods
@@ -680,7 +690,10 @@ fn existing_nodes(
         add_usage(node_labels.get(labels::NODEPOOL), &status.capacity);
         let requirements = node_labels_requirements(&node_labels, &name);
         let node_taints = nc.spec.taints.iter().filter(|t| !taints::is_known_ephemeral(t)).cloned().collect();
-        out.push(make_existing(name, false, node_taints, requirements, status.allocatable.clone(), bound, daemons));
+        let mut node =
+            make_existing(name, false, node_taints, requirements, status.allocatable.clone(), bound, daemons);
+        node.in_flight = true;
+        out.push(node);
     }
     // upstream: initialized first, then by name (stable).
     out.sort_by(|a, b| b.initialized.cmp(&a.initialized).then_with(|| a.name.cmp(&b.name)));
@@ -739,6 +752,7 @@ fn make_existing(
     }
     let available = resources::subtract(&resources::subtract(&allocatable, &used), &daemon_overhead);
     ExistingNode {
+        in_flight: false,
         name,
         initialized,
         taints: node_taints,

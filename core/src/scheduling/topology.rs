@@ -320,6 +320,8 @@ pub struct NodeInfo<'a> {
     pub name: &'a str,
     pub requirements: &'a Requirements,
     pub taints: &'a [Taint],
+    /// An in-flight NodeClaim: upstream's `countDomains` takes no new domain from it.
+    pub in_flight: bool,
 }
 
 /// The topology state of a round.
@@ -380,7 +382,9 @@ struct Builder<'a> {
 }
 
 impl Builder<'_> {
-    fn group(&mut self, mut g: Group) -> usize {
+    /// `owner_tolerations`: for pod (anti-)affinity, the tolerations of the pod whose term made
+    /// the group (see below); `None` for spread constraints, whose node filter decides.
+    fn group(&mut self, mut g: Group, owner_tolerations: Option<&[Toleration]>) -> usize {
         let id = format!(
             "{:?}|{}|{:?}|{:?}|{}|{:?}|{:?}",
             g.kind, g.key, g.namespaces, g.selector, g.max_skew, g.min_domains, g.filter
@@ -390,12 +394,23 @@ impl Builder<'_> {
         }
         // Initial domains: the universe (with nodeTaintsPolicy Honor, only domains of NodePools
         // whose taints are tolerated), then existing nodes passing the filter, then the pods.
+        // upstream: (anti-)affinity groups have no node filter, and the zero value of its taint
+        // policy is not `Ignore`, so `ForEachDomain` honours taints for them: only domains of
+        // NodePools whose taints the owning pod tolerates.
         for (domain, sources) in self.universe.get(&g.key).into_iter().flatten() {
-            if g.filter.as_ref().is_none_or(|f| sources.iter().any(|&s| f.tolerates(self.sources[s].taints))) {
+            let seeded = match (&g.filter, owner_tolerations) {
+                (Some(f), _) => sources.iter().any(|&s| f.tolerates(self.sources[s].taints)),
+                (None, Some(t)) => {
+                    sources.iter().any(|&s| taints::first_untolerated(self.sources[s].taints, t).is_none())
+                }
+                (None, None) => true,
+            };
+            if seeded {
                 g.counts.insert(domain.clone(), 0);
             }
         }
-        for n in self.nodes {
+        // upstream `countDomains`: domains of existing nodes, but not of in-flight NodeClaims.
+        for n in self.nodes.iter().filter(|n| !n.in_flight) {
             if g.filter.as_ref().is_none_or(|f| f.matches(n.requirements, n.taints)) {
                 if let Some(v) = single_value(n.requirements, &g.key) {
                     g.counts.entry(v).or_insert(0);
@@ -418,7 +433,13 @@ impl Builder<'_> {
         self.topology.groups.len() - 1
     }
 
-    fn inverse_group(&mut self, term: &PodAffinityTerm, namespace: &str, owner: &str) -> usize {
+    fn inverse_group(
+        &mut self,
+        term: &PodAffinityTerm,
+        namespace: &str,
+        owner: &str,
+        owner_tolerations: &[Toleration],
+    ) -> usize {
         let g = Group::new(
             Kind::AntiAffinity,
             &term.topology_key,
@@ -430,10 +451,17 @@ impl Builder<'_> {
             Some(&i) => i,
             None => {
                 let mut g = g;
-                for domain in self.universe.get(&g.key).into_iter().flat_map(|m| m.keys()) {
-                    g.counts.insert(domain.clone(), 0);
+                // As for affinity groups: NodePools whose taints the owner tolerates, and
+                // existing nodes that are not in flight.
+                for (domain, sources) in self.universe.get(&g.key).into_iter().flatten() {
+                    if sources
+                        .iter()
+                        .any(|&s| taints::first_untolerated(self.sources[s].taints, owner_tolerations).is_none())
+                    {
+                        g.counts.insert(domain.clone(), 0);
+                    }
                 }
-                for n in self.nodes {
+                for n in self.nodes.iter().filter(|n| !n.in_flight) {
                     if let Some(v) = single_value(n.requirements, &g.key) {
                         g.counts.entry(v).or_insert(0);
                     }
@@ -450,14 +478,23 @@ impl Builder<'_> {
         i
     }
 
-    fn affinity_group(&mut self, kind: Kind, term: &PodAffinityTerm, namespace: &str) -> usize {
-        self.group(Group::new(
-            kind,
-            &term.topology_key,
-            term_namespaces(term, namespace),
-            // upstream: a nil selector selects nothing.
-            term.label_selector.clone().unwrap_or_else(select_nothing),
-        ))
+    fn affinity_group(
+        &mut self,
+        kind: Kind,
+        term: &PodAffinityTerm,
+        namespace: &str,
+        tolerations: &[Toleration],
+    ) -> usize {
+        self.group(
+            Group::new(
+                kind,
+                &term.topology_key,
+                term_namespaces(term, namespace),
+                // upstream: a nil selector selects nothing.
+                term.label_selector.clone().unwrap_or_else(select_nothing),
+            ),
+            Some(tolerations),
+        )
     }
 }
 
@@ -574,7 +611,8 @@ impl Topology {
             let i = {
                 let ns = owner.namespace.clone();
                 let name = owner.to_string();
-                terms.iter().map(|t| b.inverse_group(t, &ns, &name)).collect::<Vec<_>>()
+                let tolerations = p.spec.as_ref().and_then(|s| s.tolerations.clone()).unwrap_or_default();
+                terms.iter().map(|t| b.inverse_group(t, &ns, &name, &tolerations)).collect::<Vec<_>>()
             };
             for (g, t) in i.into_iter().zip(terms) {
                 let key = labels::normalize_key(&t.topology_key);
@@ -609,32 +647,35 @@ impl Topology {
                     },
                     tolerations: (tsc.node_taints_policy.as_deref() == Some("Honor")).then(|| p.tolerations.clone()),
                 };
-                pg.spreads.push(b.group(Group {
-                    max_skew: i64::from(tsc.max_skew),
-                    min_domains: tsc.min_domains.map(i64::from),
-                    filter: Some(filter),
-                    ..Group::new(
-                        Kind::Spread,
-                        &tsc.topology_key,
-                        Namespaces::Set([ns.clone()].into()),
-                        spread_selector(tsc, &p.labels),
-                    )
-                }));
+                pg.spreads.push(b.group(
+                    Group {
+                        max_skew: i64::from(tsc.max_skew),
+                        min_domains: tsc.min_domains.map(i64::from),
+                        filter: Some(filter),
+                        ..Group::new(
+                            Kind::Spread,
+                            &tsc.topology_key,
+                            Namespaces::Set([ns.clone()].into()),
+                            spread_selector(tsc, &p.labels),
+                        )
+                    },
+                    None,
+                ));
             }
             for t in &p.affinity_required {
-                pg.affinity_required.push(b.affinity_group(Kind::Affinity, t, &ns));
+                pg.affinity_required.push(b.affinity_group(Kind::Affinity, t, &ns, &p.tolerations));
             }
             for (_, t) in &p.affinity_preferred {
-                pg.affinity_preferred.push(b.affinity_group(Kind::Affinity, t, &ns));
+                pg.affinity_preferred.push(b.affinity_group(Kind::Affinity, t, &ns, &p.tolerations));
             }
             for t in &p.anti_required {
-                pg.anti_required.push(b.affinity_group(Kind::AntiAffinity, t, &ns));
-                pg.inverse_required.push(b.inverse_group(t, &ns, &name));
+                pg.anti_required.push(b.affinity_group(Kind::AntiAffinity, t, &ns, &p.tolerations));
+                pg.inverse_required.push(b.inverse_group(t, &ns, &name, &p.tolerations));
             }
             for (_, t) in &p.anti_preferred {
                 // upstream does not track preferred anti-affinity inversely ("the pod we are
                 // relaxing is not the pod with the anti-affinity term").
-                pg.anti_preferred.push(b.affinity_group(Kind::AntiAffinity, t, &ns));
+                pg.anti_preferred.push(b.affinity_group(Kind::AntiAffinity, t, &ns, &p.tolerations));
             }
             b.topology.pods.push(pg);
         }

@@ -84,7 +84,7 @@ fn main() -> Result<()> {
                 nodeclaims = r.nodeclaims.len();
             }
             let ours = median(times);
-            let comparison = run::compare_input(&mut checker, &name, &input, run::DEFAULT_NOW)?;
+            let comparison = run::compare_input(&mut checker, &name, &input, run::DEFAULT_NOW, 1)?;
             println!(
                 "{}",
                 json!({

@@ -107,10 +107,10 @@ impl PodClasses {
 /// compositions.
 type ClassClaim = (BTreeMap<String, usize>, String, Option<i64>, BTreeSet<String>);
 
-fn up_to_ties(
-    o: &Outcome,
-    classes: &PodClasses,
-) -> (Vec<ClassClaim>, BTreeMap<String, BTreeMap<String, usize>>, BTreeMap<String, usize>) {
+/// NodeClaims, existing node → composition, unscheduled composition.
+type ClassOutcome = (Vec<ClassClaim>, BTreeMap<String, BTreeMap<String, usize>>, BTreeMap<String, usize>);
+
+fn up_to_ties(o: &Outcome, classes: &PodClasses) -> ClassOutcome {
     let mut claims: Vec<ClassClaim> = o
         .nodeclaims
         .iter()

@@ -26,6 +26,9 @@ pub struct Comparison {
     pub differences: Vec<Difference>,
     /// How they agree, when they do not agree exactly on the first upstream run.
     pub tie_break: Option<TieBreak>,
+    /// Upstream's own runs differed from each other (it broke a tie at random), so a remaining
+    /// difference may be a tie ours broke differently than any draw did.
+    pub upstream_varies: bool,
     /// Pending pods both engines were given.
     pub pods: usize,
     pub ours_seconds: f64,
@@ -57,11 +60,17 @@ pub fn input_of(yaml: &str) -> Result<(Input, String)> {
 
 pub fn compare_one(oracle: &mut Oracle, name: &str, yaml: &str) -> Result<Comparison> {
     let (input, now) = input_of(yaml)?;
-    compare_input(oracle, name, &input, &now)
+    compare_input(oracle, name, &input, &now, UPSTREAM_SAMPLES)
 }
 
-/// Both engines on `input` (already normalised).
-pub fn compare_input(oracle: &mut Oracle, name: &str, input: &Input, now: &str) -> Result<Comparison> {
+/// Both engines on `input` (already normalised), drawing at most `samples` upstream runs.
+pub fn compare_input(
+    oracle: &mut Oracle,
+    name: &str,
+    input: &Input,
+    now: &str,
+    max_samples: usize,
+) -> Result<Comparison> {
     let document = export::oracle_input(name, input, now, Some(&mut oracle.sent));
     let first = oracle.solve(&document)?;
     if let Some(e) = &first.error {
@@ -77,6 +86,7 @@ pub fn compare_input(oracle: &mut Oracle, name: &str, input: &Input, now: &str) 
     let mut comparison = Comparison {
         differences: compare(&ours, &theirs),
         tie_break: None,
+        upstream_varies: false,
         pods,
         ours_seconds,
         upstream_seconds: first.solve_seconds,
@@ -91,7 +101,7 @@ pub fn compare_input(oracle: &mut Oracle, name: &str, input: &Input, now: &str) 
     }
     // Draw more upstream runs (the sets are cached: only the scenario is sent again).
     let mut samples = vec![theirs];
-    for _ in 1..UPSTREAM_SAMPLES {
+    for _ in 1..max_samples {
         let document = export::oracle_input(name, input, now, Some(&mut oracle.sent));
         let run = oracle.solve(&document)?;
         let sample = Outcome::upstream(input, &run);
@@ -103,6 +113,7 @@ pub fn compare_input(oracle: &mut Oracle, name: &str, input: &Input, now: &str) 
         samples.push(sample);
     }
     let upstream_varies = samples.iter().any(|s| !compare(&samples[0], s).is_empty());
+    comparison.upstream_varies = upstream_varies;
     if upstream_varies && samples.iter().any(|s| same_up_to_zone_choice(&ours, s, &classes)) {
         comparison.differences.clear();
         comparison.tie_break = Some(TieBreak::ZoneChoice);
