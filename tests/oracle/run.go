@@ -412,9 +412,10 @@ func (e *env) schedule() (results scheduler.Results, elapsed time.Duration, err 
 }
 
 // solveSecondsSoFar reads upstream's own scheduling_duration_seconds histogram (the sum over all
-// observations): Scheduler.Solve observes it around exactly the simulation, so the difference
-// across a Schedule call is Solve's time without the pending-pod listing, volume lookups and
-// scheduler construction that surround it (and without the fake API client's costs there).
+// observations). Scheduler.Solve observes it around exactly the simulation, and
+// Provisioner.Schedule around itself, so across one Schedule call the sum grows by both; bench
+// subtracts Schedule's time to get Solve's alone, without the pending-pod listing, volume lookups
+// and scheduler construction that surround it (and without the fake API client's costs there).
 func solveSecondsSoFar() float64 {
 	families, err := crmetrics.Registry.Gather()
 	if err != nil {
