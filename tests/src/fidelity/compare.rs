@@ -232,11 +232,7 @@ fn summary(
             .offerings
             .iter()
             .filter(|o| o.available && compat.test(&o.requirements))
-            .filter(|o| {
-                !input.unavailable_offerings.iter().any(|u| {
-                    u.instance_type == it.name && u.zone == o.zone && u.capacity_type == o.capacity_type.as_str()
-                })
-            })
+            .filter(|o| !super::export::is_unavailable(&input.unavailable_offerings, it, o))
             .map(|o| o.price)
             .fold(f64::INFINITY, f64::min);
         out.option_prices.insert(it.name.clone(), price);

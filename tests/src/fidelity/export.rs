@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use carpentry_core::catalogue::InstanceType;
+use carpentry_core::catalogue::{InstanceType, Offering};
 use carpentry_core::resources::ResourceList;
 use carpentry_core::scheduling::{Input, MinValuesPolicy, UnavailableOffering};
 use serde_json::{json, Value};
@@ -92,6 +92,13 @@ fn resources(list: &ResourceList) -> Value {
     Value::Object(list.iter().map(|(k, v)| (k.clone(), Value::String(v.to_string()))).collect())
 }
 
+/// Whether the round's unavailable offerings (insufficient capacity) include this offering of `it`.
+pub fn is_unavailable(unavailable: &[UnavailableOffering], it: &InstanceType, o: &Offering) -> bool {
+    unavailable
+        .iter()
+        .any(|u| u.instance_type == it.name && u.zone == o.zone && u.capacity_type == o.capacity_type.as_str())
+}
+
 /// Our scheduler reads the round's unavailable offerings (insufficient capacity) beside the
 /// catalogue; upstream's cloud provider marks the offerings themselves unavailable.
 fn instance_type(it: &InstanceType, unavailable: &[UnavailableOffering]) -> Value {
@@ -107,9 +114,7 @@ fn instance_type(it: &InstanceType, unavailable: &[UnavailableOffering]) -> Valu
         "offerings": it.offerings.iter().map(|o| json!({
             "requirements": o.requirements.to_node_selector_requirements(),
             "price": o.price,
-            "available": o.available && !unavailable.iter().any(|u| {
-                u.instance_type == it.name && u.zone == o.zone && u.capacity_type == o.capacity_type.as_str()
-            }),
+            "available": o.available && !is_unavailable(unavailable, it, o),
             "reservationCapacity": o.reservation.as_ref().map_or(0, |r| r.available_instances),
         })).collect::<Vec<_>>(),
     })
