@@ -1149,20 +1149,49 @@ impl Round<'_> {
         };
         // Topology last (it can collapse a key to one domain); evaluated on the node's domains
         // with the pod's requirements added, before the merged set is built.
-        let domains = if self.topology.involves(p) {
-            Some(
-                self.topology
-                    .add_requirements(p, pod, prefs, &pod.strict_requirements(prefs), (node_requirements, requirements))
-                    .map_err(ClaimRejection::Topology)?,
-            )
-        } else {
-            None
-        };
+        if !self.topology.involves(p) {
+            return self.narrow(claim, p, node_requirements, requirements, None);
+        }
+        let strict = pod.strict_requirements(prefs);
+        let node = (node_requirements, requirements);
+        let (domains, tie) = self
+            .topology
+            .add_requirements_choosing(p, pod, prefs, &strict, node, None)
+            .map_err(ClaimRejection::Topology)?;
+        let first = self.narrow(claim, p, node_requirements, requirements, Some(&domains));
+        let Some(tie) = tie.filter(|_| first.is_err()) else { return first };
+        // A spread tie: upstream drew one of the equally loaded domains at random; when the
+        // NodeClaim cannot launch in the first by name, take the next one it can (one of
+        // upstream's draws) rather than failing the pod every time (docs/divergences.md).
+        for choice in tie.alternatives() {
+            let Ok((domains, _)) = self.topology.add_requirements_choosing(p, pod, prefs, &strict, node, Some(&choice))
+            else {
+                continue;
+            };
+            if let Ok(addition) = self.narrow(claim, p, node_requirements, requirements, Some(&domains)) {
+                return Ok(addition);
+            }
+        }
+        first
+    }
+
+    /// The rest of `NodeClaim.CanAdd` once topology chose its domains: instance-type narrowing,
+    /// minValues and reservations.
+    fn narrow(
+        &self,
+        claim: &Claim,
+        p: usize,
+        node_requirements: &Requirements,
+        requirements: &Requirements,
+        domains: Option<&Requirements>,
+    ) -> Result<Addition, ClaimRejection> {
+        let pod = &self.pods[p];
+        let tpl = &self.templates[claim.template];
         let mut merged = node_requirements.clone();
         merged.add_all(requirements);
         if let Some(domains) = domains {
-            merged.compatible(&domains, AllowUndefined::WellKnownLabels).map_err(ClaimRejection::Requirements)?;
-            merged.add_all(&domains);
+            merged.compatible(domains, AllowUndefined::WellKnownLabels).map_err(ClaimRejection::Requirements)?;
+            merged.add_all(domains);
         }
         // The options already meet the claim's requirements; only the keys the pod (or topology)
         // narrowed need checking again (the result is the same as re-checking every key).

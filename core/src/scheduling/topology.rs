@@ -14,7 +14,9 @@
 //! a pod *owns* follows its relaxation state ([`Preferences`]) instead of being mutated.
 //!
 //! Where upstream iterates a Go map (ties between equally loaded spread domains, the domain a
-//! self-affinity bootstraps), the smallest domain name wins (docs/divergences.md).
+//! self-affinity bootstraps), the smallest domain name wins (docs/divergences.md); a spread tie
+//! falls back to the next equally loaded domain when the NodeClaim cannot launch in the first
+//! ([`SpreadTie`]).
 //!
 //! Volume topology (`volumes`) never enters a pod's own requirements, so it never changes the
 //! domains a spread counts over: it only narrows the node side (`add_requirements`' `node`).
@@ -32,6 +34,25 @@ use crate::requirements::{AllowUndefined, InternedKey, Requirement, Requirements
 use super::pod::{PodData, Preferences};
 use super::selector;
 use super::taints;
+
+/// A topology spread that found several valid domains equally loaded and took the first by
+/// name. Upstream takes one at random (Go map order) and, when the NodeClaim cannot launch there,
+/// the pod fails this NodePool and draws again when the queue retries it; the scheduler instead
+/// tries the `others` in name order before giving up, which is one of upstream's draws.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpreadTie {
+    group: usize,
+    /// The domain to take (set on the ties handed back through [`SpreadTie::alternatives`]).
+    domain: String,
+    others: Vec<String>,
+}
+
+impl SpreadTie {
+    /// One choice per other tied domain, in name order.
+    pub fn alternatives(&self) -> impl Iterator<Item = SpreadTie> + '_ {
+        self.others.iter().map(|d| SpreadTie { group: self.group, domain: d.clone(), others: Vec::new() })
+    }
+}
 
 /// A topology group of the round.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -209,7 +230,9 @@ impl Group {
         }
     }
 
-    /// Upstream `nextDomainTopologySpread`.
+    /// Upstream `nextDomainTopologySpread`: the valid domains with the fewest pods, smallest name
+    /// first. Upstream takes the first of them in Go map order (at random); the caller takes the
+    /// first and may fall back to the others ([`SpreadTie`]).
     fn next_spread(&self, self_selecting: bool, pod: &Requirement, node: &Requirement) -> Vec<String> {
         let min = if self.key == labels::HOSTNAME {
             // a new host can always be created.
@@ -230,13 +253,13 @@ impl Group {
             }
         };
         let own = i64::from(self_selecting);
-        // The valid domain with the fewest pods; ties: the smallest name (upstream: map order).
-        self.view(node)
-            .into_iter()
-            .filter(|(_, c)| (c + own).saturating_sub(min) <= self.max_skew)
-            .min_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)))
-            .map(|(d, _)| vec![d])
-            .unwrap_or_default()
+        let valid: Vec<(String, i64)> =
+            self.view(node).into_iter().filter(|(_, c)| (c + own).saturating_sub(min) <= self.max_skew).collect();
+        let Some(fewest) = valid.iter().map(|(_, c)| *c).min() else { return Vec::new() };
+        // `view` lists domains by name (the node's values or the counts' keys, both sorted).
+        let mut tied: Vec<String> = valid.into_iter().filter(|(_, c)| *c == fewest).map(|(d, _)| d).collect();
+        tied.sort_unstable();
+        tied
     }
 
     /// Upstream `nextDomainAffinity`, with the self-affinity bootstrap.
@@ -725,10 +748,25 @@ impl Topology {
         pod: &PodData,
         prefs: &Preferences,
         strict: &Requirements,
-        (node, pod_requirements): (&Requirements, &Requirements),
+        node: (&Requirements, &Requirements),
     ) -> Result<Requirements, Box<TopologyFailure>> {
+        self.add_requirements_choosing(p, pod, prefs, strict, node, None).map(|(out, _)| out)
+    }
+
+    /// [`add_requirements`](Self::add_requirements), with the spread ties it broke. `choice`
+    /// takes one of the tied domains a previous call reported instead of the first.
+    pub fn add_requirements_choosing(
+        &self,
+        p: usize,
+        pod: &PodData,
+        prefs: &Preferences,
+        strict: &Requirements,
+        (node, pod_requirements): (&Requirements, &Requirements),
+        choice: Option<&SpreadTie>,
+    ) -> Result<(Requirements, Option<SpreadTie>), Box<TopologyFailure>> {
         let mut out = Requirements::new();
-        let Some(pg) = self.pods.get(p) else { return Ok(out) };
+        let mut tie = None;
+        let Some(pg) = self.pods.get(p) else { return Ok((out, tie)) };
         let ns = pod.pod_ref.namespace.as_str();
         let owned = self.owned(p, pod, prefs);
         let groups = owned
@@ -742,7 +780,22 @@ impl Topology {
                 None => group.requirement_in(node),
             };
             let domains = match group.kind {
-                Kind::Spread => group.next_spread(group.selects(ns, &pod.labels), &pod_domains, &node_domains),
+                Kind::Spread => {
+                    let mut tied = group.next_spread(group.selects(ns, &pod.labels), &pod_domains, &node_domains);
+                    match choice {
+                        Some(c) if !inverse && c.group == index => {
+                            tied.retain(|d| *d == c.domain);
+                        }
+                        _ => {
+                            if tied.len() > 1 && tie.is_none() && choice.is_none() {
+                                tie =
+                                    Some(SpreadTie { group: index, domain: String::new(), others: tied.split_off(1) });
+                            }
+                            tied.truncate(1);
+                        }
+                    }
+                    tied
+                }
                 Kind::Affinity => group.next_affinity(group.selects(ns, &pod.labels), &pod_domains, &node_domains),
                 Kind::AntiAffinity => group.next_anti_affinity(&pod_domains, &node_domains),
             };
@@ -763,7 +816,7 @@ impl Topology {
                 return Err(conflict());
             }
         }
-        Ok(out)
+        Ok((out, tie))
     }
 
     /// The node-independent part of [`add_requirements`](Self::add_requirements) for one placement

@@ -21,7 +21,7 @@ struct Args {
     /// Skip the scenario corpus (tests/scenarios/).
     #[arg(long)]
     no_corpus: bool,
-    /// The oracle binary (default: $CARPENTRY_ORACLE, else target/oracle/oracle).
+    /// The oracle binary (default: $CARPENTRY_ORACLE, else tests/oracle/bin/oracle).
     #[arg(long)]
     oracle: Option<PathBuf>,
     /// Where minimal reproducing scenarios are written.
