@@ -7,9 +7,11 @@
 pub mod api;
 pub mod catalogue;
 pub mod conversion;
+pub mod disruption;
 pub mod labels;
 pub mod manifest;
 pub mod quantity;
 pub mod requirements;
 pub mod resources;
 pub mod scheduling;
+pub mod simulation;

@@ -142,6 +142,9 @@ pub struct Manifests {
     pub namespaces: Vec<Namespace>,
     /// The `carpentry.dev/v1alpha1 Scenario` document, if any (at most one).
     pub scenario: Option<scenario::Scenario>,
+    /// The objects of each `apply` step of the Scenario, loaded (and located) like the rest, by
+    /// step index.
+    pub step_objects: BTreeMap<usize, Manifests>,
     /// `carpentry.dev/v1alpha1 Expectations` documents of the scenario corpus, untyped.
     pub expectations: Vec<Value>,
     /// Where each object was written.
@@ -184,6 +187,7 @@ impl Manifests {
             priorityclasses,
             namespaces,
             scenario,
+            step_objects,
             expectations,
             origins,
             warnings,
@@ -195,6 +199,8 @@ impl Manifests {
             return Err(MergeError::Duplicate { object: object.clone(), first: self.origins[object].clone() });
         }
         self.scenario = self.scenario.take().or(scenario);
+        // Only the file holding the Scenario has steps.
+        self.step_objects.extend(step_objects);
         self.nodepools.extend(nodepools);
         self.nodeclaims.extend(nodeclaims);
         self.nodeclasses.extend(nodeclasses);
@@ -319,6 +325,31 @@ impl Loader {
         self.object(&doc.value, ctx);
     }
 
+    /// Loads the objects of the Scenario's `apply` steps, each located at its place in the step.
+    fn step_objects(&mut self, ctx: &Ctx<'_>) {
+        let Some(scenario) = &self.manifests.scenario else { return };
+        let mut loaded = BTreeMap::new();
+        for (i, step) in scenario.spec.steps.iter().enumerate() {
+            let Some(objects) = &step.apply else { continue };
+            let mut sub = Loader::default();
+            for (j, object) in objects.iter().enumerate() {
+                let prefix = yaml::child_index(&yaml::child_key(&ctx.prefix, &format!("spec.steps[{i}].apply")), j);
+                sub.object(object, Ctx { doc: ctx.doc, item: None, prefix, object: None });
+            }
+            if sub.manifests.scenario.is_some() {
+                self.problems.push(ctx.problem(
+                    ProblemKind::Validation,
+                    Some(&format!("spec.steps[{i}].apply")),
+                    "a step cannot apply a Scenario".into(),
+                ));
+            }
+            self.problems.append(&mut sub.problems);
+            self.warnings.append(&mut sub.warnings);
+            loaded.insert(i, sub.manifests);
+        }
+        self.manifests.step_objects = loaded;
+    }
+
     fn object(&mut self, value: &Value, mut ctx: Ctx<'_>) {
         let Some(map) = value.as_object() else {
             let shape = match value {
@@ -395,7 +426,13 @@ impl Loader {
             ("storage.k8s.io/v1", "StorageClass") => push_plain(value, &ctx, problems, &mut m.storageclasses),
             ("storage.k8s.io/v1", "CSINode") => push_plain(value, &ctx, problems, &mut m.csinodes),
             ("scheduling.k8s.io/v1", "PriorityClass") => push_plain(value, &ctx, problems, &mut m.priorityclasses),
-            (scenario::API_VERSION, scenario::KIND) => push_scenario(value, &ctx, problems, &mut m.scenario),
+            (scenario::API_VERSION, scenario::KIND) => {
+                let accepted = push_scenario(value, &ctx, problems, &mut m.scenario);
+                if accepted {
+                    self.step_objects(&ctx);
+                }
+                accepted
+            }
             (scenario::API_VERSION, scenario::EXPECTATIONS_KIND) => {
                 m.expectations.push(value.clone());
                 true

@@ -41,12 +41,117 @@ pub struct ScenarioSpec {
     /// selected by EC2NodeClass `capacityReservationSelectorTerms`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub capacity_reservations: Vec<Ec2CapacityReservation>,
-    /// Timed actions. Not interpreted yet (the disruption work gives them meaning).
+    /// Timed actions of the simulation (`crate::simulation`), each at a duration after the start.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub steps: Vec<serde_json::Value>,
+    pub steps: Vec<Step>,
     /// Karpenter's `--min-values-policy` (default Strict).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_values_policy: Option<crate::scheduling::MinValuesPolicy>,
+}
+
+/// A timed action: `at` (a Go duration after the start, e.g. `90s`, `5m`, `1h30m`) and exactly one
+/// action.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Step {
+    pub at: String,
+    /// Set a workload's replicas (Deployment, ReplicaSet, StatefulSet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale: Option<ScaleAction>,
+    /// Create or replace objects (an edited NodePool, EC2NodeClass, a new Deployment…).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apply: Option<Vec<serde_json::Value>>,
+    /// Delete an object (Node, NodeClaim, Pod, or a workload).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete: Option<DeleteAction>,
+    /// A spot interruption notice for a node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupt: Option<InterruptAction>,
+    /// EC2 runs out of capacity for an offering (launches there fail with an insufficient-capacity
+    /// error from then on, or for `duration`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable_offering: Option<CapacityShortage>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ScaleAction {
+    pub kind: String,
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    pub name: String,
+    pub replicas: i32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DeleteAction {
+    pub kind: String,
+    /// For namespaced kinds (default `default`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InterruptAction {
+    pub node: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CapacityShortage {
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: String,
+    /// How long the shortage lasts (a Go duration); unset: until the end of the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<String>,
+}
+
+/// The kinds a `scale` step accepts.
+pub const SCALABLE_KINDS: &[&str] = &["Deployment", "ReplicaSet", "StatefulSet"];
+/// The kinds a `delete` step accepts.
+pub const DELETABLE_KINDS: &[&str] =
+    &["Node", "NodeClaim", "Pod", "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "NodePool"];
+
+impl Step {
+    /// The step's time in milliseconds after the start, if `at` is a valid, non-negative duration.
+    pub fn at_millis(&self) -> Option<u64> {
+        parse_offset(&self.at)
+    }
+
+    /// The number of actions the step sets (exactly one is valid).
+    fn actions(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.scale.is_some() {
+            out.push("scale");
+        }
+        if self.apply.is_some() {
+            out.push("apply");
+        }
+        if self.delete.is_some() {
+            out.push("delete");
+        }
+        if self.interrupt.is_some() {
+            out.push("interrupt");
+        }
+        if self.unavailable_offering.is_some() {
+            out.push("unavailableOffering");
+        }
+        out
+    }
+}
+
+/// A non-negative Go duration (`90s`, `5m`, `1h30m`) in milliseconds.
+pub fn parse_offset(text: &str) -> Option<u64> {
+    let nanos = crate::api::duration::parse_go_duration(text).ok()?;
+    u64::try_from(nanos).ok().map(|n| n / 1_000_000)
+}
+
+fn default_namespace() -> String {
+    "default".to_string()
 }
 
 fn default_region() -> String {
@@ -112,7 +217,87 @@ impl Scenario {
             }
         }
         self.validate_capacity_reservations(&mut out);
+        self.validate_steps(&mut out);
         out
+    }
+
+    fn validate_steps(&self, out: &mut Vec<(String, String)>) {
+        let catalogue = crate::catalogue::Catalogue::embedded();
+        for (i, step) in self.spec.steps.iter().enumerate() {
+            let path = |field: &str| format!("spec.steps[{i}].{field}");
+            if step.at_millis().is_none() {
+                out.push((
+                    path("at"),
+                    format!("{:?} is not a duration after the start (e.g. 90s, 5m, 1h30m)", step.at),
+                ));
+            }
+            match step.actions().as_slice() {
+                [_] => {}
+                [] => out.push((
+                    format!("spec.steps[{i}]"),
+                    "needs one action: scale, apply, delete, interrupt or unavailableOffering".into(),
+                )),
+                many => out.push((
+                    format!("spec.steps[{i}]"),
+                    format!("has {} actions ({}); a step takes exactly one", many.len(), many.join(", ")),
+                )),
+            }
+            if let Some(scale) = &step.scale {
+                if !SCALABLE_KINDS.contains(&scale.kind.as_str()) {
+                    out.push((
+                        path("scale.kind"),
+                        format!("{:?} cannot be scaled; one of {}", scale.kind, SCALABLE_KINDS.join(", ")),
+                    ));
+                }
+                if scale.replicas < 0 {
+                    out.push((path("scale.replicas"), format!("{} is negative", scale.replicas)));
+                }
+            }
+            if let Some(delete) = &step.delete {
+                if !DELETABLE_KINDS.contains(&delete.kind.as_str()) {
+                    out.push((
+                        path("delete.kind"),
+                        format!("{:?} cannot be deleted by a step; one of {}", delete.kind, DELETABLE_KINDS.join(", ")),
+                    ));
+                }
+            }
+            if let Some(apply) = &step.apply {
+                if apply.is_empty() {
+                    out.push((path("apply"), "lists no objects".into()));
+                }
+            }
+            if let Some(u) = &step.unavailable_offering {
+                if !crate::labels::CAPACITY_TYPES.contains(&u.capacity_type.as_str()) {
+                    out.push((
+                        path("unavailableOffering.capacityType"),
+                        format!("{:?} is not one of on-demand, reserved, spot", u.capacity_type),
+                    ));
+                }
+                if catalogue.info(&u.instance_type).is_none() {
+                    out.push((
+                        path("unavailableOffering.instanceType"),
+                        format!("{:?} is not an EC2 instance type in the catalogue", u.instance_type),
+                    ));
+                }
+                if let Some(zones) = catalogue.zones(&self.spec.region) {
+                    if !zones.iter().any(|z| z.name == u.zone) {
+                        let names: Vec<&str> = zones.iter().map(|z| z.name.as_str()).collect();
+                        out.push((
+                            path("unavailableOffering.zone"),
+                            format!("{:?} is not a zone of {} (zones: {})", u.zone, self.spec.region, names.join(", ")),
+                        ));
+                    }
+                }
+                if let Some(d) = &u.duration {
+                    if parse_offset(d).is_none_or(|ms| ms == 0) {
+                        out.push((
+                            path("unavailableOffering.duration"),
+                            format!("{d:?} is not a positive duration (e.g. 10m)"),
+                        ));
+                    }
+                }
+            }
+        }
     }
 
     /// The simulated clock's start in seconds since the epoch, if set and valid.
@@ -282,6 +467,50 @@ mod tests {
         );
         let e = load(&bad_type).unwrap_err();
         assert!(e.problems[0].message.contains("capacity-block"), "{}", e.problems[0]);
+    }
+
+    #[test]
+    fn steps_are_typed_and_their_errors_located() {
+        let head = "apiVersion: carpentry.dev/v1alpha1\nkind: Scenario\nspec:\n  steps:\n";
+        let ok = format!(
+            "{head}  - {{at: 5m, scale: {{kind: Deployment, namespace: default, name: inflate, replicas: 0}}}}\n  - {{at: 1h30m, interrupt: {{node: ip-10-0-1-2}}}}\n  - {{at: 90s, unavailableOffering: {{instanceType: c5.large, zone: us-east-1a, capacityType: spot}}}}\n  - {{at: 12m, delete: {{kind: Node, name: ip-10-0-1-1}}}}\n"
+        );
+        let s = load(&ok).unwrap().scenario.unwrap();
+        let at: Vec<Option<u64>> = s.spec.steps.iter().map(|s| s.at_millis()).collect();
+        assert_eq!(at, [Some(300_000), Some(5_400_000), Some(90_000), Some(720_000)]);
+        assert_eq!(s.spec.steps[1].interrupt.as_ref().unwrap().node, "ip-10-0-1-2");
+
+        let cases = [
+            ("{at: soon, interrupt: {node: a}}", "spec.steps[0].at", "not a duration"),
+            ("{at: -5m, interrupt: {node: a}}", "spec.steps[0].at", "not a duration"),
+            ("{at: 5m}", "spec.steps[0]", "needs one action"),
+            ("{at: 5m, interrupt: {node: a}, delete: {kind: Node, name: a}}", "spec.steps[0]", "exactly one"),
+            ("{at: 5m, scale: {kind: DaemonSet, name: a, replicas: 1}}", "spec.steps[0].scale.kind", "cannot be scaled"),
+            ("{at: 5m, delete: {kind: Secret, name: a}}", "spec.steps[0].delete.kind", "cannot be deleted"),
+            ("{at: 5m, unavailableOffering: {instanceType: c5.large, zone: us-east-1q, capacityType: spot}}", "spec.steps[0].unavailableOffering.zone", "not a zone"),
+        ];
+        for (step, field, text) in cases {
+            let e = load(&format!("{head}  - {step}\n")).unwrap_err();
+            let p = &e.problems[0];
+            assert_eq!(p.field.as_deref(), Some(field), "{p}");
+            assert!(p.message.contains(text), "{p}");
+            assert_eq!(p.position.line, 5, "{p}");
+        }
+        let unknown = load(&format!("{head}  - {{at: 5m, reboot: {{node: a}}}}\n")).unwrap_err();
+        assert_eq!(unknown.problems[0].kind, ProblemKind::UnknownField, "{}", unknown.problems[0]);
+
+        // Objects of an apply step are loaded, and their errors located inside the step.
+        let apply = format!(
+            "{head}  - at: 10m\n    apply:\n    - apiVersion: karpenter.sh/v1\n      kind: NodePool\n      metadata: {{name: edited}}\n      spec:\n        template:\n          spec:\n            nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}\n            requirements: []\n        limits: {{cpu: lots}}\n"
+        );
+        let e = load(&apply).unwrap_err();
+        let p = &e.problems[0];
+        assert_eq!(p.object.as_ref().map(|o| o.name.as_str()), Some("edited"), "{p}");
+        assert_eq!(p.position.line, 15, "{p}");
+        let fixed = apply.replace("cpu: lots", "cpu: 100");
+        let m = load(&fixed).unwrap();
+        assert_eq!(m.step_objects[&0].nodepools[0].name(), "edited");
+        assert!(m.nodepools.is_empty(), "step objects are not part of the initial state");
     }
 
     #[test]

@@ -20,38 +20,15 @@ use super::volumes;
 /// that volume topology is not silently ignored; and the claims those controllers (and the
 /// ephemeral volume controller, `<pod>-<volume>`) would have created, for the ones the input does
 /// not hold.
-fn pods(manifests: &Manifests) -> (Vec<Pod>, Vec<PersistentVolumeClaim>) {
+pub(crate) fn pods(manifests: &Manifests) -> (Vec<Pod>, Vec<PersistentVolumeClaim>) {
     use crate::manifest::workloads;
-    use k8s_openapi::api::core::v1::{PersistentVolumeClaimVolumeSource, Volume};
     let mut claims = Vec::new();
     let mut out = manifests.pods.clone();
     out.extend(manifests.deployments.iter().flat_map(workloads::deployment_pods));
     out.extend(manifests.replicasets.iter().flat_map(workloads::replicaset_pods));
     for sts in &manifests.statefulsets {
-        let templates = sts.spec.as_ref().and_then(|s| s.volume_claim_templates.clone()).unwrap_or_default();
         for mut pod in workloads::statefulset_pods(sts) {
-            let pod_name = pod.metadata.name.clone().unwrap_or_default();
-            let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
-            if let Some(spec) = pod.spec.as_mut() {
-                for t in &templates {
-                    let name = t.metadata.name.clone().unwrap_or_default();
-                    if let Some(template_spec) = &t.spec {
-                        claims.push(volumes::claim_from_template(
-                            &namespace,
-                            format!("{name}-{pod_name}"),
-                            template_spec,
-                        ));
-                    }
-                    spec.volumes.get_or_insert_with(Vec::new).push(Volume {
-                        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                            claim_name: format!("{name}-{pod_name}"),
-                            read_only: None,
-                        }),
-                        name,
-                        ..Default::default()
-                    });
-                }
-            }
+            claims.extend(attach_claim_templates(sts, &mut pod));
             out.push(pod);
         }
     }
@@ -60,8 +37,38 @@ fn pods(manifests: &Manifests) -> (Vec<Pod>, Vec<PersistentVolumeClaim>) {
     (out, claims)
 }
 
+/// Gives a StatefulSet pod the PersistentVolumeClaim volumes of its `volumeClaimTemplates`
+/// (`<template>-<pod>`), as the StatefulSet controller does, and returns those claims.
+pub(crate) fn attach_claim_templates(
+    sts: &k8s_openapi::api::apps::v1::StatefulSet,
+    pod: &mut Pod,
+) -> Vec<PersistentVolumeClaim> {
+    use k8s_openapi::api::core::v1::{PersistentVolumeClaimVolumeSource, Volume};
+    let templates = sts.spec.as_ref().and_then(|s| s.volume_claim_templates.clone()).unwrap_or_default();
+    let pod_name = pod.metadata.name.clone().unwrap_or_default();
+    let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+    let mut claims = Vec::new();
+    if let Some(spec) = pod.spec.as_mut() {
+        for t in &templates {
+            let name = t.metadata.name.clone().unwrap_or_default();
+            if let Some(template_spec) = &t.spec {
+                claims.push(volumes::claim_from_template(&namespace, format!("{name}-{pod_name}"), template_spec));
+            }
+            spec.volumes.get_or_insert_with(Vec::new).push(Volume {
+                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                    claim_name: format!("{name}-{pod_name}"),
+                    read_only: None,
+                }),
+                name,
+                ..Default::default()
+            });
+        }
+    }
+    claims
+}
+
 /// The input's claims plus the `implied` ones it does not hold, with a note naming the latter.
-fn claims(
+pub(crate) fn claims(
     manifests: &Manifests,
     implied: Vec<PersistentVolumeClaim>,
     notes: &mut Vec<String>,

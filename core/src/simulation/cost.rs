@@ -1,0 +1,154 @@
+//! Cost over simulated time: the $/hour of the instances running at every moment, per NodePool
+//! and for the cluster, and the dollars spent so far. An instance costs from CreateFleet's answer
+//! (Launched) until it is gone. Spot prices carry their "synthetic" label (core/data/PROVENANCE.md).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::api::ec2nodeclass::EC2NodeClassSpec;
+use crate::catalogue::{Catalogue, PriceSource};
+use crate::labels;
+use crate::scheduling::cloudprovider::Launch;
+
+use super::SimTime;
+
+/// The rate from `at` until the next point.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CostPoint {
+    pub at: SimTime,
+    /// USD per hour, all instances.
+    pub per_hour: f64,
+    /// USD per hour by NodePool (`""`: nodes no NodePool owns).
+    pub by_nodepool: BTreeMap<String, f64>,
+}
+
+/// The cost of a run so far.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CostSummary {
+    pub at: SimTime,
+    /// USD per hour now.
+    pub per_hour: f64,
+    /// USD per month at the current rate (730 hours, as AWS prices a month).
+    pub per_month: f64,
+    /// USD spent since the start.
+    pub spent: f64,
+    /// USD spent since the start, by NodePool.
+    pub spent_by_nodepool: BTreeMap<String, f64>,
+    /// Every change of rate.
+    pub timeline: Vec<CostPoint>,
+}
+
+/// Hours in AWS's pricing month.
+pub const HOURS_PER_MONTH: f64 = 730.0;
+
+#[derive(Debug, Clone, Default)]
+pub(super) struct Ledger {
+    rate: BTreeMap<String, f64>,
+    spent: BTreeMap<String, f64>,
+    timeline: Vec<CostPoint>,
+}
+
+impl Ledger {
+    /// Accrues the current rate over `[from, to)`.
+    pub fn advance(&mut self, from: SimTime, to: SimTime) {
+        let hours = to.since(from).0 as f64 / 3_600_000.0;
+        for (np, rate) in &self.rate {
+            *self.spent.entry(np.clone()).or_default() += rate * hours;
+        }
+    }
+
+    /// The rate from `now` on; a point is recorded when it changes.
+    pub fn set_rate(&mut self, now: SimTime, rate: BTreeMap<String, f64>) {
+        if rate == self.rate && !self.timeline.is_empty() {
+            return;
+        }
+        let per_hour = rate.values().sum();
+        match self.timeline.last_mut() {
+            Some(last) if last.at == now => {
+                last.per_hour = per_hour;
+                last.by_nodepool = rate.clone();
+            }
+            _ => self.timeline.push(CostPoint { at: now, per_hour, by_nodepool: rate.clone() }),
+        }
+        self.rate = rate;
+    }
+
+    pub fn summary(&self, now: SimTime) -> CostSummary {
+        let per_hour: f64 = self.rate.values().sum();
+        CostSummary {
+            at: now,
+            per_hour,
+            per_month: per_hour * HOURS_PER_MONTH,
+            spent: self.spent.values().sum(),
+            spent_by_nodepool: self.spent.clone(),
+            timeline: self.timeline.clone(),
+        }
+    }
+}
+
+/// The price of a node from its labels (instance type, zone, capacity type) in the catalogue:
+/// (USD per hour, synthetic). `None` when the labels do not name a catalogue offering.
+pub fn node_price(catalogue: &Catalogue, region: &str, node_labels: &BTreeMap<String, String>) -> Option<(f64, bool)> {
+    launch_from_labels(catalogue, region, node_labels).map(|l| (l.price, l.price_synthetic))
+}
+
+/// The offering a node's labels name, as a [`Launch`].
+pub fn launch_from_labels(
+    catalogue: &Catalogue,
+    region: &str,
+    node_labels: &BTreeMap<String, String>,
+) -> Option<Launch> {
+    let instance_type = node_labels.get(labels::INSTANCE_TYPE)?;
+    let zone = node_labels.get(labels::TOPOLOGY_ZONE)?;
+    let capacity_type = node_labels.get(labels::CAPACITY_TYPE).map_or(labels::CAPACITY_TYPE_ON_DEMAND, String::as_str);
+    let types = catalogue.instance_types_shared(region, &EC2NodeClassSpec::default()).ok()?;
+    let it = types.iter().find(|it| &it.name == instance_type)?;
+    let o = it.offerings.iter().find(|o| &o.zone == zone && o.capacity_type.as_str() == capacity_type)?;
+    Some(Launch {
+        instance_type: it.name.clone(),
+        zone: o.zone.clone(),
+        capacity_type: capacity_type.to_string(),
+        price: o.price,
+        price_synthetic: matches!(o.price_source, PriceSource::SyntheticSpot),
+        reservation_id: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spending_integrates_the_rate() {
+        let mut l = Ledger::default();
+        l.set_rate(SimTime::ZERO, BTreeMap::from([("a".to_string(), 1.0)]));
+        l.advance(SimTime::ZERO, SimTime::from_secs(1800));
+        l.set_rate(SimTime::from_secs(1800), BTreeMap::from([("a".to_string(), 1.0), ("b".to_string(), 2.0)]));
+        l.advance(SimTime::from_secs(1800), SimTime::from_secs(3600));
+        let s = l.summary(SimTime::from_secs(3600));
+        assert!((s.spent - 2.0).abs() < 1e-9, "{}", s.spent);
+        assert!((s.spent_by_nodepool["b"] - 1.0).abs() < 1e-9);
+        assert_eq!(s.per_hour, 3.0);
+        assert_eq!(s.timeline.len(), 2);
+        assert!((s.per_month - 3.0 * 730.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn node_prices_come_from_the_catalogue() {
+        let labels = BTreeMap::from([
+            (labels::INSTANCE_TYPE.to_string(), "m5.large".to_string()),
+            (labels::TOPOLOGY_ZONE.to_string(), "us-east-1a".to_string()),
+            (labels::CAPACITY_TYPE.to_string(), "spot".to_string()),
+        ]);
+        let (price, synthetic) = node_price(Catalogue::embedded(), "us-east-1", &labels).unwrap();
+        assert!(price > 0.0 && synthetic);
+        let mut od = labels.clone();
+        od.insert(labels::CAPACITY_TYPE.to_string(), "on-demand".to_string());
+        let (od_price, synthetic) = node_price(Catalogue::embedded(), "us-east-1", &od).unwrap();
+        assert!(!synthetic && od_price > price, "{od_price} vs {price}");
+        assert!(node_price(Catalogue::embedded(), "us-east-1", &BTreeMap::new()).is_none());
+    }
+}

@@ -1,0 +1,277 @@
+//! The event log: every decision of the simulation as an event in the vocabulary of
+//! `kubectl get events` (reason names are upstream's where upstream has the event), with a
+//! structured reason and a message rendered from it. Unlike the API server's events, nothing is
+//! deduplicated or rate-limited: every decision is visible.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use super::clock::SimTime;
+
+/// Normal or Warning, as Kubernetes events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+/// The object an event is about.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Involved {
+    pub kind: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl Involved {
+    pub fn pod(namespace: &str, name: &str) -> Involved {
+        Involved { kind: "Pod".into(), namespace: Some(namespace.into()), name: name.into() }
+    }
+    pub fn node(name: &str) -> Involved {
+        Involved { kind: "Node".into(), namespace: None, name: name.into() }
+    }
+    pub fn nodeclaim(name: &str) -> Involved {
+        Involved { kind: "NodeClaim".into(), namespace: None, name: name.into() }
+    }
+    pub fn nodepool(name: &str) -> Involved {
+        Involved { kind: "NodePool".into(), namespace: None, name: name.into() }
+    }
+    pub fn workload(kind: &str, namespace: &str, name: &str) -> Involved {
+        Involved { kind: kind.into(), namespace: Some(namespace.into()), name: name.into() }
+    }
+    pub fn scenario() -> Involved {
+        Involved { kind: "Scenario".into(), namespace: None, name: "steps".into() }
+    }
+}
+
+impl fmt::Display for Involved {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{}/{}/{}", self.kind.to_lowercase(), ns, self.name),
+            None => write!(f, "{}/{}", self.kind.to_lowercase(), self.name),
+        }
+    }
+}
+
+/// An offering: instance type, zone, capacity type.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OfferingRef {
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: String,
+}
+
+impl fmt::Display for OfferingRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} in {}", self.capacity_type, self.instance_type, self.zone)
+    }
+}
+
+/// Why a pod was removed from a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum RemovalCause {
+    /// Evicted through the Eviction API (PDBs honoured).
+    Evicted,
+    /// Deleted at the NodeClaim's terminationGracePeriod deadline (PDBs and do-not-disrupt bypassed).
+    ForceDeleted,
+    /// The instance went away under it (spot reclaim, a deleted node).
+    NodeLost,
+    /// Deleted by a step or scaled away by its controller.
+    Deleted,
+}
+
+/// What happened, with the facts the message is rendered from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "reason", rename_all_fields = "camelCase")]
+pub enum Reason {
+    /// Karpenter's pod event: the provisioning round planned the pod onto a NodeClaim or node.
+    Nominated { target: Involved },
+    /// Karpenter could not place the pod in a provisioning round.
+    FailedScheduling { headline: String },
+    /// kube-scheduler bound the pod.
+    Scheduled { node: String },
+    /// A provisioning round created a NodeClaim.
+    NodeClaimCreated { nodepool: String, pods: usize, instance_types: usize, cheapest: Option<String> },
+    /// CreateFleet returned an instance.
+    Launched { offering: OfferingRef, price: f64, price_synthetic: bool },
+    /// CreateFleet could not launch in an offering; Karpenter marks it unavailable for 3 minutes.
+    InsufficientCapacityError { offering: OfferingRef, until: SimTime },
+    /// No offering of the NodeClaim could launch: the NodeClaim is deleted.
+    LaunchFailed { tried: usize },
+    /// The Node joined and the NodeClaim is registered.
+    Registered { node: String },
+    /// The node is Ready and its startup taints are gone.
+    Initialized { node: String },
+    /// The ReplicaSet/StatefulSet/DaemonSet controller created a pod.
+    SuccessfulCreate { pod: String },
+    /// The controller deleted a pod (scale down).
+    SuccessfulDelete { pod: String },
+    /// A step scaled a workload.
+    Scaled { from: i32, to: i32 },
+    /// The node is being terminated: `karpenter.sh/disrupted:NoSchedule` and drain.
+    Terminating { why: String },
+    /// A pod left its node.
+    PodRemoved { node: String, cause: RemovalCause },
+    /// An eviction was refused by a PodDisruptionBudget.
+    FailedDraining { pod: String, pdb: String },
+    /// A pod with `karpenter.sh/do-not-disrupt` is waiting for the terminationGracePeriod.
+    DrainBlockedByDoNotDisrupt { pod: String },
+    /// The node is drained and the instance terminated.
+    Terminated { node: String },
+    /// A spot interruption notice: the node is drained and the instance reclaimed in 2 minutes.
+    SpotInterrupted { node: String, reclaimed_at: SimTime },
+    /// EC2 reclaimed the instance.
+    InstanceReclaimed { node: String, pods_lost: usize },
+    /// A step's action.
+    StepApplied { action: String },
+    /// A step that could not be carried out.
+    StepFailed { action: String, why: String },
+}
+
+impl Reason {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Reason::Nominated { .. } => "Nominated",
+            Reason::FailedScheduling { .. } => "FailedScheduling",
+            Reason::Scheduled { .. } => "Scheduled",
+            Reason::NodeClaimCreated { .. } => "NodeClaimCreated",
+            Reason::Launched { .. } => "Launched",
+            Reason::InsufficientCapacityError { .. } => "InsufficientCapacityError",
+            Reason::LaunchFailed { .. } => "LaunchFailed",
+            Reason::Registered { .. } => "Registered",
+            Reason::Initialized { .. } => "Initialized",
+            Reason::SuccessfulCreate { .. } => "SuccessfulCreate",
+            Reason::SuccessfulDelete { .. } => "SuccessfulDelete",
+            Reason::Scaled { .. } => "Scaled",
+            Reason::Terminating { .. } => "Terminating",
+            Reason::PodRemoved { cause: RemovalCause::Evicted, .. } => "Evicted",
+            Reason::PodRemoved { cause: RemovalCause::ForceDeleted, .. } => "Disrupted",
+            Reason::PodRemoved { cause: RemovalCause::NodeLost, .. } => "NodeLost",
+            Reason::PodRemoved { cause: RemovalCause::Deleted, .. } => "Killing",
+            Reason::FailedDraining { .. } => "FailedDraining",
+            Reason::DrainBlockedByDoNotDisrupt { .. } => "FailedDraining",
+            Reason::Terminated { .. } => "Terminated",
+            Reason::SpotInterrupted { .. } => "SpotInterrupted",
+            Reason::InstanceReclaimed { .. } => "InstanceReclaimed",
+            Reason::StepApplied { .. } => "StepApplied",
+            Reason::StepFailed { .. } => "StepFailed",
+        }
+    }
+
+    pub fn event_type(&self) -> EventType {
+        match self {
+            Reason::FailedScheduling { .. }
+            | Reason::InsufficientCapacityError { .. }
+            | Reason::LaunchFailed { .. }
+            | Reason::FailedDraining { .. }
+            | Reason::DrainBlockedByDoNotDisrupt { .. }
+            | Reason::SpotInterrupted { .. }
+            | Reason::InstanceReclaimed { .. }
+            | Reason::StepFailed { .. }
+            | Reason::PodRemoved { cause: RemovalCause::NodeLost | RemovalCause::ForceDeleted, .. } => {
+                EventType::Warning
+            }
+            _ => EventType::Normal,
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::Nominated { target } => write!(f, "Pod should schedule on: {target}"),
+            Reason::FailedScheduling { headline } => write!(f, "Failed to schedule pod, {headline}"),
+            Reason::Scheduled { node } => write!(f, "Successfully assigned to {node}"),
+            Reason::NodeClaimCreated { nodepool, pods, instance_types, cheapest } => {
+                write!(f, "Created from NodePool {nodepool} for {pods} pod(s), {instance_types} instance type(s)")?;
+                match cheapest {
+                    Some(c) => write!(f, ", cheapest {c}"),
+                    None => Ok(()),
+                }
+            }
+            Reason::Launched { offering, price, price_synthetic } => {
+                let synthetic = if *price_synthetic { " (synthetic spot price)" } else { "" };
+                write!(f, "Launched {offering} at ${price:.4}/hour{synthetic}")
+            }
+            Reason::InsufficientCapacityError { offering, until } => write!(
+                f,
+                "CreateFleet: insufficient capacity for {offering}; marked unavailable until {until}"
+            ),
+            Reason::LaunchFailed { tried } => write!(
+                f,
+                "No capacity in any of the {tried} offering(s) tried; the NodeClaim is deleted and its pods provisioned again"
+            ),
+            Reason::Registered { node } => write!(f, "Status condition transitioned, Type: Registered, Status: True (node {node})"),
+            Reason::Initialized { node } => write!(f, "Status condition transitioned, Type: Initialized, Status: True (node {node} is Ready)"),
+            Reason::SuccessfulCreate { pod } => write!(f, "Created pod: {pod}"),
+            Reason::SuccessfulDelete { pod } => write!(f, "Deleted pod: {pod}"),
+            Reason::Scaled { from, to } => write!(f, "Scaled from {from} to {to} replicas"),
+            Reason::Terminating { why } => write!(f, "Tainted karpenter.sh/disrupted:NoSchedule and draining: {why}"),
+            Reason::PodRemoved { node, cause } => match cause {
+                RemovalCause::Evicted => write!(f, "Evicted pod from {node}"),
+                RemovalCause::ForceDeleted => write!(
+                    f,
+                    "Deleting the pod to accommodate the terminationTime of {node}; this bypasses the PDB of the pod and the do-not-disrupt annotation"
+                ),
+                RemovalCause::NodeLost => write!(f, "Node {node} is gone; the pod is lost"),
+                RemovalCause::Deleted => write!(f, "Stopping pod on {node}"),
+            },
+            Reason::FailedDraining { pod, pdb } => {
+                write!(f, "Failed to drain node, evicting pod {pod} violates PDB {pdb}; retrying")
+            }
+            Reason::DrainBlockedByDoNotDisrupt { pod } => write!(
+                f,
+                "Pod {pod} has karpenter.sh/do-not-disrupt; it is not evicted and waits for the NodeClaim's terminationGracePeriod"
+            ),
+            Reason::Terminated { node } => write!(f, "Drained; instance of {node} terminated"),
+            Reason::SpotInterrupted { node, reclaimed_at } => write!(
+                f,
+                "Spot interruption warning for {node}: the instance is reclaimed at {reclaimed_at}; deleting the NodeClaim"
+            ),
+            Reason::InstanceReclaimed { node, pods_lost } => {
+                write!(f, "EC2 reclaimed the instance of {node}; {pods_lost} pod(s) still on it were lost")
+            }
+            Reason::StepApplied { action } => f.write_str(action),
+            Reason::StepFailed { action, why } => write!(f, "{action}: {why}"),
+        }
+    }
+}
+
+/// One entry of the log.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Event {
+    pub at: SimTime,
+    #[serde(rename = "type")]
+    pub event_type: EventType,
+    pub object: Involved,
+    #[serde(flatten)]
+    pub reason: Reason,
+    pub message: String,
+}
+
+impl Event {
+    pub fn new(at: SimTime, object: Involved, reason: Reason) -> Event {
+        Event { at, event_type: reason.event_type(), message: reason.to_string(), object, reason }
+    }
+}
+
+impl fmt::Display for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let t = match self.event_type {
+            EventType::Normal => "Normal ",
+            EventType::Warning => "Warning",
+        };
+        write!(
+            f,
+            "{:>10}  {t}  {:<26} {:<40} {}",
+            self.at.to_string(),
+            self.reason.name(),
+            self.object.to_string(),
+            self.message
+        )
+    }
+}

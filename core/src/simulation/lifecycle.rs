@@ -1,0 +1,495 @@
+//! Provisioning rounds and the NodeClaim lifecycle (upstream `provisioner.go`,
+//! `nodeclaim/lifecycle/{launch,registration,initialization}.go`, §2.2), with the AWS provider's
+//! launch: CreateFleet tries the NodeClaim's offerings cheapest first; an offering EC2 has no
+//! capacity for fails with an insufficient-capacity error, which Karpenter caches as unavailable
+//! for 3 minutes (upstream `UnavailableOfferings`), and the instance launches in the next one.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus, Taint};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::api::nodeclaim::{conditions, NodeClaim, NodeClaimSpec, NodeClaimStatus, ResourceRequirements};
+use crate::api::Condition;
+use crate::catalogue::InstanceType;
+use crate::labels;
+use crate::requirements::Requirements;
+use crate::resources::{Packed, ResourceList};
+use crate::scheduling::cloudprovider::{self, Launch};
+use crate::scheduling::PlannedNodeClaim;
+
+use super::events::{Involved, OfferingRef, Reason};
+use super::{Machine, RoundSummary, SimTime, Simulation, Timer};
+
+/// What CreateFleet is asked for: the NodeClaim's instance types (in its option order), its
+/// requirements and requests.
+#[derive(Debug, Clone, Default)]
+pub(super) struct LaunchPlan {
+    instance_types: Vec<InstanceType>,
+    requirements: Requirements,
+    requests: ResourceList,
+    /// The round's choice (made with the offerings Karpenter knew to be unavailable).
+    planned: Option<Launch>,
+}
+
+/// Deterministic names for what the API server and EC2 would name at random.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Names {
+    nodeclaims: u64,
+    nodes: u64,
+    instances: u64,
+    pub pods: u64,
+}
+
+/// Kubernetes' `generateName` alphabet (no vowels, no confusable digits).
+const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+fn mix(mut x: u64) -> u64 {
+    // splitmix64: spreads consecutive counters over the suffix space.
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+impl Names {
+    /// `<nodepool>-<5 characters>`, as `generateName` does.
+    pub fn nodeclaim(&mut self, nodepool: &str) -> String {
+        self.nodeclaims += 1;
+        let mut h = mix(self.nodeclaims);
+        let suffix: String = (0..5)
+            .map(|_| {
+                let c = ALPHABET[(h % ALPHABET.len() as u64) as usize] as char;
+                h /= ALPHABET.len() as u64;
+                c
+            })
+            .collect();
+        format!("{nodepool}-{suffix}")
+    }
+
+    /// `ip-10-0-<a>-<b>`: the first node is `ip-10-0-1-1`.
+    pub fn node(&mut self) -> String {
+        self.nodes += 1;
+        let k = self.nodes - 1;
+        format!("ip-10-0-{}-{}", 1 + k / 254, 1 + k % 254)
+    }
+
+    /// `aws:///<zone>/i-<17 hex digits>`.
+    pub fn provider_id(&mut self, zone: &str) -> String {
+        self.instances += 1;
+        format!("aws:///{zone}/i-0{:016x}", mix(self.instances + 1_000_003))
+    }
+
+    pub fn uid(&mut self) -> String {
+        self.pods += 1;
+        format!("00000000-0000-4000-8000-{:012x}", self.pods)
+    }
+}
+
+fn offering_of(l: &Launch) -> OfferingRef {
+    OfferingRef { instance_type: l.instance_type.clone(), zone: l.zone.clone(), capacity_type: l.capacity_type.clone() }
+}
+
+fn k8s_resources(list: &ResourceList) -> BTreeMap<String, K8sQuantity> {
+    list.iter().map(|(k, v)| (k.clone(), K8sQuantity(v.to_string()))).collect()
+}
+
+fn condition(type_: &str, at: String) -> Condition {
+    Condition {
+        last_transition_time: Some(at),
+        message: None,
+        observed_generation: None,
+        reason: Some(type_.to_string()),
+        status: "True".into(),
+        type_: type_.to_string(),
+    }
+}
+
+fn taint_of(t: &crate::scheduling::explain::TaintRef) -> Taint {
+    Taint { key: t.key.clone(), value: t.value.clone(), effect: t.effect.clone(), time_added: None }
+}
+
+/// The taint a Node carries until its kubelet reports Ready.
+fn not_ready_taint() -> Taint {
+    Taint { key: "node.kubernetes.io/not-ready".into(), value: None, effect: "NoSchedule".into(), time_added: None }
+}
+
+impl Simulation {
+    /// The objects a provisioning round reads: the cluster's, with workloads already expanded
+    /// into their pods.
+    fn round_view(&self) -> crate::manifest::Manifests {
+        let mut view = self.objects.clone();
+        view.deployments.clear();
+        view.replicasets.clear();
+        view.statefulsets.clear();
+        view.jobs.clear();
+        view
+    }
+
+    /// One provisioning round (upstream `Provisioner.Schedule` + `CreateNodeClaims`).
+    pub(super) fn provision(&mut self) {
+        let view = self.round_view();
+        let prepared = match crate::scheduling::cluster::input_from_manifests(&view, self.catalogue, Some(&self.region))
+        {
+            Ok(p) => p,
+            Err(e) => {
+                self.notes.insert(format!("a provisioning round at {} could not run: {e}", self.now));
+                return;
+            }
+        };
+        self.notes.extend(prepared.notes);
+        let mut input = prepared.input;
+        input.unavailable_offerings = self.known_unavailable();
+        let results = crate::scheduling::schedule(&input);
+        for note in &results.notes {
+            self.notes.insert(note.clone());
+        }
+        let mut summary = RoundSummary {
+            at: self.now,
+            pending_pods: results.nodeclaims.iter().map(|c| c.pods.len()).sum::<usize>()
+                + results.existing_nodes.iter().map(|e| e.pods.len()).sum::<usize>()
+                + results.unschedulable.len()
+                + results.deferred.len(),
+            nodeclaims_created: Vec::new(),
+            nominated: 0,
+            unschedulable: results.unschedulable.len(),
+        };
+        for placement in &results.existing_nodes {
+            let target = match self.objects.nodes.iter().any(|n| n.metadata.name.as_deref() == Some(&placement.name)) {
+                true => Involved::node(&placement.name),
+                false => Involved::nodeclaim(&placement.name),
+            };
+            for pod in &placement.pods {
+                summary.nominated += 1;
+                self.emit(Involved::pod(&pod.namespace, &pod.name), Reason::Nominated { target: target.clone() });
+            }
+        }
+        for planned in &results.nodeclaims {
+            let Some(np_input) = input.nodepools.iter().find(|n| n.nodepool.name() == planned.nodepool) else {
+                continue;
+            };
+            let name = self.create_nodeclaim(planned, &np_input.nodepool, &np_input.instance_types);
+            for pod in &planned.pods {
+                summary.nominated += 1;
+                self.emit(
+                    Involved::pod(&pod.namespace, &pod.name),
+                    Reason::Nominated { target: Involved::nodeclaim(&name) },
+                );
+            }
+            summary.nodeclaims_created.push(name);
+        }
+        for u in &results.unschedulable {
+            self.emit(
+                Involved::pod(&u.pod.namespace, &u.pod.name),
+                Reason::FailedScheduling { headline: u.explanation.headline() },
+            );
+        }
+        self.rounds.push(summary);
+    }
+
+    /// Creates the NodeClaim a round planned (upstream `NodeClaim.ToNodeClaim` + create), and
+    /// asks CreateFleet for it.
+    fn create_nodeclaim(
+        &mut self,
+        planned: &PlannedNodeClaim,
+        nodepool: &crate::api::nodepool::NodePool,
+        instance_types: &Arc<Vec<InstanceType>>,
+    ) -> String {
+        let name = self.names.nodeclaim(&planned.nodepool);
+        let template = &nodepool.spec.template;
+        let mut annotations = template.metadata.annotations.clone();
+        if planned.min_values_relaxed {
+            annotations.insert("karpenter.sh/nodeclaim-min-values-relaxed".into(), "true".into());
+        }
+        let spec = NodeClaimSpec {
+            expire_after: template.spec.expire_after.clone(),
+            node_class_ref: template.spec.node_class_ref.clone(),
+            requirements: planned.requirements.clone(),
+            resources: ResourceRequirements { requests: planned.requests.clone() },
+            startup_taints: planned.startup_taints.iter().map(taint_of).collect(),
+            taints: planned.taints.iter().map(taint_of).collect(),
+            termination_grace_period: template.spec.termination_grace_period.clone(),
+        };
+        let mut nc = NodeClaim::new(&name, spec);
+        nc.metadata.labels = Some(planned.labels.clone());
+        nc.metadata.annotations = (!annotations.is_empty()).then_some(annotations);
+        nc.metadata.creation_timestamp = Some(self.clock.time(self.now));
+        nc.metadata.uid = Some(format!("nodeclaim-{name}"));
+        let by_name: BTreeMap<&str, &InstanceType> = instance_types.iter().map(|it| (it.name.as_str(), it)).collect();
+        let plan = LaunchPlan {
+            instance_types: planned
+                .instance_type_options
+                .iter()
+                .filter_map(|n| by_name.get(n.as_str()).map(|it| (*it).clone()))
+                .collect(),
+            requirements: Requirements::from_node_selector_requirements(&planned.requirements).unwrap_or_default(),
+            requests: planned.requests.clone(),
+            planned: planned.launch.clone(),
+        };
+        self.emit(
+            Involved::nodeclaim(&name),
+            Reason::NodeClaimCreated {
+                nodepool: planned.nodepool.clone(),
+                pods: planned.pods.len(),
+                instance_types: planned.instance_type_options.len(),
+                cheapest: planned.instance_type_options.first().cloned(),
+            },
+        );
+        self.objects.nodeclaims.push(nc);
+        self.machines.insert(
+            name.clone(),
+            Machine {
+                nodepool: planned.nodepool.clone(),
+                created: self.now,
+                launch: None,
+                launched: None,
+                node: None,
+                initialized: None,
+                terminating: None,
+                reclaim_at: None,
+                plan,
+            },
+        );
+        self.schedule_timer(self.now.plus(self.timings.launch), Timer::Launch(name.clone()));
+        name
+    }
+
+    fn short_of_capacity(&self, o: &OfferingRef) -> bool {
+        self.shortages.iter().any(|(s, until)| s == o && until.is_none_or(|u| u > self.now))
+    }
+
+    /// CreateFleet's choice among the plan's offerings, none of `excluded`.
+    fn choose_launch(&self, plan: &LaunchPlan, excluded: &BTreeSet<OfferingRef>) -> Option<Launch> {
+        let types: Vec<InstanceType> = plan
+            .instance_types
+            .iter()
+            .map(|it| {
+                let mut it = it.clone();
+                for o in &mut it.offerings {
+                    let key = OfferingRef {
+                        instance_type: it.name.clone(),
+                        zone: o.zone.clone(),
+                        capacity_type: o.capacity_type.as_str().to_string(),
+                    };
+                    if excluded.contains(&key) {
+                        o.available = false;
+                    }
+                }
+                it
+            })
+            .collect();
+        let packed: Vec<Packed> = types.iter().map(|it| Packed::new(&it.allocatable())).collect();
+        let mut no_reservations = BTreeMap::new();
+        cloudprovider::launch(&plan.requirements, &plan.requests, types.iter().zip(packed.iter()), &mut no_reservations)
+    }
+
+    /// CreateFleet answers (upstream `launch.go`): the instance, or insufficient capacity.
+    pub(super) fn launch(&mut self, name: &str) {
+        let Some(m) = self.machines.get(name) else { return };
+        if m.terminating.is_some() {
+            return;
+        }
+        let plan = m.plan.clone();
+        let mut excluded: BTreeSet<OfferingRef> = BTreeSet::new();
+        let mut candidate = plan.planned.clone().or_else(|| self.choose_launch(&plan, &excluded));
+        let mut tried = 0;
+        while let Some(l) = candidate.clone() {
+            let offering = offering_of(&l);
+            if !self.short_of_capacity(&offering) {
+                break;
+            }
+            tried += 1;
+            let until = self.now.plus(self.timings.unavailable_offering_ttl);
+            self.ice_cache.insert(offering.clone(), until);
+            self.emit(
+                Involved::nodeclaim(name),
+                Reason::InsufficientCapacityError { offering: offering.clone(), until },
+            );
+            excluded.insert(offering);
+            candidate = self.choose_launch(&plan, &excluded);
+        }
+        let Some(launch) = candidate else {
+            // upstream: an InsufficientCapacityError deletes the NodeClaim; its pods are
+            // provisioned again.
+            self.emit(Involved::nodeclaim(name), Reason::LaunchFailed { tried: tried.max(1) });
+            self.machines.remove(name);
+            self.objects.nodeclaims.retain(|nc| nc.name() != name);
+            self.batch.trigger(self.now);
+            return;
+        };
+        let provider_id = self.names.provider_id(&launch.zone);
+        let it = plan.instance_types.iter().find(|it| it.name == launch.instance_type);
+        let at = self.clock.rfc3339(self.now);
+        if let Some(nc) = self.objects.nodeclaims.iter_mut().find(|nc| nc.name() == name) {
+            let labels = nc.metadata.labels.get_or_insert_with(Default::default);
+            labels.insert(labels::INSTANCE_TYPE.into(), launch.instance_type.clone());
+            labels.insert(labels::TOPOLOGY_ZONE.into(), launch.zone.clone());
+            labels.insert(labels::CAPACITY_TYPE.into(), launch.capacity_type.clone());
+            if let Some(it) = it {
+                for (k, v) in it.requirements.labels() {
+                    labels.entry(k).or_insert(v);
+                }
+            }
+            nc.status = Some(NodeClaimStatus {
+                allocatable: it.map(InstanceType::allocatable).unwrap_or_default(),
+                capacity: it.map(|it| it.capacity.clone()).unwrap_or_default(),
+                conditions: vec![condition(conditions::LAUNCHED, at)],
+                image_id: String::new(),
+                last_pod_event_time: None,
+                node_name: String::new(),
+                provider_id,
+            });
+        }
+        self.emit(
+            Involved::nodeclaim(name),
+            Reason::Launched {
+                offering: offering_of(&launch),
+                price: launch.price,
+                price_synthetic: launch.price_synthetic,
+            },
+        );
+        if let Some(m) = self.machines.get_mut(name) {
+            m.launch = Some(launch);
+            m.launched = Some(self.now);
+        }
+        self.schedule_timer(self.now.plus(self.timings.registration), Timer::Register(name.to_string()));
+    }
+
+    /// The Node joins (upstream `registration.go`): labels and taints synced from the NodeClaim,
+    /// `karpenter.sh/unregistered` gone, `karpenter.sh/registered=true`. DaemonSet pods follow.
+    pub(super) fn register(&mut self, name: &str) {
+        let Some(m) = self.machines.get(name) else { return };
+        if m.terminating.is_some() || m.node.is_some() {
+            return;
+        }
+        let Some(nc) = self.objects.nodeclaims.iter().find(|nc| nc.name() == name).cloned() else { return };
+        let status = nc.status.clone().unwrap_or_default();
+        let node_name = self.names.node();
+        let mut node_labels = nc.metadata.labels.clone().unwrap_or_default();
+        node_labels.insert(labels::HOSTNAME.into(), node_name.clone());
+        node_labels.insert(labels::TOPOLOGY_REGION.into(), self.region.clone());
+        node_labels.insert(labels::NODE_REGISTERED.into(), "true".into());
+        let mut taints = nc.spec.taints.clone();
+        taints.extend(nc.spec.startup_taints.iter().cloned());
+        taints.push(not_ready_taint());
+        let node = Node {
+            metadata: ObjectMeta {
+                name: Some(node_name.clone()),
+                labels: Some(node_labels),
+                annotations: nc.metadata.annotations.clone(),
+                creation_timestamp: Some(self.clock.time(self.now)),
+                uid: Some(format!("node-{node_name}")),
+                ..Default::default()
+            },
+            spec: Some(NodeSpec {
+                provider_id: Some(status.provider_id.clone()),
+                taints: Some(taints),
+                ..Default::default()
+            }),
+            status: Some(NodeStatus {
+                capacity: Some(k8s_resources(&status.capacity)),
+                allocatable: Some(k8s_resources(&status.allocatable)),
+                ..Default::default()
+            }),
+        };
+        self.objects.nodes.push(node);
+        let at = self.clock.rfc3339(self.now);
+        if let Some(nc) = self.objects.nodeclaims.iter_mut().find(|nc| nc.name() == name) {
+            let s = nc.status.get_or_insert_with(Default::default);
+            s.node_name = node_name.clone();
+            s.conditions.push(condition(conditions::REGISTERED, at));
+        }
+        if let Some(m) = self.machines.get_mut(name) {
+            m.node = Some(node_name.clone());
+        }
+        self.emit(Involved::nodeclaim(name), Reason::Registered { node: node_name.clone() });
+        self.place_daemon_pods(&node_name);
+        self.schedule_timer(self.now.plus(self.timings.initialization), Timer::Initialize(name.to_string()));
+    }
+
+    /// The node is Ready and its startup taints are gone (upstream `initialization.go`):
+    /// `karpenter.sh/initialized=true`; kube-scheduler binds the pods waiting for it.
+    pub(super) fn initialize(&mut self, name: &str) {
+        let Some(m) = self.machines.get(name) else { return };
+        if m.terminating.is_some() {
+            return;
+        }
+        let Some(node_name) = m.node.clone() else { return };
+        let startup: Vec<Taint> = self
+            .objects
+            .nodeclaims
+            .iter()
+            .find(|nc| nc.name() == name)
+            .map(|nc| nc.spec.startup_taints.clone())
+            .unwrap_or_default();
+        if let Some(node) = self.objects.nodes.iter_mut().find(|n| n.metadata.name.as_deref() == Some(&node_name)) {
+            if let Some(taints) = node.spec.as_mut().and_then(|s| s.taints.as_mut()) {
+                taints.retain(|t| {
+                    !crate::scheduling::taints::is_known_ephemeral(t)
+                        && !startup.iter().any(|s| s.key == t.key && s.effect == t.effect)
+                });
+            }
+            node.metadata
+                .labels
+                .get_or_insert_with(Default::default)
+                .insert(labels::NODE_INITIALIZED.into(), "true".into());
+        }
+        let at = self.clock.rfc3339(self.now);
+        if let Some(nc) = self.objects.nodeclaims.iter_mut().find(|nc| nc.name() == name) {
+            let s = nc.status.get_or_insert_with(Default::default);
+            s.conditions.push(condition(conditions::INITIALIZED, at.clone()));
+            s.conditions.push(condition(conditions::READY, at));
+        }
+        if let Some(m) = self.machines.get_mut(name) {
+            m.initialized = Some(self.now);
+        }
+        self.emit(Involved::nodeclaim(name), Reason::Initialized { node: node_name });
+        self.kube_dirty = true;
+    }
+
+    /// NodeClaims of the input: launched ones without a Node register after the registration
+    /// latency; those with a Node are running capacity.
+    pub(super) fn adopt_existing_capacity(&mut self) {
+        let claims = self.objects.nodeclaims.clone();
+        for nc in &claims {
+            let name = nc.name().to_string();
+            let status = nc.status.clone().unwrap_or_default();
+            let labels = nc.metadata.labels.clone().unwrap_or_default();
+            let node = self
+                .objects
+                .nodes
+                .iter()
+                .find(|n| {
+                    (!status.node_name.is_empty() && n.metadata.name.as_deref() == Some(&status.node_name))
+                        || (!status.provider_id.is_empty()
+                            && n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(&status.provider_id))
+                })
+                .and_then(|n| n.metadata.name.clone());
+            if status.provider_id.is_empty() && status.allocatable.is_empty() {
+                // Not launched: upstream would launch it; we leave it to the rounds (noted by them).
+                continue;
+            }
+            let launch = crate::simulation::cost::launch_from_labels(self.catalogue, &self.region, &labels);
+            let initialized = node.is_some();
+            self.machines.insert(
+                name.clone(),
+                Machine {
+                    nodepool: labels.get(labels::NODEPOOL).cloned().unwrap_or_default(),
+                    created: SimTime::ZERO,
+                    launch,
+                    launched: Some(SimTime::ZERO),
+                    node: node.clone(),
+                    initialized: initialized.then_some(SimTime::ZERO),
+                    terminating: None,
+                    reclaim_at: None,
+                    plan: LaunchPlan::default(),
+                },
+            );
+            if node.is_none() {
+                self.schedule_timer(SimTime::ZERO.plus(self.timings.registration), Timer::Register(name));
+            }
+        }
+    }
+}

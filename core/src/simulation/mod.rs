@@ -1,0 +1,563 @@
+//! A deterministic discrete-event simulation of a cluster that Karpenter provisions (reference
+//! §1.1, §2): pods go pending, provisioning rounds batch them, NodeClaims launch, register and
+//! initialize, kube-scheduler binds pods, workload controllers keep replica counts, nodes are
+//! drained and terminated, spot instances are interrupted, offerings run out of capacity — each
+//! as an [`Event`] at a [`SimTime`].
+//!
+//! Module map (upstream or Kubernetes component in brackets): `batcher` [provisioning/batcher.go],
+//! `lifecycle` [nodeclaim/lifecycle: launch, registration, initialization; the AWS provider's
+//! CreateFleet and unavailable-offerings cache], `kube_scheduler` [kube-scheduler's binding,
+//! modelled], `workloads` [the ReplicaSet, StatefulSet and DaemonSet controllers], `termination`
+//! [node/termination, terminator, eviction; interruption], `cost` [$/hour over time], `steps`
+//! [the Scenario's timed actions].
+//!
+//! Scheduling decisions are the scheduler's ([`crate::scheduling::schedule`]): this module only
+//! decides *when* a round runs and carries out its results. Nothing here reads the wall clock.
+
+mod batcher;
+pub mod clock;
+pub mod cost;
+pub mod events;
+mod kube_scheduler;
+mod lifecycle;
+mod steps;
+mod termination;
+mod workloads;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::Pod;
+use serde::Serialize;
+
+use crate::catalogue::Catalogue;
+use crate::manifest::Manifests;
+use crate::scheduling::{cloudprovider::Launch, UnavailableOffering};
+
+pub use clock::{Clock, Duration, SimTime};
+pub use cost::{CostPoint, CostSummary};
+pub use events::{Event, EventType, Involved, OfferingRef, Reason, RemovalCause};
+
+/// How long things take. The defaults put a new node Ready about a minute after its first pod
+/// went pending, as users see on EKS (docs/simulation.md).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Timings {
+    /// upstream `--batch-idle-duration` (1 s).
+    pub batch_idle: Duration,
+    /// upstream `--batch-max-duration` (10 s).
+    pub batch_max: Duration,
+    /// CreateFleet's answer: NodeClaim created → Launched (providerID).
+    pub launch: Duration,
+    /// Instance boot and kubelet join: Launched → Registered.
+    pub registration: Duration,
+    /// Kubelet Ready, CNI up, startup taints removed: Registered → Initialized.
+    pub initialization: Duration,
+    /// Drain passes while pods remain (upstream requeues with backoff; 5 s keeps the log readable).
+    pub drain_retry: Duration,
+    /// Drained → instance gone (EC2 shutting-down → terminated, then the finalizers go).
+    pub instance_termination: Duration,
+    /// upstream: the AWS provider's unavailable-offerings cache TTL (3 min).
+    pub unavailable_offering_ttl: Duration,
+    /// EC2's spot interruption notice (2 min).
+    pub spot_interruption_notice: Duration,
+}
+
+impl Default for Timings {
+    fn default() -> Self {
+        Timings {
+            batch_idle: Duration::secs(1),
+            batch_max: Duration::secs(10),
+            launch: Duration::secs(3),
+            registration: Duration::secs(40),
+            initialization: Duration::secs(12),
+            drain_retry: Duration::secs(5),
+            instance_termination: Duration::secs(30),
+            unavailable_offering_ttl: Duration::mins(3),
+            spot_interruption_notice: Duration::mins(2),
+        }
+    }
+}
+
+/// Why a simulation cannot start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SimulationError {
+    #[error("{0}")]
+    Input(String),
+    #[error("spec.startTime {0:?} is not an RFC 3339 time")]
+    StartTime(String),
+}
+
+/// What the simulation keeps about a NodeClaim beyond the object (the instance behind it).
+#[derive(Debug, Clone)]
+struct Machine {
+    nodepool: String,
+    created: SimTime,
+    /// What CreateFleet launched (set at Launched).
+    launch: Option<Launch>,
+    launched: Option<SimTime>,
+    node: Option<String>,
+    initialized: Option<SimTime>,
+    /// Set when the NodeClaim is being deleted.
+    terminating: Option<termination::Termination>,
+    /// A spot interruption: when EC2 takes the instance back.
+    reclaim_at: Option<SimTime>,
+    /// Launch candidates in CreateFleet order, kept from the round that planned the NodeClaim.
+    plan: lifecycle::LaunchPlan,
+}
+
+/// Something due at a time.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Timer {
+    Step(usize),
+    Launch(String),
+    Register(String),
+    Initialize(String),
+    Drain(String),
+    InstanceGone(String),
+    Reclaim(String),
+    ShortageEnds(usize),
+}
+
+/// A provisioning round's outcome, for the report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RoundSummary {
+    pub at: SimTime,
+    pub pending_pods: usize,
+    pub nodeclaims_created: Vec<String>,
+    pub nominated: usize,
+    pub unschedulable: usize,
+}
+
+/// A node as the report shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeView {
+    /// The Node's name, or the NodeClaim's while it has no Node.
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nodeclaim: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nodepool: Option<String>,
+    pub state: NodeState,
+    /// Why it is terminating.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub terminating: Option<String>,
+    /// When its NodeClaim was created (the start for capacity that was there before).
+    pub since: SimTime,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instance_type: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity_type: Option<String>,
+    /// USD per hour (0 when unknown).
+    pub price: f64,
+    pub price_synthetic: bool,
+    pub pods: Vec<String>,
+}
+
+/// Where a node is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum NodeState {
+    /// NodeClaim created, CreateFleet not answered yet.
+    Launching,
+    /// Instance running, not joined.
+    Launched,
+    /// Node joined, not Ready.
+    Registered,
+    /// Ready: pods bind.
+    Ready,
+    /// Being drained and terminated.
+    Terminating,
+}
+
+/// The state at the current time.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Snapshot {
+    pub at: SimTime,
+    pub nodes: Vec<NodeView>,
+    /// Pending pods (`namespace/name`).
+    pub pending: Vec<String>,
+    pub running: usize,
+    /// USD per hour of the instances running now.
+    pub price_per_hour: f64,
+}
+
+/// The simulation.
+pub struct Simulation {
+    catalogue: &'static Catalogue,
+    region: String,
+    clock: Clock,
+    timings: Timings,
+    now: SimTime,
+    /// The cluster's objects. Workload objects stay for their controllers; their pods are in
+    /// `objects.pods`.
+    objects: Manifests,
+    workloads: Vec<workloads::Workload>,
+    machines: BTreeMap<String, Machine>,
+    timers: BTreeMap<(SimTime, u64), Timer>,
+    timer_seq: u64,
+    batch: batcher::Batcher,
+    /// A round is due but a NodeClaim has no providerID yet (upstream waits for cluster state).
+    round_waiting: bool,
+    /// Karpenter's unavailable-offerings cache: until when.
+    ice_cache: BTreeMap<OfferingRef, SimTime>,
+    /// EC2 has no capacity for these offerings (from steps), until when (`None`: for good).
+    shortages: Vec<(OfferingRef, Option<SimTime>)>,
+    /// Kube-scheduler has work (a pod was created, a node became Ready, room was freed).
+    kube_dirty: bool,
+    events: Vec<Event>,
+    rounds: Vec<RoundSummary>,
+    cost: cost::Ledger,
+    names: lifecycle::Names,
+    /// Assumptions made while building the state (from the input and every round).
+    notes: BTreeSet<String>,
+    /// The objects of each `apply` step.
+    step_objects: BTreeMap<usize, Manifests>,
+}
+
+impl Simulation {
+    /// A simulation of `manifests` (legacy objects already converted). The region is `region` if
+    /// given, else the Scenario's; the start instant is the Scenario's `startTime`, else
+    /// [`clock::DEFAULT_START`].
+    pub fn new(manifests: &Manifests, region: Option<&str>, timings: Timings) -> Result<Simulation, SimulationError> {
+        let catalogue = Catalogue::embedded();
+        let start = manifests.scenario.as_ref().and_then(|s| s.spec.start_time.clone());
+        let clock =
+            Clock::new(start.as_deref()).ok_or_else(|| SimulationError::StartTime(start.unwrap_or_default()))?;
+        // Validates the input once, as a round would see it (region, reservations, classes).
+        let prepared = crate::scheduling::cluster::input_from_manifests(manifests, catalogue, region)
+            .map_err(SimulationError::Input)?;
+        let mut objects = manifests.clone();
+        objects.step_objects.clear();
+        let mut sim = Simulation {
+            catalogue,
+            region: prepared.region,
+            clock,
+            timings,
+            now: SimTime::ZERO,
+            objects,
+            workloads: Vec::new(),
+            machines: BTreeMap::new(),
+            timers: BTreeMap::new(),
+            timer_seq: 0,
+            batch: batcher::Batcher::default(),
+            round_waiting: false,
+            ice_cache: BTreeMap::new(),
+            shortages: Vec::new(),
+            kube_dirty: true,
+            events: Vec::new(),
+            rounds: Vec::new(),
+            cost: cost::Ledger::default(),
+            names: lifecycle::Names::default(),
+            notes: prepared.notes.into_iter().collect(),
+            step_objects: BTreeMap::new(),
+        };
+        sim.adopt_workloads();
+        sim.adopt_existing_capacity();
+        if let Some(scenario) = &manifests.scenario {
+            for (i, step) in scenario.spec.steps.iter().enumerate() {
+                let at = SimTime(step.at_millis().unwrap_or(0));
+                sim.schedule_timer(at, Timer::Step(i));
+            }
+        }
+        sim.step_objects = manifests.step_objects.clone();
+        sim.settle();
+        Ok(sim)
+    }
+
+    /// The current simulated time.
+    pub fn now(&self) -> SimTime {
+        self.now
+    }
+
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    pub fn region(&self) -> &str {
+        &self.region
+    }
+
+    pub fn timings(&self) -> &Timings {
+        &self.timings
+    }
+
+    /// Every event so far, in order.
+    pub fn events(&self) -> &[Event] {
+        &self.events
+    }
+
+    /// Every provisioning round so far.
+    pub fn rounds(&self) -> &[RoundSummary] {
+        &self.rounds
+    }
+
+    /// The cluster's objects now (Nodes, NodeClaims, Pods…).
+    pub fn objects(&self) -> &Manifests {
+        &self.objects
+    }
+
+    /// Notes on assumptions (missing EC2NodeClasses, claims assumed…), deduplicated.
+    pub fn notes(&self) -> impl Iterator<Item = &str> + '_ {
+        self.notes.iter().map(String::as_str)
+    }
+
+    /// When the next thing happens, if anything is due.
+    pub fn next_event_time(&self) -> Option<SimTime> {
+        let timer = self.timers.keys().next().map(|(t, _)| *t);
+        let batch = self.batch.deadline(&self.timings);
+        match (timer, batch) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Runs everything due up to and including `end`, then sets the clock to `end`.
+    pub fn run_until(&mut self, end: SimTime) {
+        while let Some(t) = self.next_event_time().filter(|t| *t <= end) {
+            self.advance_to(t);
+            self.fire_due();
+        }
+        if end > self.now {
+            self.advance_to(end);
+        }
+    }
+
+    /// Runs the next moment at which something happens; false when nothing is left to do.
+    pub fn step(&mut self) -> bool {
+        let Some(t) = self.next_event_time() else { return false };
+        self.advance_to(t);
+        self.fire_due();
+        true
+    }
+
+    /// Runs until nothing is left to do or `limit` is reached; returns the time reached.
+    pub fn run_to_quiescence(&mut self, limit: SimTime) -> SimTime {
+        while self.next_event_time().is_some_and(|t| t <= limit) {
+            self.step();
+        }
+        self.now
+    }
+
+    fn advance_to(&mut self, t: SimTime) {
+        if t > self.now {
+            self.cost.advance(self.now, t);
+            self.now = t;
+        }
+    }
+
+    fn schedule_timer(&mut self, at: SimTime, timer: Timer) {
+        self.timer_seq += 1;
+        self.timers.insert((at, self.timer_seq), timer);
+    }
+
+    fn cancel_timers(&mut self, matches: impl Fn(&Timer) -> bool) {
+        self.timers.retain(|_, t| !matches(t));
+    }
+
+    fn emit(&mut self, object: Involved, reason: Reason) {
+        self.events.push(Event::new(self.now, object, reason));
+    }
+
+    /// Fires every timer due now, then lets the controllers settle.
+    fn fire_due(&mut self) {
+        while let Some(entry) = self.timers.first_entry() {
+            if entry.key().0 > self.now {
+                break;
+            }
+            let timer = entry.remove();
+            match timer {
+                Timer::Step(i) => self.run_step(i),
+                Timer::Launch(nc) => self.launch(&nc),
+                Timer::Register(nc) => self.register(&nc),
+                Timer::Initialize(nc) => self.initialize(&nc),
+                Timer::Drain(nc) => self.drain(&nc),
+                Timer::InstanceGone(nc) => self.instance_gone(&nc),
+                Timer::Reclaim(nc) => self.reclaim(&nc),
+                Timer::ShortageEnds(i) => self.shortage_ends(i),
+            }
+            self.settle();
+        }
+        if self.batch.deadline(&self.timings).is_some_and(|d| d <= self.now) {
+            self.batch.close();
+            self.round_waiting = true;
+        }
+        if self.round_waiting && self.launches_settled() {
+            self.round_waiting = false;
+            self.provision();
+            self.settle();
+        }
+    }
+
+    /// Controllers that react at once: workload controllers, then kube-scheduler; pods it cannot
+    /// place become Unschedulable and wake the provisioner's batcher.
+    fn settle(&mut self) {
+        for _ in 0..4 {
+            let created = self.reconcile_workloads();
+            if !created && !self.kube_dirty {
+                break;
+            }
+            self.kube_dirty = false;
+            let unschedulable = self.kube_schedule();
+            if unschedulable > 0 {
+                self.batch.trigger(self.now);
+            }
+        }
+        self.cost.set_rate(self.now, self.running_prices());
+    }
+
+    /// upstream: the provisioner does not schedule while a NodeClaim it created has no
+    /// providerID (cluster state is not synced), so a round waits for CreateFleet's answers.
+    fn launches_settled(&self) -> bool {
+        self.machines.values().all(|m| m.launched.is_some() || m.terminating.is_some())
+    }
+
+    /// The pods of the cluster, by `namespace/name`.
+    fn pod_index(&self, namespace: &str, name: &str) -> Option<usize> {
+        self.objects.pods.iter().position(|p| {
+            p.metadata.name.as_deref() == Some(name)
+                && p.metadata.namespace.as_deref().unwrap_or("default") == namespace
+        })
+    }
+
+    /// The state now.
+    pub fn snapshot(&self) -> Snapshot {
+        let mut nodes = Vec::new();
+        let mut by_node: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        let mut pending = Vec::new();
+        let mut running = 0;
+        for p in &self.objects.pods {
+            let key = pod_key(p);
+            match p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+                Some(n) => {
+                    running += 1;
+                    by_node.entry(n).or_default().push(key);
+                }
+                None => pending.push(key),
+            }
+        }
+        let mut claimed = BTreeSet::new();
+        for (name, m) in &self.machines {
+            let state = if m.terminating.is_some() {
+                NodeState::Terminating
+            } else if m.initialized.is_some() {
+                NodeState::Ready
+            } else if m.node.is_some() {
+                NodeState::Registered
+            } else if m.launched.is_some() {
+                NodeState::Launched
+            } else {
+                NodeState::Launching
+            };
+            if let Some(n) = &m.node {
+                claimed.insert(n.clone());
+            }
+            let shown = m.node.clone().unwrap_or_else(|| name.clone());
+            let pods = m.node.as_deref().and_then(|n| by_node.get(n)).cloned().unwrap_or_default();
+            nodes.push(NodeView {
+                name: shown,
+                nodeclaim: Some(name.clone()),
+                nodepool: Some(m.nodepool.clone()),
+                state,
+                terminating: m.terminating.as_ref().map(|t| t.why.clone()),
+                since: m.created,
+                instance_type: m.launch.as_ref().map(|l| l.instance_type.clone()),
+                zone: m.launch.as_ref().map(|l| l.zone.clone()),
+                capacity_type: m.launch.as_ref().map(|l| l.capacity_type.clone()),
+                price: m.launch.as_ref().map_or(0.0, |l| l.price),
+                price_synthetic: m.launch.as_ref().is_some_and(|l| l.price_synthetic),
+                pods,
+            });
+        }
+        for node in &self.objects.nodes {
+            let name = node.metadata.name.clone().unwrap_or_default();
+            if claimed.contains(&name) {
+                continue;
+            }
+            let labels = node.metadata.labels.clone().unwrap_or_default();
+            let price = cost::node_price(self.catalogue, &self.region, &labels);
+            nodes.push(NodeView {
+                pods: by_node.get(name.as_str()).cloned().unwrap_or_default(),
+                name,
+                nodeclaim: None,
+                nodepool: labels.get(crate::labels::NODEPOOL).cloned(),
+                state: if node.metadata.deletion_timestamp.is_some() {
+                    NodeState::Terminating
+                } else {
+                    NodeState::Ready
+                },
+                terminating: None,
+                since: SimTime::ZERO,
+                instance_type: labels.get(crate::labels::INSTANCE_TYPE).cloned(),
+                zone: labels.get(crate::labels::TOPOLOGY_ZONE).cloned(),
+                capacity_type: labels.get(crate::labels::CAPACITY_TYPE).cloned(),
+                price: price.map_or(0.0, |p| p.0),
+                price_synthetic: price.is_some_and(|p| p.1),
+            });
+        }
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        let price_per_hour = self.running_prices().values().sum();
+        Snapshot { at: self.now, nodes, pending, running, price_per_hour }
+    }
+
+    /// The cost over the run so far.
+    pub fn cost(&self) -> CostSummary {
+        self.cost.summary(self.now)
+    }
+
+    /// USD per hour by NodePool (`""` for nodes without one) of the instances running now.
+    fn running_prices(&self) -> BTreeMap<String, f64> {
+        let mut out: BTreeMap<String, f64> = BTreeMap::new();
+        let mut claimed = BTreeSet::new();
+        for m in self.machines.values() {
+            if let Some(n) = &m.node {
+                claimed.insert(n.as_str());
+            }
+            if let (Some(l), Some(_)) = (&m.launch, m.launched) {
+                *out.entry(m.nodepool.clone()).or_default() += l.price;
+            }
+        }
+        for node in &self.objects.nodes {
+            let name = node.metadata.name.as_deref().unwrap_or_default();
+            if claimed.contains(name) {
+                continue;
+            }
+            let labels = node.metadata.labels.clone().unwrap_or_default();
+            if let Some((price, _)) = cost::node_price(self.catalogue, &self.region, &labels) {
+                *out.entry(labels.get(crate::labels::NODEPOOL).cloned().unwrap_or_default()).or_default() += price;
+            }
+        }
+        out
+    }
+
+    /// Offerings Karpenter knows it cannot launch now: the Scenario's, and its cache.
+    fn known_unavailable(&self) -> Vec<UnavailableOffering> {
+        let mut out: Vec<UnavailableOffering> =
+            self.objects.scenario.as_ref().map(|s| s.spec.unavailable_offerings.clone()).unwrap_or_default();
+        for (o, until) in &self.ice_cache {
+            if *until > self.now {
+                out.push(UnavailableOffering {
+                    instance_type: o.instance_type.clone(),
+                    zone: o.zone.clone(),
+                    capacity_type: o.capacity_type.clone(),
+                });
+            }
+        }
+        out
+    }
+}
+
+/// `namespace/name` of a pod.
+pub(crate) fn pod_key(p: &Pod) -> String {
+    format!(
+        "{}/{}",
+        p.metadata.namespace.as_deref().unwrap_or("default"),
+        p.metadata.name.as_deref().unwrap_or_default()
+    )
+}

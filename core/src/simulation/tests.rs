@@ -1,0 +1,262 @@
+use super::*;
+use crate::manifest::load;
+
+const NODEPOOL: &str = "apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+      - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5, c5]}
+      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+";
+
+fn deployment(name: &str, replicas: i32, cpu: &str) -> String {
+    format!(
+        "apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}, namespace: default}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+      containers: [{{name: c, image: x, resources: {{requests: {{cpu: \"{cpu}\", memory: 256Mi}}}}}}]
+"
+    )
+}
+
+fn scenario(steps: &str) -> String {
+    format!("apiVersion: carpentry.dev/v1alpha1\nkind: Scenario\nspec:\n  startTime: \"2026-12-01T10:00:00Z\"\n  steps:\n{steps}")
+}
+
+fn sim(docs: &[&str]) -> Simulation {
+    let text = docs.join("---\n");
+    let m = load(&text).unwrap_or_else(|e| panic!("{e}"));
+    Simulation::new(&m, None, Timings::default()).unwrap()
+}
+
+fn reasons(s: &Simulation, name: &str) -> Vec<SimTime> {
+    s.events().iter().filter(|e| e.reason.name() == name).map(|e| e.at).collect()
+}
+
+fn running(s: &Simulation) -> usize {
+    s.snapshot().running
+}
+
+#[test]
+fn pending_pods_get_a_node_about_a_minute_later() {
+    let mut s = sim(&[NODEPOOL, &deployment("inflate", 3, "1")]);
+    assert_eq!(s.snapshot().pending.len(), 3, "pods start pending");
+    s.run_until(SimTime::from_secs(120));
+    let created = reasons(&s, "NodeClaimCreated");
+    assert_eq!(created, [SimTime::from_secs(1)], "one round, 1 s after the pods went pending (batch idle)");
+    assert_eq!(reasons(&s, "Launched"), [SimTime::from_secs(4)]);
+    assert_eq!(reasons(&s, "Registered"), [SimTime::from_secs(44)]);
+    assert_eq!(reasons(&s, "Initialized"), [SimTime::from_secs(56)]);
+    assert_eq!(reasons(&s, "Scheduled"), vec![SimTime::from_secs(56); 3]);
+    assert_eq!(reasons(&s, "Nominated").len(), 3);
+    let snap = s.snapshot();
+    assert_eq!(snap.running, 3);
+    assert!(snap.pending.is_empty());
+    assert_eq!(snap.nodes.len(), 1);
+    let node = &snap.nodes[0];
+    assert_eq!(node.name, "ip-10-0-1-1");
+    assert_eq!(node.state, NodeState::Ready);
+    assert!(node.price > 0.0 && !node.price_synthetic);
+    assert!((snap.price_per_hour - node.price).abs() < 1e-12);
+    // The instance costs from Launched (4 s) on.
+    let cost = s.cost();
+    let expected = node.price * (120.0 - 4.0) / 3600.0;
+    assert!((cost.spent - expected).abs() < 1e-9, "{} vs {expected}", cost.spent);
+}
+
+#[test]
+fn runs_are_deterministic() {
+    let docs = [NODEPOOL, &deployment("a", 5, "1500m"), &deployment("b", 7, "300m")];
+    let mut one = sim(&docs);
+    let mut two = sim(&docs);
+    one.run_until(SimTime::from_secs(600));
+    two.run_until(SimTime::from_secs(600));
+    assert_eq!(one.events(), two.events());
+    assert_eq!(one.snapshot(), two.snapshot());
+    assert_eq!(running(&one), 12);
+}
+
+#[test]
+fn scaling_creates_and_deletes_pods() {
+    let steps = "  - {at: 5m, scale: {kind: Deployment, namespace: default, name: inflate, replicas: 5}}\n  - {at: 10m, scale: {kind: Deployment, name: inflate, replicas: 1}}\n";
+    let mut s = sim(&[NODEPOOL, &deployment("inflate", 2, "1"), &scenario(steps)]);
+    s.run_until(SimTime::from_secs(299));
+    assert_eq!(running(&s), 2);
+    s.run_until(SimTime::from_secs(420));
+    assert_eq!(running(&s), 5);
+    let names: Vec<String> = s.snapshot().nodes.iter().flat_map(|n| n.pods.clone()).collect();
+    assert!(names.contains(&"default/inflate-4".to_string()), "{names:?}");
+    s.run_until(SimTime::from_secs(660));
+    assert_eq!(running(&s), 1);
+    let scaled: Vec<&Event> = s.events().iter().filter(|e| e.reason.name() == "Scaled").collect();
+    assert_eq!(scaled.len(), 2);
+    assert_eq!(scaled[1].message, "Scaled from 5 to 1 replicas");
+    assert_eq!(s.events().iter().filter(|e| e.reason.name() == "SuccessfulDelete").count(), 4);
+}
+
+#[test]
+fn a_deleted_node_is_drained_and_its_pods_provisioned_again() {
+    let steps = "  - {at: 3m, delete: {kind: Node, name: ip-10-0-1-1}}\n";
+    let mut s = sim(&[NODEPOOL, &deployment("web", 2, "1"), &scenario(steps)]);
+    s.run_until(SimTime::from_secs(179));
+    assert_eq!(running(&s), 2);
+    s.run_until(SimTime::from_secs(181));
+    let evicted = reasons(&s, "Evicted");
+    assert_eq!(evicted, vec![SimTime::from_secs(180); 2]);
+    // Replacements are pending and a new NodeClaim is on its way.
+    let snap = s.snapshot();
+    assert_eq!(snap.pending, ["default/web-2", "default/web-3"]);
+    assert!(snap.nodes.iter().any(|n| n.state == NodeState::Terminating && n.name == "ip-10-0-1-1"));
+    s.run_until(SimTime::from_secs(300));
+    let snap = s.snapshot();
+    assert_eq!(snap.running, 2);
+    assert_eq!(snap.nodes.len(), 1, "{:?}", snap.nodes);
+    assert_eq!(snap.nodes[0].name, "ip-10-0-1-2");
+    // Evicted at 3m; the next pass finds the node drained (upstream: Drained after at least
+    // MinDrainTime, 5 s), and the instance is gone 30 s later.
+    assert_eq!(reasons(&s, "Terminated"), [SimTime::from_secs(215)]);
+}
+
+#[test]
+fn a_pdb_holds_the_drain_until_replacements_run() {
+    let pdb = |min: u32| {
+        format!(
+            "apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {{name: web, namespace: default}}
+spec:
+  minAvailable: {min}
+  selector: {{matchLabels: {{app: web}}}}
+"
+        )
+    };
+    let steps = "  - {at: 3m, delete: {kind: Node, name: ip-10-0-1-1}}\n";
+    let mut s = sim(&[NODEPOOL, &deployment("web", 2, "1"), &pdb(1), &scenario(steps)]);
+    s.run_until(SimTime::from_secs(600));
+    let evicted = reasons(&s, "Evicted");
+    assert_eq!(evicted.len(), 2);
+    assert_eq!(evicted[0], SimTime::from_secs(180), "one disruption allowed");
+    let blocked: Vec<&Event> = s.events().iter().filter(|e| e.reason.name() == "FailedDraining").collect();
+    assert_eq!(blocked.len(), 1, "reported once");
+    assert!(blocked[0].message.contains("default/web-1 violates PDB default/web"), "{}", blocked[0].message);
+    // The second waits until the first one's replacement runs on the new node.
+    let replacement_running =
+        s.events().iter().find(|e| e.reason.name() == "Scheduled" && e.object.name == "web-2").map(|e| e.at).unwrap();
+    assert!(evicted[1] >= replacement_running && evicted[1] > SimTime::from_secs(230), "{evicted:?}");
+    assert_eq!(running(&s), 2);
+    assert_eq!(s.snapshot().nodes.len(), 1);
+
+    // minAvailable equal to the replicas blocks the drain for good, as in a real cluster.
+    let mut stuck = sim(&[NODEPOOL, &deployment("web", 2, "1"), &pdb(2), &scenario(steps)]);
+    stuck.run_until(SimTime::from_secs(1800));
+    assert!(reasons(&stuck, "Evicted").is_empty());
+    assert!(stuck.snapshot().nodes.iter().any(|n| n.state == NodeState::Terminating));
+}
+
+#[test]
+fn a_capacity_shortage_falls_back_and_is_remembered() {
+    // The cheapest on-demand type for one 1-CPU pod in this NodePool.
+    let mut probe = sim(&[NODEPOOL, &deployment("web", 1, "1")]);
+    probe.run_until(SimTime::from_secs(60));
+    let first = probe.snapshot().nodes[0].clone();
+    let (it, zone) = (first.instance_type.unwrap(), first.zone.unwrap());
+    let steps = format!(
+        "  - {{at: 0s, unavailableOffering: {{instanceType: {it}, zone: {zone}, capacityType: on-demand, duration: 10m}}}}\n"
+    );
+    let mut s = sim(&[NODEPOOL, &deployment("web", 1, "1"), &scenario(&steps)]);
+    s.run_until(SimTime::from_secs(120));
+    let ice: Vec<&Event> = s.events().iter().filter(|e| e.reason.name() == "InsufficientCapacityError").collect();
+    assert_eq!(ice.len(), 1, "{:?}", s.events());
+    assert!(ice[0].message.contains(&it) && ice[0].message.contains("until +3m4s"), "{}", ice[0].message);
+    let node = &s.snapshot().nodes[0];
+    assert_ne!((node.instance_type.as_deref(), node.zone.as_deref()), (Some(it.as_str()), Some(zone.as_str())));
+    assert_eq!(running(&s), 1);
+}
+
+#[test]
+fn a_spot_interruption_drains_and_reclaims() {
+    let spot = NODEPOOL.replace("values: [on-demand]", "values: [spot]");
+    let steps = "  - {at: 3m, interrupt: {node: ip-10-0-1-1}}\n  - {at: 4m, interrupt: {node: ip-10-0-1-9}}\n";
+    let mut s = sim(&[&spot, &deployment("web", 2, "1"), &scenario(steps)]);
+    s.run_until(SimTime::from_secs(600));
+    let warned = reasons(&s, "SpotInterrupted");
+    assert_eq!(warned, [SimTime::from_secs(180)]);
+    assert_eq!(reasons(&s, "Evicted").len(), 2);
+    // Drained long before EC2 takes it back: the NodeClaim is gone, nothing is reclaimed.
+    assert!(reasons(&s, "InstanceReclaimed").is_empty());
+    let failed: Vec<&Event> = s.events().iter().filter(|e| e.reason.name() == "StepFailed").collect();
+    assert_eq!(failed.len(), 1);
+    assert!(failed[0].message.contains("there is no Node ip-10-0-1-9"), "{}", failed[0].message);
+    assert_eq!(running(&s), 2);
+    let snap = s.snapshot();
+    assert_eq!(snap.nodes.len(), 1);
+    assert!(snap.nodes[0].price_synthetic, "spot prices say they are synthetic");
+}
+
+#[test]
+fn do_not_disrupt_pods_wait_for_the_termination_grace_period() {
+    let np = NODEPOOL.replace("      requirements:", "      terminationGracePeriod: 5m\n      requirements:");
+    let dep = deployment("batch", 1, "1").replace(
+        "    metadata: {labels: {app: batch}}",
+        "    metadata: {labels: {app: batch}, annotations: {karpenter.sh/do-not-disrupt: \"true\"}}",
+    );
+    let steps = "  - {at: 2m, delete: {kind: Node, name: ip-10-0-1-1}}\n";
+    let mut s = sim(&[&np, &dep, &scenario(steps)]);
+    s.run_until(SimTime::from_secs(400));
+    assert_eq!(reasons(&s, "FailedDraining").len(), 1, "reported once");
+    assert!(reasons(&s, "Evicted").is_empty());
+    assert!(reasons(&s, "Disrupted").is_empty(), "not before the grace period ends");
+    s.run_until(SimTime::from_secs(500));
+    assert_eq!(reasons(&s, "Disrupted"), [SimTime::from_secs(420)], "force-deleted at 2m + 5m");
+    assert_eq!(reasons(&s, "Terminated"), [SimTime::from_secs(450)]);
+}
+
+#[test]
+fn daemonsets_run_on_every_node_they_fit() {
+    let ds = "apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: kube-system}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec:
+      containers: [{name: c, image: x, resources: {requests: {cpu: 100m, memory: 64Mi}}}]
+";
+    let mut s = sim(&[NODEPOOL, &deployment("web", 2, "1"), ds]);
+    s.run_until(SimTime::from_secs(120));
+    let snap = s.snapshot();
+    assert_eq!(snap.running, 3);
+    assert!(snap.nodes[0].pods.contains(&"kube-system/agent-ip-10-0-1-1".to_string()), "{:?}", snap.nodes[0].pods);
+}
+
+#[test]
+fn an_applied_nodepool_edit_applies_to_the_next_round() {
+    let edited = NODEPOOL.replace("values: [m5, c5]", "values: [r5]");
+    let indented: String = edited.lines().map(|l| format!("      {l}\n")).collect();
+    let steps = format!(
+        "  - at: 5m\n    apply:\n    - {}\n  - {{at: 6m, scale: {{kind: Deployment, name: web, replicas: 4}}}}\n",
+        indented.trim_start()
+    );
+    let mut s = sim(&[NODEPOOL, &deployment("web", 2, "1"), &scenario(&steps)]);
+    s.run_until(SimTime::from_secs(600));
+    let families: Vec<String> = s
+        .snapshot()
+        .nodes
+        .iter()
+        .filter_map(|n| n.instance_type.clone())
+        .map(|t| t.split('.').next().unwrap().to_string())
+        .collect();
+    assert_eq!(families.len(), 2, "{families:?}");
+    assert!(families[0] != "r5" && families[1] == "r5", "{families:?}");
+}
