@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use carpentry_core::catalogue::Catalogue;
 use carpentry_core::manifest::Manifests;
 use carpentry_core::scheduling::{self, cluster, explain, Results};
+use carpentry_core::simulation;
 use serde::Serialize;
 
 use crate::{input, Failure};
@@ -23,6 +24,11 @@ pub struct SimulateArgs {
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Text)]
     output: Output,
+    /// Run the cluster over simulated time up to this duration after the start (e.g. 90s, 10m,
+    /// 1h30m), carrying out the Scenario's steps, and print the event log and the state reached;
+    /// without it, one provisioning round.
+    #[arg(long, value_name = "DURATION")]
+    until: Option<String>,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -111,6 +117,9 @@ pub fn run(args: SimulateArgs) -> Result<(), Failure> {
         .into_iter()
         .map(|n| format!("converted {}: {}: {}", n.object, n.field, n.message))
         .collect();
+    if let Some(until) = &args.until {
+        return run_over_time(&manifests, &args, until, notes);
+    }
     let prepared = cluster::input_from_manifests(&manifests, Catalogue::embedded(), args.region.as_deref())
         .map_err(Failure::Input)?;
     notes.extend(prepared.notes.iter().cloned());
@@ -258,4 +267,114 @@ fn text(r: &Results) -> String {
         let _ = writeln!(s, "NodePool {} not used: {}", np.nodepool, np.why);
     }
     s
+}
+
+/// The JSON shape of `simulate --until` (docs/simulate.md).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TimelineReport<'a> {
+    kind: &'static str,
+    region: &'a str,
+    start: String,
+    until: simulation::SimTime,
+    timings: &'a simulation::Timings,
+    events: &'a [simulation::Event],
+    rounds: &'a [simulation::RoundSummary],
+    state: simulation::Snapshot,
+    cost: simulation::CostSummary,
+    notes: Vec<String>,
+}
+
+fn run_over_time(
+    manifests: &Manifests,
+    args: &SimulateArgs,
+    until: &str,
+    mut notes: Vec<String>,
+) -> Result<(), Failure> {
+    let end = carpentry_core::manifest::scenario::parse_offset(until).ok_or_else(|| {
+        Failure::Input(format!("--until {until:?} is not a duration after the start (e.g. 90s, 10m, 1h30m)"))
+    })?;
+    let mut sim = simulation::Simulation::new(manifests, args.region.as_deref(), simulation::Timings::default())
+        .map_err(|e| Failure::Input(e.to_string()))?;
+    sim.run_until(simulation::SimTime(end));
+    notes.extend(sim.notes().map(str::to_string));
+    let state = sim.snapshot();
+    let pending = state.pending.len();
+    match args.output {
+        Output::Json => {
+            let report = TimelineReport {
+                kind: "Simulation",
+                region: sim.region(),
+                start: sim.clock().rfc3339(simulation::SimTime::ZERO),
+                until: sim.now(),
+                timings: sim.timings(),
+                events: sim.events(),
+                rounds: sim.rounds(),
+                state,
+                cost: sim.cost(),
+                notes,
+            };
+            println!("{}", serde_json::to_string_pretty(&report).map_err(|e| Failure::Other(e.into()))?);
+        }
+        Output::Text => {
+            for n in &notes {
+                eprintln!("note: {n}");
+            }
+            print!("{}", timeline_text(&sim, &state));
+        }
+    }
+    if pending == 0 {
+        Ok(())
+    } else {
+        Err(Failure::Exit(1))
+    }
+}
+
+fn timeline_text(sim: &simulation::Simulation, state: &simulation::Snapshot) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "EVENTS (start {})", sim.clock().rfc3339(simulation::SimTime::ZERO));
+    for e in sim.events() {
+        let _ = writeln!(out, "{e}");
+    }
+    let cost = sim.cost();
+    let _ = writeln!(
+        out,
+        "\nAT {}: {} node(s), {} pod(s) running, {} pending; ${:.4}/hour (${:.2}/month); spent ${:.4}",
+        state.at,
+        state.nodes.len(),
+        state.running,
+        state.pending.len(),
+        cost.per_hour,
+        cost.per_month,
+        cost.spent
+    );
+    if !state.nodes.is_empty() {
+        let _ = writeln!(
+            out,
+            "{:<20} {:<14} {:<12} {:<14} {:<11} {:<10} {:>9}  PODS",
+            "NODE", "NODEPOOL", "STATE", "INSTANCE TYPE", "ZONE", "CAPACITY", "$/HOUR"
+        );
+        for n in &state.nodes {
+            let price = if n.price_synthetic { format!("{:.4}*", n.price) } else { format!("{:.4}", n.price) };
+            let _ = writeln!(
+                out,
+                "{:<20} {:<14} {:<12} {:<14} {:<11} {:<10} {:>9}  {}",
+                n.name,
+                n.nodepool.as_deref().unwrap_or("-"),
+                format!("{:?}", n.state),
+                n.instance_type.as_deref().unwrap_or("-"),
+                n.zone.as_deref().unwrap_or("-"),
+                n.capacity_type.as_deref().unwrap_or("-"),
+                price,
+                n.pods.len()
+            );
+        }
+        if state.nodes.iter().any(|n| n.price_synthetic) {
+            let _ = writeln!(out, "* synthetic spot price (core/data/PROVENANCE.md)");
+        }
+    }
+    if !state.pending.is_empty() {
+        let _ = writeln!(out, "PENDING: {}", state.pending.join(", "));
+    }
+    out
 }

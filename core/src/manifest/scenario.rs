@@ -485,9 +485,17 @@ mod tests {
             ("{at: -5m, interrupt: {node: a}}", "spec.steps[0].at", "not a duration"),
             ("{at: 5m}", "spec.steps[0]", "needs one action"),
             ("{at: 5m, interrupt: {node: a}, delete: {kind: Node, name: a}}", "spec.steps[0]", "exactly one"),
-            ("{at: 5m, scale: {kind: DaemonSet, name: a, replicas: 1}}", "spec.steps[0].scale.kind", "cannot be scaled"),
+            (
+                "{at: 5m, scale: {kind: DaemonSet, name: a, replicas: 1}}",
+                "spec.steps[0].scale.kind",
+                "cannot be scaled",
+            ),
             ("{at: 5m, delete: {kind: Secret, name: a}}", "spec.steps[0].delete.kind", "cannot be deleted"),
-            ("{at: 5m, unavailableOffering: {instanceType: c5.large, zone: us-east-1q, capacityType: spot}}", "spec.steps[0].unavailableOffering.zone", "not a zone"),
+            (
+                "{at: 5m, unavailableOffering: {instanceType: c5.large, zone: us-east-1q, capacityType: spot}}",
+                "spec.steps[0].unavailableOffering.zone",
+                "not a zone",
+            ),
         ];
         for (step, field, text) in cases {
             let e = load(&format!("{head}  - {step}\n")).unwrap_err();
