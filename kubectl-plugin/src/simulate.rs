@@ -276,10 +276,12 @@ struct TimelineReport<'a> {
     kind: &'static str,
     region: &'a str,
     start: String,
-    until: simulation::SimTime,
+    time: simulation::SimTime,
     timings: &'a simulation::Timings,
     events: &'a [simulation::Event],
     rounds: &'a [simulation::RoundSummary],
+    /// `nodes`, `pending`, `running`, `pricePerHour` (and `at`, the same as `time`).
+    #[serde(flatten)]
     state: simulation::Snapshot,
     cost: simulation::CostSummary,
     notes: Vec<String>,
@@ -306,7 +308,7 @@ fn run_over_time(
                 kind: "Simulation",
                 region: sim.region(),
                 start: sim.clock().rfc3339(simulation::SimTime::ZERO),
-                until: sim.now(),
+                time: sim.now(),
                 timings: sim.timings(),
                 events: sim.events(),
                 rounds: sim.rounds(),

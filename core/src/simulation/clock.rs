@@ -57,29 +57,28 @@ impl Duration {
     }
 }
 
-/// `1h2m3.5s` style, as Go prints durations (and `0s`).
+/// Go's `time.Duration.String()`: `0s`, `500ms`, `1.5s`, `1m30s`, `30m0s`, `1h30m0s`.
 fn write_span(f: &mut fmt::Formatter<'_>, ms: u64) -> fmt::Result {
     if ms == 0 {
         return f.write_str("0s");
+    }
+    if ms < 1000 {
+        return write!(f, "{ms}ms");
     }
     let (h, rest) = (ms / 3_600_000, ms % 3_600_000);
     let (m, rest) = (rest / 60_000, rest % 60_000);
     let (s, milli) = (rest / 1000, rest % 1000);
     if h > 0 {
-        write!(f, "{h}h")?;
-    }
-    if m > 0 {
+        write!(f, "{h}h{m}m")?;
+    } else if m > 0 {
         write!(f, "{m}m")?;
     }
-    if s > 0 || milli > 0 {
-        if milli == 0 {
-            write!(f, "{s}s")?;
-        } else {
-            let frac = format!("{milli:03}");
-            write!(f, "{s}.{}s", frac.trim_end_matches('0'))?;
-        }
+    if milli == 0 {
+        write!(f, "{s}s")
+    } else {
+        let frac = format!("{milli:03}");
+        write!(f, "{s}.{}s", frac.trim_end_matches('0'))
     }
-    Ok(())
 }
 
 impl fmt::Display for SimTime {
@@ -96,15 +95,15 @@ impl fmt::Display for Duration {
 }
 
 impl Serialize for SimTime {
-    /// Seconds after the start (fractional), the unit every consumer plots.
+    /// The duration since the start, as Go prints it (`1m2s`).
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_f64(self.secs_f64())
+        s.collect_str(&Duration(self.0))
     }
 }
 
 impl Serialize for Duration {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_f64(self.0 as f64 / 1000.0)
+        s.collect_str(self)
     }
 }
 
@@ -149,10 +148,13 @@ mod tests {
     #[test]
     fn spans_print_like_go() {
         assert_eq!(Duration::millis(0).to_string(), "0s");
+        assert_eq!(Duration::millis(250).to_string(), "250ms");
         assert_eq!(Duration::millis(90_000).to_string(), "1m30s");
-        assert_eq!(Duration::millis(5_400_000).to_string(), "1h30m");
+        assert_eq!(Duration::millis(1_800_000).to_string(), "30m0s");
+        assert_eq!(Duration::millis(5_400_000).to_string(), "1h30m0s");
         assert_eq!(Duration::millis(1_500).to_string(), "1.5s");
         assert_eq!(SimTime(61_250).to_string(), "+1m1.25s");
+        assert_eq!(serde_json::to_string(&SimTime(1_800_000)).unwrap(), "\"30m0s\"");
     }
 
     #[test]

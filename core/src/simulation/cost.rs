@@ -21,6 +21,7 @@ pub struct CostPoint {
     /// USD per hour, all instances.
     pub per_hour: f64,
     /// USD per hour by NodePool (`""`: nodes no NodePool owns).
+    #[serde(rename = "byNodePool")]
     pub by_nodepool: BTreeMap<String, f64>,
 }
 
@@ -34,8 +35,10 @@ pub struct CostSummary {
     /// USD per month at the current rate (730 hours, as AWS prices a month).
     pub per_month: f64,
     /// USD spent since the start.
+    #[serde(rename = "total")]
     pub spent: f64,
     /// USD spent since the start, by NodePool.
+    #[serde(rename = "totalByNodePool")]
     pub spent_by_nodepool: BTreeMap<String, f64>,
     /// Every change of rate.
     pub timeline: Vec<CostPoint>,
@@ -65,7 +68,7 @@ impl Ledger {
         if rate == self.rate && !self.timeline.is_empty() {
             return;
         }
-        let per_hour = rate.values().sum();
+        let per_hour = 0.0 + rate.values().sum::<f64>();
         match self.timeline.last_mut() {
             Some(last) if last.at == now => {
                 last.per_hour = per_hour;
@@ -77,12 +80,12 @@ impl Ledger {
     }
 
     pub fn summary(&self, now: SimTime) -> CostSummary {
-        let per_hour: f64 = self.rate.values().sum();
+        let per_hour: f64 = 0.0 + self.rate.values().sum::<f64>();
         CostSummary {
             at: now,
             per_hour,
             per_month: per_hour * HOURS_PER_MONTH,
-            spent: self.spent.values().sum(),
+            spent: 0.0 + self.spent.values().sum::<f64>(),
             spent_by_nodepool: self.spent.clone(),
             timeline: self.timeline.clone(),
         }

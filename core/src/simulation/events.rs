@@ -240,17 +240,29 @@ impl fmt::Display for Reason {
     }
 }
 
-/// One entry of the log.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// One entry of the log. JSON: `at` (duration since the start), `type`, `kind` (the reason's
+/// name), `object` (`kind/[namespace/]name`), `message`, and `detail` (the structured reason).
+#[derive(Debug, Clone, PartialEq)]
 pub struct Event {
     pub at: SimTime,
-    #[serde(rename = "type")]
     pub event_type: EventType,
     pub object: Involved,
-    #[serde(flatten)]
     pub reason: Reason,
     pub message: String,
+}
+
+impl Serialize for Event {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("Event", 6)?;
+        st.serialize_field("at", &self.at)?;
+        st.serialize_field("type", &self.event_type)?;
+        st.serialize_field("kind", self.reason.name())?;
+        st.serialize_field("object", &self.object.to_string())?;
+        st.serialize_field("message", &self.message)?;
+        st.serialize_field("detail", &self.reason)?;
+        st.end()
+    }
 }
 
 impl Event {

@@ -138,15 +138,16 @@ pub struct RoundSummary {
 pub struct NodeView {
     /// The Node's name, or the NodeClaim's while it has no Node.
     pub name: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "nodeClaim", skip_serializing_if = "Option::is_none")]
     pub nodeclaim: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "nodePool", skip_serializing_if = "Option::is_none")]
     pub nodepool: Option<String>,
     pub state: NodeState,
     /// Why it is terminating.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub terminating: Option<String>,
     /// When its NodeClaim was created (the start for capacity that was there before).
+    #[serde(rename = "createdAt")]
     pub since: SimTime,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub instance_type: Option<String>,
@@ -502,7 +503,7 @@ impl Simulation {
             });
         }
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
-        let price_per_hour = self.running_prices().values().sum();
+        let price_per_hour = 0.0 + self.running_prices().values().sum::<f64>();
         Snapshot { at: self.now, nodes, pending, running, price_per_hour }
     }
 
