@@ -2,7 +2,8 @@
 //! loads its files, one provisioning round is run, and the `carpentry.dev/v1alpha1 Expectations`
 //! document(s) in the same file are checked. Expectations are invariants (counts, partitions,
 //! capacity types, which NodePool a pod lands on), not generated names. The round is also run
-//! twice and must give the same result. See docs/scenario.md.
+//! twice and must give the same result. Expectations with `at` run the file over simulated time to
+//! that moment instead and check its `timeline` (docs/simulation.md). See docs/scenario.md.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -75,6 +76,31 @@ struct Expect {
     zone_skew: Option<Vec<ZoneSkew>>,
     /// Checked on every NodeClaim.
     every_node_claim: Option<EveryNodeClaim>,
+    /// Run the simulation over time up to this duration (`10m`) and check `timeline` then.
+    at: Option<String>,
+    timeline: Option<TimelineExpect>,
+}
+
+/// The state and event log of a run over time (docs/simulation.md), at the Expectations' `at`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct TimelineExpect {
+    /// Nodes (or NodeClaims without a node yet).
+    nodes: Option<usize>,
+    running: Option<usize>,
+    pending: Option<usize>,
+    /// Event kind → number of events of that kind (kinds not listed are not checked).
+    events: Option<BTreeMap<String, usize>>,
+    /// Event kind → when the first one happened (a Go duration).
+    first_at: Option<BTreeMap<String, String>>,
+    /// Node state → number of nodes in it.
+    node_states: Option<BTreeMap<String, usize>>,
+    /// The set of capacity types of the nodes.
+    capacity_types: Option<BTreeSet<String>>,
+    /// Texts that some event message must contain.
+    messages: Option<Vec<String>>,
+    /// USD per hour now lies in [min, max].
+    per_hour_between: Option<(f64, f64)>,
 }
 
 /// The pods whose name starts with `prefix`, counted per zone over `zones` (zones without any
@@ -121,7 +147,10 @@ fn run(path: &Path) -> Result<(), Vec<String>> {
     }
     for e in &m.expectations {
         match serde_json::from_value::<Expectations>(e.clone()) {
-            Ok(x) => check(&x.spec, &results, &mut errors),
+            Ok(x) => match &x.spec.at {
+                Some(at) => check_timeline(&m, at, x.spec.timeline.as_ref(), &mut errors),
+                None => check(&x.spec, &results, &mut errors),
+            },
             Err(err) => errors.push(format!("bad Expectations document: {err}")),
         }
     }
@@ -349,6 +378,83 @@ fn check(x: &Expect, r: &Results, errors: &mut Vec<String>) {
     }
 }
 
+/// Runs the file over time to `at` (twice: the runs must agree) and checks the timeline.
+fn check_timeline(m: &manifest::Manifests, at: &str, x: Option<&TimelineExpect>, errors: &mut Vec<String>) {
+    use carpentry_core::simulation::{SimTime, Simulation, Timings};
+    let Some(end) = manifest::scenario::parse_offset(at) else {
+        errors.push(format!("at: {at:?} is not a duration"));
+        return;
+    };
+    let run = || -> Result<Simulation, String> {
+        let mut sim = Simulation::new(m, None, Timings::default()).map_err(|e| e.to_string())?;
+        sim.run_until(SimTime(end));
+        Ok(sim)
+    };
+    let (sim, again) = match (run(), run()) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => {
+            errors.push(format!("the simulation did not start: {e}"));
+            return;
+        }
+    };
+    if sim.events() != again.events() {
+        errors.push("two runs over time differ".into());
+    }
+    let Some(x) = x else { return };
+    let snap = sim.snapshot();
+    let before = errors.len();
+    let count = |what: &str, got: usize, want: Option<usize>, errors: &mut Vec<String>| {
+        if let Some(want) = want {
+            if got != want {
+                errors.push(format!("at {at}: {what}: expected {want}, got {got}"));
+            }
+        }
+    };
+    count("nodes", snap.nodes.len(), x.nodes, errors);
+    count("running", snap.running, x.running, errors);
+    count("pending", snap.pending.len(), x.pending, errors);
+    for (kind, want) in x.events.iter().flatten() {
+        let got = sim.events().iter().filter(|e| e.reason.name() == kind).count();
+        count(&format!("{kind} events"), got, Some(*want), errors);
+    }
+    for (kind, want) in x.first_at.iter().flatten() {
+        let got = sim.events().iter().find(|e| e.reason.name() == kind).map(|e| e.at);
+        let want_at = manifest::scenario::parse_offset(want).map(SimTime);
+        if got != want_at || want_at.is_none() {
+            errors.push(format!("at {at}: first {kind}: expected {want}, got {:?}", got.map(|t| t.to_string())));
+        }
+    }
+    if let Some(want) = &x.node_states {
+        let mut got: BTreeMap<String, usize> = BTreeMap::new();
+        for n in &snap.nodes {
+            *got.entry(format!("{:?}", n.state)).or_default() += 1;
+        }
+        if &got != want {
+            errors.push(format!("at {at}: nodeStates: expected {want:?}, got {got:?}"));
+        }
+    }
+    if let Some(want) = &x.capacity_types {
+        let got: BTreeSet<String> = snap.nodes.iter().filter_map(|n| n.capacity_type.clone()).collect();
+        if &got != want {
+            errors.push(format!("at {at}: capacityTypes: expected {want:?}, got {got:?}"));
+        }
+    }
+    for text in x.messages.iter().flatten() {
+        if !sim.events().iter().any(|e| e.message.contains(text.as_str())) {
+            errors.push(format!("at {at}: no event message contains {text:?}"));
+        }
+    }
+    if let Some((lo, hi)) = x.per_hour_between {
+        if !(lo..=hi).contains(&snap.price_per_hour) {
+            errors.push(format!("at {at}: $/hour {} not in [{lo}, {hi}]", snap.price_per_hour));
+        }
+    }
+    if errors.len() > before {
+        let log: Vec<String> = sim.events().iter().map(ToString::to_string).collect();
+        errors.push(format!("event log:\n{}", log.join("\n")));
+    }
+}
+
 #[test]
 fn scenarios() {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(scenario_dir())
@@ -378,5 +484,14 @@ fn a_wrong_expectation_fails() {
     std::fs::write(&file, text).unwrap();
     let errors = run(&file).expect_err("a wrong count must fail");
     assert!(errors[0].contains("nodeClaims: expected 2, got 3"), "{errors:?}");
+    // And over time.
+    let timed = std::fs::read_to_string(scenario_dir().join("time-inflate-scale-up.yaml"))
+        .unwrap()
+        .replace("running: 3, pending: 0", "running: 2, pending: 0")
+        .replace("Launched: 34s", "Launched: 33s");
+    std::fs::write(&file, timed).unwrap();
+    let errors = run(&file).expect_err("a wrong timeline must fail");
+    assert!(errors.iter().any(|e| e.contains("at 2m: running: expected 2, got 3")), "{errors:?}");
+    assert!(errors.iter().any(|e| e.contains("first Launched: expected 33s, got Some(\"+34s\")")), "{errors:?}");
     std::fs::remove_dir_all(dir).ok();
 }
