@@ -138,3 +138,32 @@ fn json_field_names_are_camel_case() {
     // The corpus exercises the fields that used to be snake_case.
     assert_eq!(seen.into_iter().collect::<Vec<_>>(), ["mostFree", "smallestType", "toAtLeast"]);
 }
+
+#[test]
+fn until_runs_the_scenario_over_time() {
+    let out =
+        plugin(&["simulate", "-f", "../tests/scenarios/time-spot-interruption.yaml", "--until", "10m", "-o", "json"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(report["kind"], "Simulation");
+    assert_eq!(report["time"], "10m0s");
+    let kinds: Vec<&str> = report["events"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert!(kinds.contains(&"SpotInterrupted") && kinds.contains(&"Evicted"), "{kinds:?}");
+    let nodes = report["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 1);
+    assert_eq!(nodes[0]["capacityType"], "spot");
+    assert_eq!(nodes[0]["pods"].as_array().unwrap().len(), 3);
+    assert!(nodes[0]["createdAt"].as_str().unwrap().starts_with("5m"));
+    assert!(report["cost"]["total"].as_f64().unwrap() > 0.0);
+
+    // Text: the log and the state; pods still pending at the end exit 1.
+    let out = plugin(&["simulate", "-f", "../tests/scenarios/time-inflate-scale-up.yaml", "--until", "1m"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("NodeClaimCreated") && stdout.contains("PENDING: default/inflate-0"), "{stdout}");
+
+    let out = plugin(&["simulate", "-f", "../tests/scenarios/time-inflate-scale-up.yaml", "--until", "soon"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--until \"soon\" is not a duration"), "{}", text(&out.stderr));
+}
