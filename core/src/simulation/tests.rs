@@ -260,3 +260,98 @@ fn an_applied_nodepool_edit_applies_to_the_next_round() {
     assert_eq!(families.len(), 2, "{families:?}");
     assert!(families[0] != "r5" && families[1] == "r5", "{families:?}");
 }
+
+mod properties {
+    use super::*;
+    use crate::resources;
+    use proptest::prelude::*;
+
+    /// A random cluster: deployments (some under do-not-disrupt, some under a PDB), scale steps
+    /// and node deletions.
+    fn input() -> impl Strategy<Value = String> {
+        let deployments = prop::collection::vec((0i32..12, 1u32..20, any::<bool>(), any::<bool>()), 1..4);
+        let steps = prop::collection::vec((1u64..40, 0usize..4, 0i32..15, any::<bool>(), 1u32..4), 0..5);
+        (deployments, steps).prop_map(|(deps, steps)| {
+            let mut docs = vec![NODEPOOL.replace("      requirements:", "      terminationGracePeriod: 10m\n      requirements:")];
+            for (i, (replicas, cpu_tenths, protected, budget)) in deps.iter().enumerate() {
+                let mut d = deployment(&format!("app{i}"), *replicas, &format!("{}m", cpu_tenths * 100));
+                if *protected {
+                    d = d.replace(
+                        &format!("    metadata: {{labels: {{app: app{i}}}}}"),
+                        &format!("    metadata: {{labels: {{app: app{i}}}, annotations: {{karpenter.sh/do-not-disrupt: \"true\"}}}}"),
+                    );
+                }
+                docs.push(d);
+                if *budget {
+                    docs.push(format!(
+                        "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {{name: app{i}, namespace: default}}\nspec:\n  maxUnavailable: 1\n  selector: {{matchLabels: {{app: app{i}}}}}\n"
+                    ));
+                }
+            }
+            let mut text = String::new();
+            for (minute, target, replicas, delete, node) in steps {
+                let target = target % deps.len();
+                if delete {
+                    text.push_str(&format!("  - {{at: {minute}m, delete: {{kind: Node, name: ip-10-0-1-{node}}}}}\n"));
+                } else {
+                    text.push_str(&format!(
+                        "  - {{at: {minute}m, scale: {{kind: Deployment, name: app{target}, replicas: {replicas}}}}}\n"
+                    ));
+                }
+            }
+            if !text.is_empty() {
+                docs.push(scenario(&text));
+            }
+            docs.join("---\n")
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+        #[test]
+        fn runs_keep_the_invariants(text in input()) {
+            let m = load(&text).unwrap();
+            let run = || {
+                let mut s = Simulation::new(&m, None, Timings::default()).unwrap();
+                s.run_until(SimTime::from_secs(3600));
+                s
+            };
+            let s = run();
+            // Deterministic.
+            let again = run();
+            prop_assert_eq!(s.events(), again.events());
+            // No node holds more than its allocatable.
+            for node in &s.objects().nodes {
+                let name = node.metadata.name.clone().unwrap();
+                let alloc = resources::from_k8s(node.status.as_ref().unwrap().allocatable.as_ref().unwrap()).unwrap();
+                let mut used = resources::ResourceList::new();
+                for p in s.objects().pods.iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&name)) {
+                    resources::add_into(&mut used, &resources::pod_requests(p).unwrap());
+                }
+                for (k, v) in &used {
+                    prop_assert!(*v <= alloc.get(k).copied().unwrap_or_default(), "{name}: {k} {v} > allocatable");
+                }
+            }
+            // No pod under do-not-disrupt is evicted (only force-deleted at the grace period).
+            let protected: std::collections::BTreeSet<String> = text
+                .split("---\n")
+                .filter(|d| d.contains("do-not-disrupt"))
+                .filter_map(|d| d.lines().find(|l| l.starts_with("metadata: {name: ")).map(|l| l[17..].split(',').next().unwrap().to_string()))
+                .collect();
+            for e in s.events().iter().filter(|e| e.reason.name() == "Evicted") {
+                let owner = e.object.name.rsplit_once('-').map(|(o, _)| o.to_string()).unwrap_or_default();
+                prop_assert!(!protected.contains(&owner), "{} evicted despite do-not-disrupt", e.object);
+            }
+            // Force deletion only at the grace period: 10 minutes after the node began terminating.
+            for e in s.events().iter().filter(|e| e.reason.name() == "Disrupted") {
+                let Reason::PodRemoved { node, .. } = &e.reason else { unreachable!() };
+                let began = s.events().iter().find(|t| t.reason.name() == "Terminating" && t.object.name == *node).map(|t| t.at).unwrap();
+                prop_assert_eq!(e.at, began.plus(Duration::mins(10)));
+            }
+            // Every pod still pending has a reason: nothing fits, or its node is on its way.
+            let snap = s.snapshot();
+            prop_assert!(snap.running + snap.pending.len() == s.objects().pods.len());
+        }
+    }
+}
