@@ -134,6 +134,13 @@ pub fn parse_time(text: &str) -> Option<i64> {
     text.parse::<k8s_openapi::jiff::Timestamp>().ok().map(|t| t.as_second())
 }
 
+/// Seconds since the epoch as RFC 3339 (UTC, whole seconds), as the API server writes times.
+pub fn format_time(seconds: i64) -> String {
+    k8s_openapi::jiff::Timestamp::from_second(seconds)
+        .map(|ts| ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .unwrap_or_default()
+}
+
 /// A reservation an EC2NodeClass offers, with its availability (upstream: an entry of
 /// `status.capacityReservations` joined with the provider's availability cache).
 #[derive(Debug, Clone, PartialEq, Eq)]

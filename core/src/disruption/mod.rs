@@ -1,6 +1,180 @@
 //! Disruption (upstream `pkg/controllers/disruption`, `pkg/utils/pdb`, `pkg/utils/disruption`;
-//! reference §2.5–§3): what may be evicted and when. The simulation's termination flow uses
-//! these today; candidate selection, budgets and consolidation build on them.
+//! reference §2.5–§3): which nodes may go, when, and what replaces them.
+//!
+//! [`decide`] is one pass of upstream's disruption loop over a [`View`] of the cluster: the
+//! methods in upstream's order (emptiness, drift, multi-node consolidation, single-node
+//! consolidation); the first that produces a [`Command`] wins. Every node that is not a candidate
+//! carries its [`candidates::Blocker`]s, every method that declines says why
+//! ([`Declined`]). Expiration is not a method: expired NodeClaims are deleted regardless
+//! ([`expired`]). The simulation (`crate::simulation`) waits, validates and executes commands.
 
+pub mod budgets;
+pub mod candidates;
+pub mod consolidation;
 pub mod do_not_disrupt;
+pub mod drift;
 pub mod pdb;
+
+use serde::Serialize;
+
+use crate::api::nodepool::BudgetReason;
+use crate::manifest::Manifests;
+use crate::scheduling::{PlannedNodeClaim, UnavailableOffering};
+
+pub use candidates::{Blocker, Candidate};
+pub use drift::DriftReason;
+
+/// What disruption knows about a node beyond its objects (upstream: cluster state).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeFacts {
+    pub node: String,
+    pub nodeclaim: String,
+    pub nodepool: String,
+    pub initialized: bool,
+    /// Marked for deletion or already terminating.
+    pub deleting: bool,
+    /// A provisioning round nominated pods onto it until then (epoch seconds).
+    pub nominated_until: Option<i64>,
+    /// The NodeClaim has a terminationGracePeriod.
+    pub termination_grace_period: bool,
+    /// USD per hour of its offering (0 when unknown).
+    pub price: f64,
+    pub capacity_type: String,
+    pub instance_type: String,
+    /// Since when its consolidateAfter window runs (the last pod event, else initialization).
+    pub last_pod_event: Option<i64>,
+    /// Drifted, and since when.
+    pub drifted: Option<(DriftReason, i64)>,
+}
+
+/// The cluster as disruption reads it.
+pub struct View<'a> {
+    /// Objects with workloads expanded into pods (as a provisioning round reads them).
+    pub objects: &'a Manifests,
+    pub region: &'a str,
+    /// Epoch seconds.
+    pub now: i64,
+    pub nodes: Vec<NodeFacts>,
+    pub unavailable: Vec<UnavailableOffering>,
+    /// upstream feature gate `SpotToSpotConsolidation` (default off).
+    pub spot_to_spot: bool,
+}
+
+/// The disruption methods, in upstream's order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum Method {
+    Emptiness,
+    Drift,
+    MultiNodeConsolidation,
+    SingleNodeConsolidation,
+}
+
+impl Method {
+    pub fn reason(self) -> BudgetReason {
+        match self {
+            Method::Emptiness => BudgetReason::Empty,
+            Method::Drift => BudgetReason::Drifted,
+            Method::MultiNodeConsolidation | Method::SingleNodeConsolidation => BudgetReason::Underutilized,
+        }
+    }
+
+    /// Consolidation and emptiness wait 15 s and re-validate; drift does not.
+    pub fn validates(self) -> bool {
+        self != Method::Drift
+    }
+}
+
+/// A decision to disrupt nodes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Command {
+    pub method: Method,
+    pub reason: BudgetReason,
+    /// Node names.
+    pub candidates: Vec<String>,
+    /// NodeClaims to launch first (empty: delete).
+    pub replacements: Vec<PlannedNodeClaim>,
+    /// USD per hour saved (candidates' price − the replacement's cheapest offering).
+    pub savings_per_hour: f64,
+    /// Why: the drift reason, or the consolidation's.
+    pub why: String,
+}
+
+impl Command {
+    pub fn decision(&self) -> &'static str {
+        if self.replacements.is_empty() {
+            "delete"
+        } else {
+            "replace"
+        }
+    }
+}
+
+/// Why a method produced nothing this pass.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Declined {
+    pub method: Method,
+    /// Node (or `nodepool/<name>` for budget reasons) → why.
+    pub nodes: Vec<(String, String)>,
+}
+
+/// One pass of the disruption loop.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Pass {
+    pub command: Option<Command>,
+    pub declined: Vec<Declined>,
+    /// Nodes that are no candidate, with every blocker.
+    pub blocked: Vec<(String, Vec<Blocker>)>,
+}
+
+/// Runs the methods in order; the first command wins.
+pub fn decide(view: &View<'_>) -> Pass {
+    let mut pass = Pass { command: None, declined: Vec::new(), blocked: Vec::new() };
+    let mut graceful = Vec::new();
+    for i in 0..view.nodes.len() {
+        match candidates::candidate(view, i, false) {
+            Ok(c) => graceful.push(c),
+            Err(b) => pass.blocked.push((view.nodes[i].node.clone(), b)),
+        }
+    }
+    let eventual: Vec<Candidate> =
+        (0..view.nodes.len()).filter_map(|i| candidates::candidate(view, i, true).ok()).collect();
+    let methods: [(Method, &[Candidate]); 4] = [
+        (Method::Emptiness, &graceful),
+        (Method::Drift, &eventual),
+        (Method::MultiNodeConsolidation, &graceful),
+        (Method::SingleNodeConsolidation, &graceful),
+    ];
+    for (method, cands) in methods {
+        match consolidation::run(view, method, cands) {
+            Ok(command) => {
+                pass.command = Some(command);
+                break;
+            }
+            Err(nodes) => {
+                if !nodes.is_empty() {
+                    pass.declined.push(Declined { method, nodes });
+                }
+            }
+        }
+    }
+    pass
+}
+
+/// NodeClaims whose `expireAfter` has passed (reference §2.5: deleted regardless of budgets,
+/// do-not-disrupt and PDBs; the drain still honours the latter until the grace period).
+pub fn expired(objects: &Manifests, created: impl Fn(&str) -> Option<i64>, now: i64) -> Vec<String> {
+    objects
+        .nodeclaims
+        .iter()
+        .filter(|nc| nc.metadata.deletion_timestamp.is_none())
+        .filter(|nc| {
+            let Some(after) = nc.spec.expire_after.as_seconds() else { return false };
+            created(nc.name()).is_some_and(|c| now >= c + after as i64)
+        })
+        .map(|nc| nc.name().to_string())
+        .collect()
+}

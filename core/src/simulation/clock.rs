@@ -128,9 +128,7 @@ impl Clock {
 
     /// `t` as an RFC 3339 timestamp (whole seconds, as the API server writes them).
     pub fn rfc3339(&self, t: SimTime) -> String {
-        k8s_openapi::jiff::Timestamp::from_second(self.epoch_seconds(t))
-            .map(|ts| ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
-            .unwrap_or_default()
+        crate::catalogue::reservations::format_time(self.epoch_seconds(t))
     }
 
     /// `t` as a Kubernetes `Time`.

@@ -125,6 +125,29 @@ pub enum Reason {
     SpotInterrupted { node: String, reclaimed_at: SimTime },
     /// EC2 reclaimed the instance.
     InstanceReclaimed { node: String, pods_lost: usize },
+    /// Drift detection found the NodeClaim drifted.
+    Drifted { why: String },
+    /// The node is not a disruption candidate (logged when the reasons change).
+    DisruptionBlocked { blockers: Vec<String> },
+    /// A consolidation or emptiness method passed the node over (logged when the reason changes).
+    Unconsolidatable { method: String, why: String },
+    /// A disruption method chose nodes; consolidation and emptiness re-validate after 15 s.
+    DisruptionPlanned {
+        method: String,
+        decision: String,
+        nodes: Vec<String>,
+        replacements: Vec<String>,
+        savings_per_hour: f64,
+        why: String,
+    },
+    /// The 15 s validation found the command no longer valid.
+    DisruptionRejected { method: String, nodes: Vec<String>, why: String },
+    /// The node is being disrupted (after its replacements are ready, if any).
+    Disrupting { method: String, decision: String },
+    /// A replacement NodeClaim could not launch: the command is abandoned.
+    DisruptionFailed { nodes: Vec<String>, why: String },
+    /// expireAfter elapsed: the NodeClaim is deleted (no budgets, no replacement first).
+    Expired { after: String },
     /// A step's action.
     StepApplied { action: String },
     /// A step that could not be carried out.
@@ -156,6 +179,14 @@ impl Reason {
             Reason::Terminated { .. } => "Terminated",
             Reason::SpotInterrupted { .. } => "SpotInterrupted",
             Reason::InstanceReclaimed { .. } => "InstanceReclaimed",
+            Reason::Drifted { .. } => "Drifted",
+            Reason::DisruptionBlocked { .. } => "DisruptionBlocked",
+            Reason::Unconsolidatable { .. } => "Unconsolidatable",
+            Reason::DisruptionPlanned { .. } => "DisruptionPlanned",
+            Reason::DisruptionRejected { .. } => "DisruptionRejected",
+            Reason::Disrupting { .. } => "Disrupting",
+            Reason::DisruptionFailed { .. } => "DisruptionFailed",
+            Reason::Expired { .. } => "Expired",
             Reason::StepApplied { .. } => "StepApplied",
             Reason::StepFailed { .. } => "StepFailed",
         }
@@ -171,6 +202,8 @@ impl Reason {
             | Reason::SpotInterrupted { .. }
             | Reason::InstanceReclaimed { .. }
             | Reason::StepFailed { .. }
+            | Reason::DisruptionBlocked { .. }
+            | Reason::DisruptionFailed { .. }
             | Reason::PodRemoved { cause: RemovalCause::NodeLost | RemovalCause::ForceDeleted, .. } => {
                 EventType::Warning
             }
@@ -234,6 +267,22 @@ impl fmt::Display for Reason {
             Reason::InstanceReclaimed { node, pods_lost } => {
                 write!(f, "EC2 reclaimed the instance of {node}; {pods_lost} pod(s) still on it were lost")
             }
+            Reason::Drifted { why } => write!(f, "Status condition transitioned, Type: Drifted, Status: True ({why})"),
+            Reason::DisruptionBlocked { blockers } => write!(f, "Cannot disrupt Node: {}", blockers.join("; ")),
+            Reason::Unconsolidatable { method, why } => write!(f, "{method}: {why}"),
+            Reason::DisruptionPlanned { method, decision, nodes, replacements, savings_per_hour, why } => {
+                write!(f, "{method}: {decision} [{}]", nodes.join(", "))?;
+                if !replacements.is_empty() {
+                    write!(f, " -> [{}]", replacements.join(", "))?;
+                }
+                write!(f, " (savings: ${savings_per_hour:.4}/hour): {why}")
+            }
+            Reason::DisruptionRejected { method, nodes, why } => {
+                write!(f, "{method} rejected for [{}]: {why}", nodes.join(", "))
+            }
+            Reason::Disrupting { method, decision } => write!(f, "Disrupting Node: {method}/{decision}"),
+            Reason::DisruptionFailed { nodes, why } => write!(f, "Disruption of [{}] abandoned: {why}", nodes.join(", ")),
+            Reason::Expired { after } => write!(f, "NodeClaim expired after {after}; deleting it"),
             Reason::StepApplied { action } => f.write_str(action),
             Reason::StepFailed { action, why } => write!(f, "{action}: {why}"),
         }

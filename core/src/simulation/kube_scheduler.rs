@@ -84,6 +84,7 @@ impl Simulation {
                     ..Default::default()
                 });
                 self.emit(Involved::pod(&pod.namespace, &pod.name), Reason::Scheduled { node: placement.name.clone() });
+                self.pod_event_on(&placement.name);
             }
         }
         let mut newly = 0;

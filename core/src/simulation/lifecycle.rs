@@ -119,7 +119,7 @@ fn not_ready_taint() -> Taint {
 impl Simulation {
     /// The objects a provisioning round reads: the cluster's, with workloads already expanded
     /// into their pods.
-    fn round_view(&self) -> crate::manifest::Manifests {
+    pub(super) fn round_view(&self) -> crate::manifest::Manifests {
         let mut view = self.objects.clone();
         view.deployments.clear();
         view.replicasets.clear();
@@ -156,7 +156,15 @@ impl Simulation {
             nominated: 0,
             unschedulable: results.unschedulable.len(),
         };
+        let nominated_until = self.now.plus(super::disruption::NOMINATION);
         for placement in &results.existing_nodes {
+            for m in self
+                .machines
+                .iter_mut()
+                .filter(|(n, m)| **n == placement.name || m.node.as_deref() == Some(&placement.name))
+            {
+                m.1.nominated_until = Some(nominated_until);
+            }
             let target = match self.objects.nodes.iter().any(|n| n.metadata.name.as_deref() == Some(&placement.name)) {
                 true => Involved::node(&placement.name),
                 false => Involved::nodeclaim(&placement.name),
@@ -200,6 +208,9 @@ impl Simulation {
         let name = self.names.nodeclaim(&planned.nodepool);
         let template = &nodepool.spec.template;
         let mut annotations = template.metadata.annotations.clone();
+        // Drift is judged against what the NodeClaim was made from.
+        let nodeclass = self.objects.nodeclass_for(nodepool).map(|c| c.spec.clone()).unwrap_or_default();
+        annotations.extend(crate::disruption::drift::stamps(nodepool, &nodeclass));
         if planned.min_values_relaxed {
             annotations.insert("karpenter.sh/nodeclaim-min-values-relaxed".into(), "true".into());
         }
@@ -250,10 +261,25 @@ impl Simulation {
                 terminating: None,
                 reclaim_at: None,
                 plan,
+                last_pod_event: None,
+                nominated_until: None,
+                drifted: None,
+                disrupting: false,
             },
         );
         self.schedule_timer(self.now.plus(self.timings.launch), Timer::Launch(name.clone()));
+        if let Some(after) = nodepool.spec.template.spec.expire_after.as_seconds() {
+            self.schedule_timer(self.now.plus(super::Duration::secs(after)), Timer::Expire(name.clone()));
+        }
         name
+    }
+
+    /// Creates a NodeClaim a disruption command planned (a replacement).
+    pub(super) fn create_planned(&mut self, planned: &PlannedNodeClaim) -> Option<String> {
+        let np = self.objects.nodepools.iter().find(|np| np.name() == planned.nodepool)?.clone();
+        let class = self.objects.nodeclass_for(&np).map(|c| c.spec.clone()).unwrap_or_default();
+        let types = self.catalogue.instance_types_shared(&self.region, &class).ok()?;
+        Some(self.create_nodeclaim(planned, &np, &types))
     }
 
     fn short_of_capacity(&self, o: &OfferingRef) -> bool {
@@ -485,6 +511,10 @@ impl Simulation {
                     terminating: None,
                     reclaim_at: None,
                     plan: LaunchPlan::default(),
+                    last_pod_event: None,
+                    nominated_until: None,
+                    drifted: None,
+                    disrupting: false,
                 },
             );
             if node.is_none() {

@@ -17,6 +17,7 @@
 mod batcher;
 pub mod clock;
 pub mod cost;
+mod disruption;
 pub mod events;
 mod kube_scheduler;
 mod lifecycle;
@@ -106,6 +107,14 @@ struct Machine {
     reclaim_at: Option<SimTime>,
     /// Launch candidates in CreateFleet order, kept from the round that planned the NodeClaim.
     plan: lifecycle::LaunchPlan,
+    /// The last time a pod bound to or left the node (upstream `status.lastPodEventTime`).
+    last_pod_event: Option<SimTime>,
+    /// A provisioning round nominated pods onto it until then.
+    nominated_until: Option<SimTime>,
+    /// Drifted, why and since when.
+    drifted: Option<(crate::disruption::DriftReason, SimTime)>,
+    /// Chosen by a disruption command (tainted, waiting for its replacements).
+    disrupting: bool,
 }
 
 /// Something due at a time.
@@ -119,6 +128,11 @@ enum Timer {
     InstanceGone(String),
     Reclaim(String),
     ShortageEnds(usize),
+    /// The disruption loop's next pass.
+    Disruption,
+    /// A disruption command's 15 s validation is due.
+    Validate,
+    Expire(String),
 }
 
 /// A provisioning round's outcome, for the report.
@@ -220,6 +234,10 @@ pub struct Simulation {
     notes: BTreeSet<String>,
     /// The objects of each `apply` step.
     step_objects: BTreeMap<usize, Manifests>,
+    /// Disruption's state: the command being validated or executed, the last verdicts.
+    disruption: disruption::State,
+    /// Bumped by every change of the cluster (upstream `ConsolidationState`).
+    changes: u64,
 }
 
 impl Simulation {
@@ -258,6 +276,8 @@ impl Simulation {
             names: lifecycle::Names::default(),
             notes: prepared.notes.into_iter().collect(),
             step_objects: BTreeMap::new(),
+            disruption: disruption::State::default(),
+            changes: 0,
         };
         sim.adopt_workloads();
         sim.adopt_existing_capacity();
@@ -268,6 +288,7 @@ impl Simulation {
             }
         }
         sim.step_objects = manifests.step_objects.clone();
+        sim.schedule_timer(SimTime::ZERO.plus(disruption::POLL), Timer::Disruption);
         sim.settle();
         Ok(sim)
     }
@@ -363,6 +384,10 @@ impl Simulation {
     }
 
     fn emit(&mut self, object: Involved, reason: Reason) {
+        // Disruption's own verdicts are not changes of the cluster (see `disruption::State`).
+        if !matches!(reason, Reason::DisruptionBlocked { .. } | Reason::Unconsolidatable { .. }) {
+            self.changes += 1;
+        }
         self.events.push(Event::new(self.now, object, reason));
     }
 
@@ -382,6 +407,9 @@ impl Simulation {
                 Timer::InstanceGone(nc) => self.instance_gone(&nc),
                 Timer::Reclaim(nc) => self.reclaim(&nc),
                 Timer::ShortageEnds(i) => self.shortage_ends(i),
+                Timer::Disruption => self.disruption_pass(),
+                Timer::Validate => self.validate_command(),
+                Timer::Expire(nc) => self.expire(&nc),
             }
             self.settle();
         }
@@ -410,6 +438,7 @@ impl Simulation {
                 self.batch.trigger(self.now);
             }
         }
+        self.progress_commands();
         self.cost.set_rate(self.now, self.running_prices());
     }
 

@@ -241,24 +241,34 @@ spec:
 }
 
 #[test]
-fn an_applied_nodepool_edit_applies_to_the_next_round() {
+fn a_nodepool_edit_applies_to_new_nodes_and_drifts_the_old() {
     let edited = NODEPOOL.replace("values: [m5, c5]", "values: [r5]");
     let indented: String = edited.lines().map(|l| format!("      {l}\n")).collect();
     let steps = format!(
-        "  - at: 5m\n    apply:\n    - {}\n  - {{at: 6m, scale: {{kind: Deployment, name: web, replicas: 4}}}}\n",
+        "  - at: 5m\n    apply:\n    - {}\n  - {{at: 5m, scale: {{kind: Deployment, name: web, replicas: 4}}}}\n",
         indented.trim_start()
     );
     let mut s = sim(&[NODEPOOL, &deployment("web", 2, "1"), &scenario(&steps)]);
-    s.run_until(SimTime::from_secs(600));
-    let families: Vec<String> = s
-        .snapshot()
-        .nodes
-        .iter()
-        .filter_map(|n| n.instance_type.clone())
-        .map(|t| t.split('.').next().unwrap().to_string())
-        .collect();
-    assert_eq!(families.len(), 2, "{families:?}");
-    assert!(families[0] != "r5" && families[1] == "r5", "{families:?}");
+    let families = |s: &Simulation| -> Vec<String> {
+        s.snapshot()
+            .nodes
+            .iter()
+            .filter_map(|n| n.instance_type.clone())
+            .map(|t| t.split('.').next().unwrap().to_string())
+            .collect()
+    };
+    s.run_until(SimTime::from_secs(301));
+    let first = families(&s);
+    assert_eq!(first.len(), 1);
+    assert_ne!(first[0], "r5");
+    // The new pods get an r5 node; the old node no longer meets the requirements: it drifts,
+    // and is replaced once the budget lets it.
+    s.run_until(SimTime::from_secs(1200));
+    let drifted: Vec<&Event> = s.events().iter().filter(|e| e.reason.name() == "Drifted").collect();
+    assert_eq!(drifted.len(), 1, "{drifted:?}");
+    assert!(drifted[0].message.contains("no longer meet the NodePool's requirements"), "{}", drifted[0].message);
+    assert!(families(&s).iter().all(|f| f == "r5"), "{:?}", families(&s));
+    assert_eq!(running(&s), 4);
 }
 
 mod properties {

@@ -197,6 +197,7 @@ impl Simulation {
         let Some(i) = self.pod_index(namespace, name) else { return };
         let pod = self.objects.pods.remove(i);
         if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
+            self.pod_event_on(&node);
             if cause != RemovalCause::Deleted || crate::scheduling::pod::daemonset_owner(&pod).is_none() {
                 self.emit(Involved::pod(namespace, name), Reason::PodRemoved { node, cause });
             }

@@ -1,0 +1,171 @@
+//! Drift detection (upstream `nodeclaim/disruption/drift.go`, `nodepool/hash`, the AWS provider's
+//! `IsDrifted`; reference §3.5): a NodeClaim is drifted when
+//! 1. its NodePool's template changed (static drift: the `karpenter.sh/nodepool-hash` annotation
+//!    stamped at creation differs from the NodePool's hash now; the hash covers the template's
+//!    labels, annotations, taints, startup taints, nodeClassRef, terminationGracePeriod and
+//!    expireAfter, not requirements, resources, disruption, limits or weight);
+//! 2. its labels no longer satisfy the NodePool's requirements (requirements drift);
+//! 3. its EC2NodeClass changed: the AMI selection (`amiSelectorTerms`, `amiFamily`; upstream
+//!    compares the instance's image with the AMIs the class resolves to now) or the rest of the
+//!    class (upstream's EC2NodeClass hash).
+//!
+//! Hashes are FNV-1a over canonical JSON: change detection, not upstream's hashstructure values.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::api::ec2nodeclass::EC2NodeClassSpec;
+use crate::api::nodeclaim::NodeClaim;
+use crate::api::nodepool::NodePool;
+use crate::requirements::{AllowUndefined, Requirements};
+
+/// upstream `karpenter.sh/nodepool-hash`.
+pub const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
+/// upstream `karpenter.k8s.aws/ec2nodeclass-hash`.
+pub const NODECLASS_HASH: &str = "karpenter.k8s.aws/ec2nodeclass-hash";
+/// The AMI selection a NodeClaim launched with (stands in for its `status.imageID`).
+pub const IMAGE_HASH: &str = "carpentry.dev/image-hash";
+
+/// Why a NodeClaim is drifted (upstream's `Drifted` condition reasons).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum DriftReason {
+    NodePoolDrifted,
+    RequirementsDrifted,
+    AMIDrift,
+    NodeClassDrift,
+}
+
+impl std::fmt::Display for DriftReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DriftReason::NodePoolDrifted => "the NodePool's template changed",
+            DriftReason::RequirementsDrifted => "the node's labels no longer meet the NodePool's requirements",
+            DriftReason::AMIDrift => "the EC2NodeClass selects a different AMI",
+            DriftReason::NodeClassDrift => "the EC2NodeClass changed",
+        })
+    }
+}
+
+fn fnv(value: &impl Serialize) -> String {
+    let text = serde_json::to_string(value).unwrap_or_default();
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// The NodePool's static hash.
+pub fn nodepool_hash(np: &NodePool) -> String {
+    let t = &np.spec.template;
+    let mut taints = t.spec.taints.clone();
+    taints.sort_by(|a, b| (&a.key, &a.value, &a.effect).cmp(&(&b.key, &b.value, &b.effect)));
+    let mut startup = t.spec.startup_taints.clone();
+    startup.sort_by(|a, b| (&a.key, &a.value, &a.effect).cmp(&(&b.key, &b.value, &b.effect)));
+    let canonical = serde_json::json!({
+        "labels": t.metadata.labels,
+        "annotations": t.metadata.annotations,
+        "taints": taints,
+        "startupTaints": startup,
+        "nodeClassRef": t.spec.node_class_ref,
+        "terminationGracePeriod": t.spec.termination_grace_period,
+        "expireAfter": t.spec.expire_after,
+    });
+    fnv(&canonical)
+}
+
+/// The EC2NodeClass's hash without its AMI selection (and without the selectors upstream leaves
+/// out of its hash: subnets, security groups, capacity reservations).
+pub fn nodeclass_hash(spec: &EC2NodeClassSpec) -> String {
+    let mut v = serde_json::to_value(spec).unwrap_or_default();
+    if let Some(map) = v.as_object_mut() {
+        for k in [
+            "amiSelectorTerms",
+            "amiFamily",
+            "subnetSelectorTerms",
+            "securityGroupSelectorTerms",
+            "capacityReservationSelectorTerms",
+        ] {
+            map.remove(k);
+        }
+    }
+    fnv(&v)
+}
+
+/// The AMI selection of an EC2NodeClass.
+pub fn image_hash(spec: &EC2NodeClassSpec) -> String {
+    fnv(&serde_json::json!({"terms": spec.ami_selector_terms, "family": spec.ami_family}))
+}
+
+/// The annotations a NodeClaim is stamped with at creation.
+pub fn stamps(np: &NodePool, nodeclass: &EC2NodeClassSpec) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (NODEPOOL_HASH.to_string(), nodepool_hash(np)),
+        (NODECLASS_HASH.to_string(), nodeclass_hash(nodeclass)),
+        (IMAGE_HASH.to_string(), image_hash(nodeclass)),
+    ])
+}
+
+/// Whether (and why) a launched NodeClaim is drifted from its NodePool and EC2NodeClass now.
+pub fn drifted(nc: &NodeClaim, np: &NodePool, nodeclass: &EC2NodeClassSpec) -> Option<DriftReason> {
+    let annotations = nc.metadata.annotations.clone().unwrap_or_default();
+    if annotations.get(NODEPOOL_HASH).is_some_and(|h| *h != nodepool_hash(np)) {
+        return Some(DriftReason::NodePoolDrifted);
+    }
+    let labels = nc.metadata.labels.clone().unwrap_or_default();
+    let node = Requirements::from_labels(&labels);
+    if let Ok(pool) = Requirements::from_node_selector_requirements(&np.spec.template.spec.requirements) {
+        if node.compatible(&pool, AllowUndefined::Nothing).is_err() {
+            return Some(DriftReason::RequirementsDrifted);
+        }
+    }
+    if annotations.get(IMAGE_HASH).is_some_and(|h| *h != image_hash(nodeclass)) {
+        return Some(DriftReason::AMIDrift);
+    }
+    if annotations.get(NODECLASS_HASH).is_some_and(|h| *h != nodeclass_hash(nodeclass)) {
+        return Some(DriftReason::NodeClassDrift);
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> crate::manifest::Manifests {
+        crate::manifest::load(text).unwrap()
+    }
+
+    const NP: &str = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: np}\nspec:\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n      requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}]\n";
+
+    #[test]
+    fn what_drifts_and_what_does_not() {
+        let np = load(NP).nodepools.remove(0);
+        let class = EC2NodeClassSpec::default();
+        let mut nc = crate::api::nodeclaim::NodeClaim::new("nc", Default::default());
+        nc.metadata.annotations = Some(stamps(&np, &class));
+        nc.metadata.labels =
+            Some(BTreeMap::from([("karpenter.sh/capacity-type".to_string(), "on-demand".to_string())]));
+        assert_eq!(drifted(&nc, &np, &class), None);
+        // Requirements, limits, weight and disruption are not part of the template hash…
+        let mut edited = np.clone();
+        edited.spec.weight = Some(50);
+        assert_eq!(drifted(&nc, &edited, &class), None);
+        // …but a requirement the node no longer meets is requirements drift,
+        let spot = load(&NP.replace("values: [on-demand]", "values: [spot]")).nodepools.remove(0);
+        assert_eq!(drifted(&nc, &spot, &class), Some(DriftReason::RequirementsDrifted));
+        // a template label is static drift,
+        let mut labelled = np.clone();
+        labelled.spec.template.metadata.labels.insert("team".into(), "a".into());
+        assert_eq!(drifted(&nc, &labelled, &class), Some(DriftReason::NodePoolDrifted));
+        // and a new AMI pin is AMI drift.
+        let mut pinned = class.clone();
+        pinned.ami_selector_terms[0].alias = Some("al2023@v20260101".into());
+        assert_eq!(drifted(&nc, &np, &pinned), Some(DriftReason::AMIDrift));
+        let mut other = class.clone();
+        other.user_data = Some("#!/bin/bash".into());
+        assert_eq!(drifted(&nc, &np, &other), Some(DriftReason::NodeClassDrift));
+    }
+}

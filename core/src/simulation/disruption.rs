@@ -1,0 +1,389 @@
+//! The disruption controller in time (upstream `disruption/controller.go`, `validation.go`,
+//! `orchestration/queue.go`, `nodeclaim/expiration`; reference §3.1, §3.8, §2.5): a pass every
+//! 10 s runs [`crate::disruption::decide`]; consolidation and emptiness commands wait 15 s and are
+//! validated again; a command's replacements launch first and its nodes are terminated once they
+//! are initialized (a replacement that fails abandons the command). Expiration deletes a NodeClaim
+//! at `expireAfter` regardless.
+//!
+//! Blockers and passed-over nodes are logged when they change (`DisruptionBlocked`,
+//! `Unconsolidatable`), not on every pass: a pass that decides the same thing is not a new
+//! decision.
+
+use std::collections::BTreeMap;
+
+use crate::api::nodepool::BudgetReason;
+use crate::disruption::{self as rules, Command, NodeFacts, View};
+
+use super::events::{Involved, Reason};
+use super::{Duration, SimTime, Simulation, Timer};
+
+/// upstream: the loop polls every 10 s when it has nothing to do.
+pub const POLL: Duration = Duration::secs(10);
+/// upstream `commandValidationDelay`.
+pub const VALIDATION: Duration = Duration::secs(15);
+/// upstream: a nomination lasts max(2 × batch max, 10 s).
+pub const NOMINATION: Duration = Duration::secs(20);
+
+/// upstream: the consolidation state is refreshed at least every 5 minutes.
+pub const MEMO_REFRESH: Duration = Duration::mins(5);
+
+#[derive(Debug, Default)]
+pub(super) struct State {
+    validating: Option<Command>,
+    executing: Vec<Executing>,
+    /// The last logged verdict per node.
+    logged: BTreeMap<String, String>,
+    /// upstream §3.9: the state at the last pass that found nothing to do (not for budget
+    /// reasons), and when; passes are skipped while it holds.
+    memo: Option<(String, SimTime)>,
+}
+
+#[derive(Debug, Clone)]
+struct Executing {
+    command: Command,
+    replacements: Vec<String>,
+}
+
+impl Simulation {
+    /// A pod bound to or left the node (upstream `lastPodEventTime`).
+    pub(super) fn pod_event_on(&mut self, node: &str) {
+        let now = self.now;
+        for m in self.machines.values_mut().filter(|m| m.node.as_deref() == Some(node)) {
+            m.last_pod_event = Some(now);
+        }
+    }
+
+    fn facts(&self) -> Vec<NodeFacts> {
+        let epoch = |t: SimTime| self.clock.epoch_seconds(t);
+        self.machines
+            .iter()
+            .filter_map(|(name, m)| {
+                let node = m.node.clone()?;
+                let nc = self.objects.nodeclaims.iter().find(|nc| nc.name() == name);
+                let quiet_since = match (m.last_pod_event, m.initialized) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                };
+                Some(NodeFacts {
+                    node,
+                    nodeclaim: name.clone(),
+                    nodepool: m.nodepool.clone(),
+                    initialized: m.initialized.is_some(),
+                    deleting: m.terminating.is_some() || m.disrupting,
+                    nominated_until: m.nominated_until.map(epoch),
+                    termination_grace_period: nc.is_some_and(|nc| nc.spec.termination_grace_period.is_some()),
+                    price: m.launch.as_ref().map_or(0.0, |l| l.price),
+                    capacity_type: m.launch.as_ref().map(|l| l.capacity_type.clone()).unwrap_or_default(),
+                    instance_type: m.launch.as_ref().map(|l| l.instance_type.clone()).unwrap_or_default(),
+                    last_pod_event: quiet_since.map(epoch),
+                    drifted: m.drifted.map(|(r, t)| (r, epoch(t))),
+                })
+            })
+            .collect()
+    }
+
+    /// Drift detection for launched NodeClaims (upstream re-checks every 5 minutes; here on every
+    /// pass).
+    fn detect_drift(&mut self) {
+        let mut found = Vec::new();
+        for (name, m) in &self.machines {
+            if m.launched.is_none() || m.terminating.is_some() {
+                continue;
+            }
+            let Some(nc) = self.objects.nodeclaims.iter().find(|nc| nc.name() == name) else { continue };
+            let Some(np) = self.objects.nodepools.iter().find(|np| np.name() == m.nodepool) else { continue };
+            let class = self.objects.nodeclass_for(np).map(|c| c.spec.clone()).unwrap_or_default();
+            found.push((name.clone(), rules::drift::drifted(nc, np, &class)));
+        }
+        for (name, drift) in found {
+            let Some(m) = self.machines.get_mut(&name) else { continue };
+            match (drift, m.drifted) {
+                (Some(reason), None) => {
+                    m.drifted = Some((reason, self.now));
+                    self.emit(Involved::nodeclaim(&name), Reason::Drifted { why: reason.to_string() });
+                }
+                (None, Some(_)) => m.drifted = None,
+                _ => {}
+            }
+        }
+    }
+
+    fn decide(&self) -> rules::Pass {
+        let objects = self.round_view();
+        let view = View {
+            objects: &objects,
+            region: &self.region,
+            now: self.clock.epoch_seconds(self.now),
+            nodes: self.facts(),
+            unavailable: self.known_unavailable(),
+            spot_to_spot: false,
+        };
+        rules::decide(&view)
+    }
+
+    /// What a pass depends on besides the cluster's changes: which nodes are quiet long enough,
+    /// nominated, drifted; the budgets; pods under a do-not-disrupt duration.
+    fn fingerprint(&self) -> String {
+        let now = self.clock.epoch_seconds(self.now);
+        let mut out = format!("{};", self.changes);
+        for f in self.facts() {
+            let after = self
+                .objects
+                .nodepools
+                .iter()
+                .find(|np| np.name() == f.nodepool)
+                .and_then(|np| np.spec.disruption.consolidate_after.as_seconds());
+            let quiet = after.is_some_and(|a| f.last_pod_event.is_some_and(|t| now >= t + a as i64));
+            let nominated = f.nominated_until.is_some_and(|u| u > now);
+            out.push_str(&format!("{}:{}{}{};", f.node, quiet as u8, nominated as u8, f.drifted.is_some() as u8));
+        }
+        for np in &self.objects.nodepools {
+            for reason in [BudgetReason::Empty, BudgetReason::Drifted, BudgetReason::Underutilized] {
+                let a = rules::budgets::allowance(np, reason, 1000, 0, now);
+                out.push_str(&format!("{}:{};", np.name(), a.allowed));
+            }
+        }
+        let protected = self
+            .objects
+            .pods
+            .iter()
+            .filter(|p| rules::do_not_disrupt::pod_protection(p, now) != rules::do_not_disrupt::Protection::None)
+            .count();
+        out.push_str(&protected.to_string());
+        out
+    }
+
+    /// One pass of the loop.
+    pub(super) fn disruption_pass(&mut self) {
+        self.detect_drift();
+        let fingerprint = self.fingerprint();
+        if let Some((memo, at)) = &self.disruption.memo {
+            if *memo == fingerprint && self.now < at.plus(MEMO_REFRESH) {
+                self.schedule_timer(self.now.plus(POLL), Timer::Disruption);
+                return;
+            }
+        }
+        let pass = self.decide();
+        self.log_verdicts(&pass);
+        let budget_bound =
+            pass.declined.iter().flat_map(|d| &d.nodes).any(|(_, why)| why.contains("no allowed disruptions"));
+        self.disruption.memo = match (&pass.command, budget_bound) {
+            (None, false) => Some((self.fingerprint(), self.now)),
+            _ => None,
+        };
+        match pass.command {
+            Some(cmd) if cmd.method.validates() => {
+                self.emit_planned(&cmd);
+                self.disruption.validating = Some(cmd);
+                // upstream: the loop waits for the validation.
+                self.schedule_timer(self.now.plus(VALIDATION), Timer::Validate);
+            }
+            Some(cmd) => {
+                self.emit_planned(&cmd);
+                self.execute(cmd);
+                self.schedule_timer(self.now.plus(POLL), Timer::Disruption);
+            }
+            None => self.schedule_timer(self.now.plus(POLL), Timer::Disruption),
+        }
+    }
+
+    fn emit_planned(&mut self, cmd: &Command) {
+        let replacements =
+            cmd.replacements.iter().map(|r| r.instance_type_options.first().cloned().unwrap_or_default()).collect();
+        let reason = Reason::DisruptionPlanned {
+            method: format!("{:?}", cmd.method),
+            decision: cmd.decision().into(),
+            nodes: cmd.candidates.clone(),
+            replacements,
+            savings_per_hour: cmd.savings_per_hour,
+            why: cmd.why.clone(),
+        };
+        let first = cmd.candidates.first().cloned().unwrap_or_default();
+        self.emit(Involved::node(&first), reason);
+    }
+
+    fn log_verdicts(&mut self, pass: &rules::Pass) {
+        let mut seen = BTreeMap::new();
+        for (node, blockers) in &pass.blocked {
+            let texts: Vec<String> = blockers.iter().map(ToString::to_string).collect();
+            seen.insert(node.clone(), (texts.join("; "), Reason::DisruptionBlocked { blockers: texts }));
+        }
+        for d in &pass.declined {
+            for (node, why) in &d.nodes {
+                seen.entry(node.clone()).or_insert_with(|| {
+                    (
+                        format!("{:?}: {why}", d.method),
+                        Reason::Unconsolidatable { method: format!("{:?}", d.method), why: why.clone() },
+                    )
+                });
+            }
+        }
+        for (node, (text, reason)) in seen {
+            if self.disruption.logged.get(&node) != Some(&text) {
+                self.disruption.logged.insert(node.clone(), text);
+                // A new node not initialized yet, or one already being disrupted, is not news.
+                let routine = ["node isn't initialized", "node is deleting or marked for deletion"];
+                if !matches!(&reason, Reason::DisruptionBlocked { blockers } if blockers.iter().all(|b| routine.contains(&b.as_str())))
+                {
+                    self.emit(Involved::node(&node), reason);
+                }
+            }
+        }
+    }
+
+    /// The 15 s validation (upstream `validation.go`): the same method must still choose the
+    /// same nodes.
+    pub(super) fn validate_command(&mut self) {
+        let Some(cmd) = self.disruption.validating.take() else { return };
+        self.detect_drift();
+        let pass = self.decide();
+        match pass.command {
+            Some(again) if again.method == cmd.method && again.candidates == cmd.candidates => {
+                self.execute(again);
+                self.schedule_timer(self.now, Timer::Disruption);
+            }
+            other => {
+                let why = match other {
+                    Some(c) if c.method != cmd.method => format!("churn: {:?} now acts first", c.method),
+                    Some(_) => "churn: a different set of nodes would be chosen now".to_string(),
+                    None => "the nodes are no longer candidates, or their pods would not move the same way".to_string(),
+                };
+                self.emit(
+                    Involved::node(cmd.candidates.first().map(String::as_str).unwrap_or_default()),
+                    Reason::DisruptionRejected {
+                        method: format!("{:?}", cmd.method),
+                        nodes: cmd.candidates.clone(),
+                        why,
+                    },
+                );
+                self.schedule_timer(self.now.plus(POLL), Timer::Disruption);
+            }
+        }
+    }
+
+    fn machine_of(&self, node: &str) -> Option<String> {
+        self.machines.iter().find(|(_, m)| m.node.as_deref() == Some(node)).map(|(n, _)| n.clone())
+    }
+
+    /// upstream `queue.StartCommand`: replacements first; the nodes go when they are initialized.
+    fn execute(&mut self, cmd: Command) {
+        if cmd.replacements.is_empty() {
+            for node in &cmd.candidates {
+                self.emit(
+                    Involved::node(node),
+                    Reason::Disrupting { method: cmd.reason.as_str().into(), decision: "Delete".into() },
+                );
+                if let Some(nc) = self.machine_of(node) {
+                    self.terminate(&nc, &format!("disruption: {} ({})", cmd.reason.as_str(), cmd.why));
+                }
+            }
+            return;
+        }
+        let mut replacements = Vec::new();
+        for planned in &cmd.replacements {
+            match self.create_planned(planned) {
+                Some(name) => replacements.push(name),
+                None => {
+                    self.emit(
+                        Involved::node(cmd.candidates.first().map(String::as_str).unwrap_or_default()),
+                        Reason::DisruptionFailed {
+                            nodes: cmd.candidates.clone(),
+                            why: format!("NodePool {} not found", planned.nodepool),
+                        },
+                    );
+                    return;
+                }
+            }
+        }
+        for node in &cmd.candidates {
+            self.taint_disrupted(node);
+            if let Some(nc) = self.machine_of(node) {
+                if let Some(m) = self.machines.get_mut(&nc) {
+                    m.disrupting = true;
+                }
+            }
+            self.emit(
+                Involved::node(node),
+                Reason::Disrupting { method: cmd.reason.as_str().into(), decision: "Replace".into() },
+            );
+        }
+        self.disruption.executing.push(Executing { command: cmd, replacements });
+    }
+
+    /// Commands waiting for replacements: go on once all are initialized, give up if one is gone.
+    pub(super) fn progress_commands(&mut self) {
+        let executing = std::mem::take(&mut self.disruption.executing);
+        for e in executing {
+            let gone = e.replacements.iter().any(|r| !self.machines.contains_key(r));
+            let ready = e.replacements.iter().all(|r| self.machines.get(r).is_some_and(|m| m.initialized.is_some()));
+            if gone {
+                for node in &e.command.candidates {
+                    self.untaint_disrupted(node);
+                    if let Some(nc) = self.machine_of(node) {
+                        if let Some(m) = self.machines.get_mut(&nc) {
+                            m.disrupting = false;
+                        }
+                    }
+                }
+                self.emit(
+                    Involved::node(e.command.candidates.first().map(String::as_str).unwrap_or_default()),
+                    Reason::DisruptionFailed {
+                        nodes: e.command.candidates.clone(),
+                        why: "a replacement NodeClaim was deleted before it was ready".into(),
+                    },
+                );
+            } else if ready {
+                for node in &e.command.candidates {
+                    if let Some(nc) = self.machine_of(node) {
+                        self.terminate(&nc, &format!("disruption: {} ({})", e.command.reason.as_str(), e.command.why));
+                    }
+                }
+            } else {
+                self.disruption.executing.push(e);
+            }
+        }
+    }
+
+    fn taint_disrupted(&mut self, node: &str) {
+        if let Some(n) = self.objects.nodes.iter_mut().find(|n| n.metadata.name.as_deref() == Some(node)) {
+            let taints = n.spec.get_or_insert_with(Default::default).taints.get_or_insert_with(Vec::new);
+            taints.retain(|t| t.key != super::termination::DISRUPTED_TAINT_KEY);
+            taints.push(k8s_openapi::api::core::v1::Taint {
+                key: super::termination::DISRUPTED_TAINT_KEY.into(),
+                value: None,
+                effect: "NoSchedule".into(),
+                time_added: None,
+            });
+        }
+    }
+
+    fn untaint_disrupted(&mut self, node: &str) {
+        if let Some(taints) = self
+            .objects
+            .nodes
+            .iter_mut()
+            .find(|n| n.metadata.name.as_deref() == Some(node))
+            .and_then(|n| n.spec.as_mut())
+            .and_then(|s| s.taints.as_mut())
+        {
+            taints.retain(|t| t.key != super::termination::DISRUPTED_TAINT_KEY);
+        }
+    }
+
+    /// expireAfter elapsed (upstream `nodeclaim/expiration`): deleted, forcefully.
+    pub(super) fn expire(&mut self, name: &str) {
+        let Some(m) = self.machines.get(name) else { return };
+        if m.terminating.is_some() {
+            return;
+        }
+        let after = self
+            .objects
+            .nodeclaims
+            .iter()
+            .find(|nc| nc.name() == name)
+            .map(|nc| nc.spec.expire_after.as_str().to_string())
+            .unwrap_or_default();
+        self.emit(Involved::nodeclaim(name), Reason::Expired { after });
+        self.terminate(name, "expired");
+    }
+}
