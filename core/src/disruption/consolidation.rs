@@ -45,9 +45,9 @@ fn consolidatable(view: &View<'_>, c: &Candidate) -> Result<(), String> {
     let since = c.facts(view).last_pod_event.unwrap_or(i64::MIN / 2);
     if view.now < since + after {
         return Err(format!(
-            "consolidateAfter ({}s) has not passed since the last pod event ({}s left)",
-            after,
-            since + after - view.now
+            "consolidateAfter ({}) has not passed since the last pod event: consolidatable at {}",
+            crate::api::duration::format_go_duration(after * 1_000_000_000),
+            crate::catalogue::reservations::format_time(since + after)
         ));
     }
     Ok(())
@@ -62,8 +62,8 @@ fn is_empty(c: &Candidate) -> bool {
 fn allowances(view: &View<'_>, reason: BudgetReason) -> BTreeMap<String, (i64, Option<String>)> {
     let mut out = BTreeMap::new();
     for np in &view.objects.nodepools {
-        let counted =
-            view.nodes.iter().filter(|n| n.nodepool == np.name() && n.initialized && !n.deleting).count() as i64;
+        // upstream: managed, initialized and not InstanceTerminating (a draining node still counts).
+        let counted = view.nodes.iter().filter(|n| n.nodepool == np.name() && n.initialized).count() as i64;
         let disrupting = view.nodes.iter().filter(|n| n.nodepool == np.name() && n.deleting).count() as i64;
         let a = budgets::allowance(np, reason, counted, disrupting, view.now);
         let binding = a.binding.and_then(|i| a.budgets.iter().find(|b| b.index == i)).map(|b| {

@@ -365,3 +365,37 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn disruption_blockers_and_spot_to_spot_are_explained() {
+    // A pod under do-not-disrupt keeps an underutilized node; the log says which pod.
+    let np = NODEPOOL.replace("values: [m5, c5]", "values: [m5, c5, r5]");
+    let protected = deployment("keep", 1, "1").replace(
+        "    metadata: {labels: {app: keep}}",
+        "    metadata: {labels: {app: keep}, annotations: {karpenter.sh/do-not-disrupt: \"true\"}}",
+    );
+    let steps = "  - {at: 5m, scale: {kind: Deployment, name: inflate, replicas: 1}}\n";
+    let mut s = sim(&[&np, &deployment("inflate", 8, "1"), &protected, &scenario(steps)]);
+    s.run_until(SimTime::from_secs(900));
+    assert!(reasons(&s, "Disrupting").is_empty());
+    let blocked: Vec<&Event> = s.events().iter().filter(|e| e.reason.name() == "DisruptionBlocked").collect();
+    assert!(
+        blocked
+            .iter()
+            .any(|e| e.message.contains("pod \"default/keep-0\" has \"karpenter.sh/do-not-disrupt\" annotation")),
+        "{blocked:?}"
+    );
+
+    // A spot node is not replaced by a cheaper spot node: SpotToSpotConsolidation is off.
+    let spot = NODEPOOL.replace("values: [on-demand]", "values: [spot]");
+    let mut s = sim(&[&spot, &deployment("inflate", 8, "1"), &scenario(steps)]);
+    s.run_until(SimTime::from_secs(900));
+    assert!(reasons(&s, "Disrupting").is_empty());
+    assert!(
+        s.events().iter().any(|e| e
+            .message
+            .contains("SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node")),
+        "{:?}",
+        s.events().iter().filter(|e| e.reason.name() == "Unconsolidatable").collect::<Vec<_>>()
+    );
+}
