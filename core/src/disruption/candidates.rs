@@ -128,10 +128,7 @@ pub fn candidate(view: &View<'_>, index: usize, eventual: bool) -> Result<Candid
         return Err(node_blockers);
     }
     let pods: Vec<&Pod> = view
-        .objects
-        .pods
-        .iter()
-        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(facts.node.as_str()))
+        .pods_on(&facts.node)
         .filter(|p| crate::scheduling::pod::is_active(p) && p.metadata.deletion_timestamp.is_none())
         .collect();
     let mut pod_blockers = Vec::new();

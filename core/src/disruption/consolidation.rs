@@ -11,7 +11,7 @@ use crate::api::nodepool::{BudgetReason, ConsolidationPolicy, NodePool};
 use crate::catalogue::{CapacityType, InstanceType, OfferingCompatibility};
 use crate::labels;
 use crate::requirements::{Requirement, Requirements};
-use crate::scheduling::Results;
+use crate::scheduling::{NodePoolInput, Results};
 
 use super::budgets;
 use super::{Candidate, Command, Method, View};
@@ -276,11 +276,19 @@ fn single_node(view: &View<'_>, candidates: &[Candidate]) -> Result<Command, Dec
         round += 1;
     }
     let budget = allowances(view, BudgetReason::Underutilized);
+    let mut room: Option<Room> = None;
     for c in order {
         let node = c.facts(view).node.clone();
         let (allowed, binding) = budget.get(c.nodepool.name()).cloned().unwrap_or((0, None));
         if allowed <= 0 {
             declines.push((node, budget_text(c.nodepool.name(), binding, BudgetReason::Underutilized)));
+            continue;
+        }
+        if room.get_or_insert_with(|| Room::of(view)).hopeless(view, c) {
+            declines.push((
+                node,
+                "its pods fit neither in the room left on the other nodes nor on a cheaper instance type".into(),
+            ));
             continue;
         }
         match compute(view, &[c], Method::SingleNodeConsolidation, false) {
@@ -291,28 +299,156 @@ fn single_node(view: &View<'_>, candidates: &[Candidate]) -> Result<Command, Dec
     Err(declines)
 }
 
-/// The round with `cands` removed; with it, the instance types of every NodePool.
-fn simulate(view: &View<'_>, cands: &[&Candidate]) -> Result<(Results, crate::scheduling::Input), String> {
-    let mut objects = view.objects.clone();
+/// CPU and memory (millicores, bytes).
+type CpuMem = (i128, i128);
+
+/// A cheap, sound pre-check before simulating a single candidate: the room left on every other
+/// initialized node (ignoring fragmentation, so it over-estimates), and the cheapest price at
+/// which each instance type could launch (so it under-estimates). When the candidate's pods do not
+/// fit in that room and no instance type cheaper than the node could hold what is left, no
+/// simulation could delete or replace it.
+struct Room {
+    /// Free (cpu, memory) per node name.
+    free: BTreeMap<String, CpuMem>,
+    /// (allocatable, cheapest available price) of every instance type of every NodePool.
+    types: Vec<(CpuMem, f64)>,
+    /// Requests per node.
+    used: BTreeMap<String, CpuMem>,
+    /// The smallest request (cpu, memory) among each node's pods that would move.
+    smallest: BTreeMap<String, CpuMem>,
+}
+
+fn cpu_mem(list: &crate::resources::ResourceList) -> CpuMem {
+    (list.get("cpu").map_or(0, |q| q.milli_value()), list.get("memory").map_or(0, |q| q.value()))
+}
+
+impl Room {
+    fn of(view: &View<'_>) -> Room {
+        let mut used: BTreeMap<String, CpuMem> = BTreeMap::new();
+        let mut smallest: BTreeMap<String, CpuMem> = BTreeMap::new();
+        for p in &view.objects.pods {
+            let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) else { continue };
+            if !crate::scheduling::pod::is_active(p) {
+                continue;
+            }
+            let r = crate::resources::pod_requests(p).map(|r| cpu_mem(&r)).unwrap_or_default();
+            let e = used.entry(node.to_string()).or_default();
+            e.0 += r.0;
+            e.1 += r.1;
+            if crate::scheduling::pod::daemonset_owner(p).is_none() {
+                let m = smallest.entry(node.to_string()).or_insert((i128::MAX, i128::MAX));
+                *m = (m.0.min(r.0), m.1.min(r.1));
+            }
+        }
+        let mut free = BTreeMap::new();
+        for n in &view.objects.nodes {
+            let name = n.metadata.name.clone().unwrap_or_default();
+            let ready = view.nodes.iter().find(|f| f.node == name).is_none_or(|f| f.initialized && !f.deleting);
+            if !ready || n.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let alloc = n
+                .status
+                .as_ref()
+                .and_then(|s| s.allocatable.as_ref())
+                .and_then(|a| crate::resources::from_k8s(a).ok())
+                .map(|a| cpu_mem(&a))
+                .unwrap_or_default();
+            let u = used.get(&name).copied().unwrap_or_default();
+            free.insert(name, ((alloc.0 - u.0).max(0), (alloc.1 - u.1).max(0)));
+        }
+        let mut types = Vec::new();
+        if simulate_input(view).is_ok() {
+            let cell = view.input.borrow();
+            for np in cell.as_ref().map(|i| i.nodepools.as_slice()).unwrap_or(&[]) {
+                let reqs = Requirements::from_node_selector_requirements(&np.nodepool.spec.template.spec.requirements)
+                    .unwrap_or_default();
+                let offerings = OfferingCompatibility::new(&reqs);
+                for it in np.instance_types.iter() {
+                    if !it.requirements.is_compatible(&reqs, crate::requirements::AllowUndefined::WellKnownLabels) {
+                        continue;
+                    }
+                    types.push((cpu_mem(&it.allocatable()), offerings.cheapest(it)));
+                }
+            }
+        }
+        Room { free, types, used, smallest }
+    }
+
+    fn hopeless(&self, view: &View<'_>, c: &Candidate) -> bool {
+        let facts = c.facts(view);
+        let moving = self.used.get(&facts.node).copied().unwrap_or_default();
+        // Room a node cannot give even the smallest moving pod is no room at all.
+        let min = self.smallest.get(&facts.node).copied().unwrap_or((0, 0));
+        let elsewhere = self
+            .free
+            .iter()
+            .filter(|(n, f)| **n != facts.node && f.0 >= min.0 && f.1 >= min.1)
+            .fold((0, 0), |a, (_, f)| (a.0 + f.0, a.1 + f.1));
+        let need = ((moving.0 - elsewhere.0).max(0), (moving.1 - elsewhere.1).max(0));
+        if need == (0, 0) {
+            return false;
+        }
+        !self.types.iter().any(|(alloc, price)| *price < facts.price && alloc.0 >= need.0 && alloc.1 >= need.1)
+    }
+}
+
+/// Builds the pass's round input if it is not built yet.
+fn simulate_input(view: &View<'_>) -> Result<(), String> {
+    let mut cell = view.input.borrow_mut();
+    if cell.is_none() {
+        let prepared = crate::scheduling::cluster::input_from_manifests(
+            view.objects,
+            crate::catalogue::Catalogue::embedded(),
+            Some(view.region),
+        )?;
+        let mut input = prepared.input;
+        input.unavailable_offerings = view.unavailable.clone();
+        *cell = Some(input);
+    }
+    Ok(())
+}
+
+/// The round with `cands` removed, and the instance types of the NodePool of each new NodeClaim.
+/// The round's input is built once per pass ([`View::input`]); a simulation only marks the
+/// candidates deleting in it, and unmarks them after.
+fn simulate(view: &View<'_>, cands: &[&Candidate]) -> Result<(Results, Vec<NodePoolInput>), String> {
+    simulate_input(view)?;
+    let mut cell = view.input.borrow_mut();
+    let input = cell.as_mut().expect("built above");
     let names: BTreeSet<&str> = cands.iter().map(|c| c.facts(view).node.as_str()).collect();
     let claims: BTreeSet<&str> = cands.iter().map(|c| c.facts(view).nodeclaim.as_str()).collect();
     let stamp = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
         k8s_openapi::jiff::Timestamp::from_second(view.now).unwrap_or_default(),
     );
-    for n in objects.nodes.iter_mut().filter(|n| n.metadata.name.as_deref().is_some_and(|x| names.contains(x))) {
-        n.metadata.deletion_timestamp = Some(stamp.clone());
+    let mut marked_nodes = Vec::new();
+    for (i, n) in input.nodes.iter_mut().enumerate() {
+        if n.metadata.deletion_timestamp.is_none() && n.metadata.name.as_deref().is_some_and(|x| names.contains(x)) {
+            n.metadata.deletion_timestamp = Some(stamp.clone());
+            marked_nodes.push(i);
+        }
     }
-    for nc in objects.nodeclaims.iter_mut().filter(|nc| claims.contains(nc.name())) {
-        nc.metadata.deletion_timestamp = Some(stamp.clone());
+    let mut marked_claims = Vec::new();
+    for (i, nc) in input.nodeclaims.iter_mut().enumerate() {
+        if nc.metadata.deletion_timestamp.is_none() && claims.contains(nc.name()) {
+            nc.metadata.deletion_timestamp = Some(stamp.clone());
+            marked_claims.push(i);
+        }
     }
-    let prepared = crate::scheduling::cluster::input_from_manifests(
-        &objects,
-        crate::catalogue::Catalogue::embedded(),
-        Some(view.region),
-    )?;
-    let mut input = prepared.input;
-    input.unavailable_offerings = view.unavailable.clone();
-    Ok((crate::scheduling::schedule(&input), input))
+    let results = crate::scheduling::schedule(input);
+    for i in marked_nodes {
+        input.nodes[i].metadata.deletion_timestamp = None;
+    }
+    for i in marked_claims {
+        input.nodeclaims[i].metadata.deletion_timestamp = None;
+    }
+    let pools = input
+        .nodepools
+        .iter()
+        .filter(|np| results.nodeclaims.iter().any(|c| c.nodepool == np.nodepool.name()))
+        .cloned()
+        .collect();
+    Ok((results, pools))
 }
 
 /// Why the candidates' pods would not all move (upstream `AllNonPendingPodsScheduled` and the
@@ -372,7 +508,7 @@ fn worst_launch_price(it: &InstanceType, compat: &OfferingCompatibility<'_>) -> 
 
 /// upstream `computeConsolidation`: delete, replace with one cheaper NodeClaim, or why not.
 fn compute(view: &View<'_>, cands: &[&Candidate], method: Method, multi: bool) -> Result<Command, String> {
-    let (results, input) = simulate(view, cands)?;
+    let (results, pools) = simulate(view, cands)?;
     if let Some(why) = unscheduled(&results, cands).or_else(|| onto_uninitialized(view, &results, cands)) {
         return Err(why);
     }
@@ -393,7 +529,7 @@ fn compute(view: &View<'_>, cands: &[&Candidate], method: Method, multi: bool) -
         n => return Err(format!("can't remove without creating {n} candidates")),
     }
     let mut planned = results.nodeclaims.into_iter().next().expect("one");
-    let Some(np) = input.nodepools.iter().find(|n| n.nodepool.name() == planned.nodepool) else {
+    let Some(np) = pools.iter().find(|n| n.nodepool.name() == planned.nodepool) else {
         return Err(format!("NodePool {} not found", planned.nodepool));
     };
     let by_name: BTreeMap<&str, &InstanceType> = np.instance_types.iter().map(|it| (it.name.as_str(), it)).collect();

@@ -59,6 +59,35 @@ pub struct View<'a> {
     pub unavailable: Vec<UnavailableOffering>,
     /// upstream feature gate `SpotToSpotConsolidation` (default off).
     pub spot_to_spot: bool,
+    /// The provisioning round's input over `objects`, built on first use and shared by every
+    /// simulation of the pass.
+    pub input: std::cell::RefCell<Option<crate::scheduling::Input>>,
+    /// Indices into `objects.pods` of the pods bound to each node.
+    pub pods_by_node: std::collections::HashMap<String, Vec<usize>>,
+}
+
+impl<'a> View<'a> {
+    pub fn new(
+        objects: &'a Manifests,
+        region: &'a str,
+        now: i64,
+        nodes: Vec<NodeFacts>,
+        unavailable: Vec<UnavailableOffering>,
+    ) -> View<'a> {
+        let mut pods_by_node: std::collections::HashMap<String, Vec<usize>> = Default::default();
+        for (i, p) in objects.pods.iter().enumerate() {
+            if let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+                pods_by_node.entry(n.to_string()).or_default().push(i);
+            }
+        }
+        View { objects, region, now, nodes, unavailable, spot_to_spot: false, input: Default::default(), pods_by_node }
+    }
+
+    /// The pods bound to `node`.
+    pub fn pods_on(&self, node: &str) -> impl Iterator<Item = &'a k8s_openapi::api::core::v1::Pod> + '_ {
+        let objects = self.objects;
+        self.pods_by_node.get(node).into_iter().flatten().map(move |&i| &objects.pods[i])
+    }
 }
 
 /// The disruption methods, in upstream's order.

@@ -108,16 +108,21 @@ impl Simulation {
         }
     }
 
+    /// What the disruption loop would decide now (no side effects): the command, the methods'
+    /// reasons for passing nodes over, and every node's blockers.
+    pub fn plan_disruption(&self) -> rules::Pass {
+        self.decide()
+    }
+
     fn decide(&self) -> rules::Pass {
         let objects = self.round_view();
-        let view = View {
-            objects: &objects,
-            region: &self.region,
-            now: self.clock.epoch_seconds(self.now),
-            nodes: self.facts(),
-            unavailable: self.known_unavailable(),
-            spot_to_spot: false,
-        };
+        let view = View::new(
+            &objects,
+            &self.region,
+            self.clock.epoch_seconds(self.now),
+            self.facts(),
+            self.known_unavailable(),
+        );
         rules::decide(&view)
     }
 

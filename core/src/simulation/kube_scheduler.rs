@@ -33,6 +33,14 @@ impl Simulation {
         if pending.is_empty() {
             return 0;
         }
+        let any_ready = self.objects.nodes.iter().any(|n| {
+            is_initialized(n)
+                && n.metadata.deletion_timestamp.is_none()
+                && !n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false)
+        });
+        if !any_ready {
+            return self.mark_unschedulable(pending);
+        }
         let mut view = self.objects.clone();
         view.deployments.clear();
         view.replicasets.clear();
@@ -87,6 +95,12 @@ impl Simulation {
                 self.pod_event_on(&placement.name);
             }
         }
+        self.mark_unschedulable(pending)
+    }
+
+    /// Marks the pods still pending `PodScheduled=False/Unschedulable`; returns how many were not
+    /// marked before.
+    fn mark_unschedulable(&mut self, pending: Vec<usize>) -> usize {
         let mut newly = 0;
         for i in pending {
             let p = &mut self.objects.pods[i];

@@ -391,13 +391,16 @@ impl Simulation {
         self.events.push(Event::new(self.now, object, reason));
     }
 
-    /// Fires every timer due now, then lets the controllers settle.
+    /// Fires every timer due now, then lets the controllers settle (once per instant: what
+    /// happens at the same moment is seen together, as controllers would see it).
     fn fire_due(&mut self) {
+        let mut fired = false;
         while let Some(entry) = self.timers.first_entry() {
             if entry.key().0 > self.now {
                 break;
             }
             let timer = entry.remove();
+            fired = true;
             match timer {
                 Timer::Step(i) => self.run_step(i),
                 Timer::Launch(nc) => self.launch(&nc),
@@ -407,10 +410,19 @@ impl Simulation {
                 Timer::InstanceGone(nc) => self.instance_gone(&nc),
                 Timer::Reclaim(nc) => self.reclaim(&nc),
                 Timer::ShortageEnds(i) => self.shortage_ends(i),
-                Timer::Disruption => self.disruption_pass(),
-                Timer::Validate => self.validate_command(),
+                Timer::Disruption => {
+                    // The loop sees the cluster as the controllers left it.
+                    self.settle();
+                    self.disruption_pass();
+                }
+                Timer::Validate => {
+                    self.settle();
+                    self.validate_command();
+                }
                 Timer::Expire(nc) => self.expire(&nc),
             }
+        }
+        if fired {
             self.settle();
         }
         if self.batch.deadline(&self.timings).is_some_and(|d| d <= self.now) {

@@ -1,0 +1,89 @@
+//! The simulation over time: `cargo bench -p carpentry-core --bench simulation`.
+//!
+//! - `consolidation-decision/1000-nodes-10000-pods`: one pass of the disruption loop (every
+//!   method, every candidate) over a cluster the simulation built: 1,000 c5.4xlarge nodes with
+//!   ten 1.5-CPU pods each, then scaled to half the pods (underutilized nodes everywhere).
+//! - `diurnal-24h/500-nodes`: a simulated day of a Deployment that follows a daily load curve
+//!   (scale steps every hour between 1,000 and 5,000 pods of 1.5 CPU on 16-vCPU nodes, about 500
+//!   nodes at the peak), with provisioning, consolidation and emptiness running all day.
+
+use std::hint::black_box;
+
+use carpentry_core::manifest::load;
+use carpentry_core::simulation::{SimTime, Simulation, Timings};
+use criterion::{criterion_group, criterion_main, Criterion};
+
+fn cluster(replicas: usize, steps: &str) -> String {
+    format!(
+        "apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {{name: default}}
+spec:
+  disruption:
+    budgets: [{{nodes: \"10%\"}}]
+  template:
+    spec:
+      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+      requirements:
+      - {{key: node.kubernetes.io/instance-type, operator: In, values: [c5.4xlarge, c5.2xlarge, c5.xlarge, c5.large]}}
+      - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: web, namespace: default}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec:
+      containers: [{{name: web, image: nginx, resources: {{requests: {{cpu: 1500m, memory: 1Gi}}}}}}]
+---
+apiVersion: carpentry.dev/v1alpha1
+kind: Scenario
+spec:
+  startTime: \"2026-12-01T00:00:00Z\"
+  steps:
+{steps}"
+    )
+}
+
+fn consolidation_decision(c: &mut Criterion) {
+    let text = cluster(10_000, "  - {at: 3m, scale: {kind: Deployment, name: web, replicas: 5000}}\n");
+    let m = load(&text).unwrap();
+    let mut sim = Simulation::new(&m, None, Timings::default()).unwrap();
+    sim.run_until(SimTime::from_secs(181));
+    let snap = sim.snapshot();
+    eprintln!("consolidation-decision: {} nodes, {} pods running", snap.nodes.len(), snap.running);
+    let mut group = c.benchmark_group("consolidation-decision");
+    group.sample_size(10);
+    group.bench_function("1000-nodes-10000-pods", |b| b.iter(|| black_box(sim.plan_disruption())));
+    group.finish();
+}
+
+fn diurnal(c: &mut Criterion) {
+    // A day: low at night, peak in the afternoon.
+    let curve = [
+        1000, 1000, 1000, 1000, 1200, 1600, 2200, 3000, 3800, 4400, 4800, 5000, 5000, 4800, 4600, 4400, 4000, 3400,
+        2800, 2200, 1800, 1400, 1200, 1000,
+    ];
+    let steps: String = curve
+        .iter()
+        .enumerate()
+        .map(|(h, n)| format!("  - {{at: {h}h, scale: {{kind: Deployment, name: web, replicas: {n}}}}}\n"))
+        .collect();
+    let m = load(&cluster(1000, &steps)).unwrap();
+    let mut group = c.benchmark_group("diurnal-24h");
+    group.sample_size(10);
+    group.bench_function("500-nodes", |b| {
+        b.iter(|| {
+            let mut sim = Simulation::new(&m, None, Timings::default()).unwrap();
+            sim.run_until(SimTime::from_secs(24 * 3600));
+            black_box(sim.events().len())
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, consolidation_decision, diurnal);
+criterion_main!(benches);
