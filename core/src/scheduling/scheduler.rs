@@ -855,7 +855,10 @@ impl Round<'_> {
                 Err(Unplaced::Failed) => {}
             }
             match prefs.relax(&self.pods[p], self.tolerate_prefer_no_schedule) {
-                Some(r) => relaxations.push(r),
+                Some(r) => {
+                    self.topology.activate(p, &prefs);
+                    relaxations.push(r);
+                }
                 None => return Err((prefs, relaxations)),
             }
         }

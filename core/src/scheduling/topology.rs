@@ -184,6 +184,10 @@ struct Group {
     exists: Requirement,
     /// The key, interned for repeated lookups.
     interned: InternedKey,
+    /// Counting pods placed this round. A spread group that only a relaxed pod uses exists
+    /// upstream only from that relaxation on (`Topology.Update` creates it, counted from the
+    /// cluster's bound pods), so it counts nothing placed before (see [`Topology::activate`]).
+    recording: bool,
 }
 
 impl Group {
@@ -201,6 +205,7 @@ impl Group {
             filter: None,
             counts: BTreeMap::new(),
             owners: Vec::new(),
+            recording: true,
         }
     }
 
@@ -312,11 +317,53 @@ impl Group {
     }
 }
 
+/// A pod's spread group with `dropped` required node-affinity terms relaxed away: its node filter
+/// is the nodeSelector with each remaining term (upstream `MakeTopologyNodeFilter` on the pod as
+/// relaxation left it).
+fn spread_group(p: &PodData, tsc: &TopologySpreadConstraint, dropped: usize) -> Group {
+    let filter = NodeFilter {
+        terms: if tsc.node_affinity_policy.as_deref() == Some("Ignore") {
+            Vec::new()
+        } else if p.required_terms.is_empty() {
+            if p.node_selector.is_empty() {
+                Vec::new()
+            } else {
+                vec![p.node_selector.clone()]
+            }
+        } else {
+            p.required_terms
+                .iter()
+                .skip(dropped)
+                .map(|t| {
+                    let mut r = p.node_selector.clone();
+                    r.add_all(t);
+                    r
+                })
+                .collect()
+        },
+        tolerations: (tsc.node_taints_policy.as_deref() == Some("Honor")).then(|| p.tolerations.clone()),
+    };
+    Group {
+        max_skew: i64::from(tsc.max_skew),
+        min_domains: tsc.min_domains.map(i64::from),
+        filter: Some(filter),
+        ..Group::new(
+            Kind::Spread,
+            &tsc.topology_key,
+            Namespaces::Set([p.pod_ref.namespace.clone()].into()),
+            spread_selector(tsc, &p.labels),
+        )
+    }
+}
+
 /// The groups one batch pod takes part in.
 #[derive(Debug, Clone, Default)]
 struct PodGroups {
     /// Per topology spread constraint, in the order written.
     spreads: Vec<usize>,
+    /// The same, per number of required node-affinity terms dropped (the spread's node filter is
+    /// built from the terms left, upstream `TopologyNodeFilter`); level 0 is `spreads`.
+    spreads_by_level: Vec<Vec<usize>>,
     affinity_required: Vec<usize>,
     /// Per preferred term, heaviest first (the order relaxation drops them).
     affinity_preferred: Vec<usize>,
@@ -649,41 +696,7 @@ impl Topology {
             let name = p.pod_ref.to_string();
             let mut pg = PodGroups::default();
             for tsc in &p.spreads {
-                let filter = NodeFilter {
-                    terms: if tsc.node_affinity_policy.as_deref() == Some("Ignore") {
-                        Vec::new()
-                    } else if p.required_terms.is_empty() {
-                        if p.node_selector.is_empty() {
-                            Vec::new()
-                        } else {
-                            vec![p.node_selector.clone()]
-                        }
-                    } else {
-                        p.required_terms
-                            .iter()
-                            .map(|t| {
-                                let mut r = p.node_selector.clone();
-                                r.add_all(t);
-                                r
-                            })
-                            .collect()
-                    },
-                    tolerations: (tsc.node_taints_policy.as_deref() == Some("Honor")).then(|| p.tolerations.clone()),
-                };
-                pg.spreads.push(b.group(
-                    Group {
-                        max_skew: i64::from(tsc.max_skew),
-                        min_domains: tsc.min_domains.map(i64::from),
-                        filter: Some(filter),
-                        ..Group::new(
-                            Kind::Spread,
-                            &tsc.topology_key,
-                            Namespaces::Set([ns.clone()].into()),
-                            spread_selector(tsc, &p.labels),
-                        )
-                    },
-                    None,
-                ));
+                pg.spreads.push(b.group(spread_group(p, tsc, 0), None));
             }
             for t in &p.affinity_required {
                 pg.affinity_required.push(b.affinity_group(Kind::Affinity, t, &ns, &p.tolerations));
@@ -702,6 +715,20 @@ impl Topology {
             }
             b.topology.pods.push(pg);
         }
+        // Spread groups of relaxed pods (required node-affinity terms dropped): built now, seeded
+        // like any group, but counting placements only once a pod relaxes into them.
+        let base = b.topology.groups.len();
+        for (i, p) in batch.iter().enumerate() {
+            let levels = p.required_terms.len().max(1);
+            let mut by_level = vec![b.topology.pods[i].spreads.clone()];
+            for level in 1..levels {
+                by_level.push(p.spreads.iter().map(|tsc| b.group(spread_group(p, tsc, level), None)).collect());
+            }
+            b.topology.pods[i].spreads_by_level = by_level;
+        }
+        for g in &mut b.topology.groups[base..] {
+            g.recording = false;
+        }
         let mut topology = b.topology;
         for (i, p) in batch.iter().enumerate() {
             let ns = p.pod_ref.namespace.as_str();
@@ -711,6 +738,17 @@ impl Topology {
                 (0..topology.inverse.len()).filter(|&g| topology.inverse[g].selects(ns, &p.labels)).collect();
         }
         topology
+    }
+
+    /// Upstream `Topology.Update` after a relaxation: the spread groups of the pod's new state
+    /// exist from now on (and count what is placed from now on).
+    pub fn activate(&mut self, p: usize, prefs: &Preferences) {
+        let Some(pg) = self.pods.get(p) else { return };
+        if let Some(level) = pg.spreads_by_level.get(prefs.dropped_required) {
+            for &g in level {
+                self.groups[g].recording = true;
+            }
+        }
     }
 
     /// Whether the pod takes part in any topology group (as owner or as selected pod).
@@ -728,7 +766,8 @@ impl Topology {
     /// The groups batch pod `p` owns under its relaxation state, in evaluation order.
     fn owned(&self, p: usize, pod: &PodData, prefs: &Preferences) -> Vec<usize> {
         let g = &self.pods[p];
-        let mut out: Vec<usize> = prefs.active_spreads(pod.spreads.len()).into_iter().map(|i| g.spreads[i]).collect();
+        let level = g.spreads_by_level.get(prefs.dropped_required).unwrap_or(&g.spreads);
+        let mut out: Vec<usize> = prefs.active_spreads(pod.spreads.len()).into_iter().map(|i| level[i]).collect();
         out.extend(&g.affinity_required);
         out.extend(g.affinity_preferred.iter().skip(prefs.dropped_pod_affinity));
         out.extend(&g.anti_required);
@@ -910,7 +949,7 @@ impl Topology {
         };
         for &g in &pg.selected_by {
             let group = &mut self.groups[g];
-            if group.filter.as_ref().is_some_and(|f| !f.matches(node_requirements, node_taints)) {
+            if !group.recording || group.filter.as_ref().is_some_and(|f| !f.matches(node_requirements, node_taints)) {
                 continue;
             }
             let v = values(&group.key);
