@@ -48,8 +48,14 @@ spec:
     )
 }
 
+/// `cargo test --benches` runs each benchmark once, unoptimised: a small cluster then.
+fn measuring() -> bool {
+    std::env::args().any(|a| a == "--bench")
+}
+
 fn consolidation_decision(c: &mut Criterion) {
-    let text = cluster(10_000, "  - {at: 3m, scale: {kind: Deployment, name: web, replicas: 5000}}\n");
+    let (pods, half) = if measuring() { (10_000, 5_000) } else { (200, 100) };
+    let text = cluster(pods, &format!("  - {{at: 3m, scale: {{kind: Deployment, name: web, replicas: {half}}}}}\n"));
     let m = load(&text).unwrap();
     let mut sim = Simulation::new(&m, None, Timings::default()).unwrap();
     sim.run_until(SimTime::from_secs(181));
@@ -62,7 +68,8 @@ fn consolidation_decision(c: &mut Criterion) {
 }
 
 fn diurnal(c: &mut Criterion) {
-    // A day: low at night, peak in the afternoon.
+    // A day: low at night, peak in the afternoon (a hundredth of it when only checking).
+    let scale = if measuring() { 1 } else { 100 };
     let curve = [
         1000, 1000, 1000, 1000, 1200, 1600, 2200, 3000, 3800, 4400, 4800, 5000, 5000, 4800, 4600, 4400, 4000, 3400,
         2800, 2200, 1800, 1400, 1200, 1000,
@@ -70,9 +77,9 @@ fn diurnal(c: &mut Criterion) {
     let steps: String = curve
         .iter()
         .enumerate()
-        .map(|(h, n)| format!("  - {{at: {h}h, scale: {{kind: Deployment, name: web, replicas: {n}}}}}\n"))
+        .map(|(h, n)| format!("  - {{at: {h}h, scale: {{kind: Deployment, name: web, replicas: {}}}}}\n", n / scale))
         .collect();
-    let m = load(&cluster(1000, &steps)).unwrap();
+    let m = load(&cluster(1000 / scale, &steps)).unwrap();
     let mut group = c.benchmark_group("diurnal-24h");
     group.sample_size(10);
     group.bench_function("500-nodes", |b| {

@@ -170,11 +170,12 @@ impl Simulation {
         }
         let pass = self.decide();
         self.log_verdicts(&pass);
-        let budget_bound =
-            pass.declined.iter().flat_map(|d| &d.nodes).any(|(_, why)| why.contains("no allowed disruptions"));
-        self.disruption.memo = match (&pass.command, budget_bound) {
-            (None, false) => Some((self.fingerprint(), self.now)),
-            _ => None,
+        // upstream does not remember a no-op that a budget held back, since the budget may allow
+        // more later; the fingerprint includes every budget's allowance, so such a no-op is
+        // remembered here too and a change of budget runs the next pass.
+        self.disruption.memo = match &pass.command {
+            None => Some((self.fingerprint(), self.now)),
+            Some(_) => None,
         };
         match pass.command {
             Some(cmd) if cmd.method.validates() => {
