@@ -412,7 +412,7 @@ fn simulate_input(view: &View<'_>) -> Result<(), String> {
 /// The round with `cands` removed, and the instance types of the NodePool of each new NodeClaim.
 /// The round's input is built once per pass ([`View::input`]); a simulation only marks the
 /// candidates deleting in it, and unmarks them after.
-fn simulate(view: &View<'_>, cands: &[&Candidate]) -> Result<(Results, Vec<NodePoolInput>), String> {
+pub(super) fn simulate(view: &View<'_>, cands: &[&Candidate]) -> Result<(Results, Vec<NodePoolInput>), String> {
     simulate_input(view)?;
     let mut cell = view.input.borrow_mut();
     let input = cell.as_mut().expect("built above");

@@ -13,6 +13,7 @@ pub mod candidates;
 pub mod consolidation;
 pub mod do_not_disrupt;
 pub mod drift;
+pub mod explain;
 pub mod pdb;
 
 use serde::Serialize;

@@ -114,6 +114,21 @@ impl Simulation {
         self.decide()
     }
 
+    /// Why node `name` is or is not being disrupted, condition by condition, with what removing
+    /// it would do now (`None`: not a node this simulation's Karpenter manages).
+    pub fn explain_node(&self, name: &str) -> Option<rules::explain::NodeExplanation> {
+        let objects = self.round_view();
+        let view = View::new(
+            &objects,
+            &self.region,
+            self.clock.epoch_seconds(self.now),
+            self.facts(),
+            self.known_unavailable(),
+        );
+        let index = view.nodes.iter().position(|n| n.node == name)?;
+        Some(rules::explain::explain_node(&view, index))
+    }
+
     fn decide(&self) -> rules::Pass {
         let objects = self.round_view();
         let view = View::new(

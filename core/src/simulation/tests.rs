@@ -1,4 +1,5 @@
 use super::*;
+use crate::disruption::explain;
 use crate::manifest::load;
 
 const NODEPOOL: &str = "apiVersion: karpenter.sh/v1
@@ -398,4 +399,32 @@ fn disruption_blockers_and_spot_to_spot_are_explained() {
         "{:?}",
         s.events().iter().filter(|e| e.reason.name() == "Unconsolidatable").collect::<Vec<_>>()
     );
+}
+
+#[test]
+fn a_node_explains_why_it_stays_and_what_removing_it_would_do() {
+    let np = NODEPOOL.replace("values: [m5, c5]", "values: [m5, c5, r5]");
+    let protected = deployment("keep", 1, "1").replace(
+        "    metadata: {labels: {app: keep}}",
+        "    metadata: {labels: {app: keep}, annotations: {karpenter.sh/do-not-disrupt: \"true\"}}",
+    );
+    let steps = "  - {at: 5m, scale: {kind: Deployment, name: inflate, replicas: 1}}\n";
+    let mut s = sim(&[&np, &deployment("inflate", 8, "1"), &protected, &scenario(steps)]);
+    s.run_until(SimTime::from_secs(600));
+    assert!(s.explain_node("no-such-node").is_none());
+    let e = s.explain_node("ip-10-0-1-1").expect("a Karpenter node");
+    let failed: Vec<&explain::Check> = e.checks.iter().filter(|c| !c.passed).collect();
+    assert!(!e.disruptable);
+    assert_eq!(failed.len(), 1, "{:#?}", e.checks);
+    assert_eq!(failed[0].condition, "no pod has karpenter.sh/do-not-disrupt");
+    assert_eq!(failed[0].detail, "default/keep-0 (indefinitely)");
+    // Removing it anyway: the protected pod would not move; the other needs a new, smaller node.
+    let r = e.removal.clone().expect("a removal simulation");
+    assert!(r.unschedulable.is_empty() && r.moves.is_empty(), "{r:?}");
+    assert_eq!(r.not_moved, ["default/keep-0"]);
+    assert_eq!(r.new_nodeclaims.len(), 1);
+    assert_eq!(r.new_nodeclaims[0].pods, ["default/inflate-0"]);
+    assert!(r.savings_per_hour > 0.0, "{r:?}");
+    let text = serde_json::to_string(&e).unwrap();
+    assert!(text.contains("\"savingsPerHour\""), "{text}");
 }

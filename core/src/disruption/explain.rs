@@ -1,0 +1,249 @@
+//! "Why won't this node go away?": every condition upstream checks before disrupting a node (the
+//! checks of [`super::candidates::candidate`] and the methods' filters, one by one), each passed or
+//! failed with the concrete object, and a removal simulation (where each pod would go,
+//! the replacement if one is needed, the $/hour saved).
+
+use serde::Serialize;
+
+use super::{budgets, do_not_disrupt, pdb, Candidate, View};
+use crate::api::nodepool::{BudgetReason, ConsolidationPolicy};
+
+/// One condition.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Check {
+    pub condition: String,
+    pub passed: bool,
+    pub detail: String,
+}
+
+/// What removing the node would do now.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Removal {
+    /// Pod → the existing node (or in-flight NodeClaim) it would move to.
+    pub moves: Vec<(String, String)>,
+    /// New NodeClaims it would need: NodePool, cheapest instance type, $/hour, pods.
+    pub new_nodeclaims: Vec<NewNodeClaim>,
+    /// Pods that would not schedule, with the reason.
+    pub unschedulable: Vec<(String, String)>,
+    /// Pods that would not be moved at all (active do-not-disrupt, a fully blocking PDB).
+    pub not_moved: Vec<String>,
+    /// The node's $/hour minus the new NodeClaims' (negative: removing it costs more).
+    pub savings_per_hour: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewNodeClaim {
+    pub nodepool: String,
+    pub instance_type: Option<String>,
+    pub price: Option<f64>,
+    pub pods: Vec<String>,
+}
+
+/// The explanation of one node.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeExplanation {
+    pub node: String,
+    pub nodeclaim: String,
+    pub nodepool: String,
+    pub price: f64,
+    pub checks: Vec<Check>,
+    /// Every check passed for the graceful methods (emptiness, consolidation).
+    pub disruptable: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub removal: Option<Removal>,
+}
+
+fn check(condition: &str, passed: bool, detail: impl Into<String>) -> Check {
+    Check { condition: condition.into(), passed, detail: detail.into() }
+}
+
+fn time(t: i64) -> String {
+    crate::catalogue::reservations::format_time(t)
+}
+
+/// Explains node `index` of the view.
+pub fn explain_node(view: &View<'_>, index: usize) -> NodeExplanation {
+    let f = &view.nodes[index];
+    let mut checks = Vec::new();
+    checks.push(check(
+        "initialized",
+        f.initialized,
+        if f.initialized { "Ready, startup taints gone" } else { "not initialized yet" },
+    ));
+    checks.push(check(
+        "not being deleted",
+        !f.deleting,
+        if f.deleting { "already being disrupted or terminated" } else { "" },
+    ));
+    let nominated = f.nominated_until.filter(|u| *u > view.now);
+    checks.push(check(
+        "not nominated",
+        nominated.is_none(),
+        nominated.map(|u| format!("a provisioning round planned pods onto it; until {}", time(u))).unwrap_or_default(),
+    ));
+    let node = view.objects.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(&f.node));
+    let protected = node.is_some_and(do_not_disrupt::node_protected);
+    checks.push(check(
+        "node has no karpenter.sh/do-not-disrupt",
+        !protected,
+        if protected { "the node carries karpenter.sh/do-not-disrupt: \"true\"" } else { "" },
+    ));
+    let nodepool = view.objects.nodepools.iter().find(|np| np.name() == f.nodepool);
+    checks.push(check(
+        "NodePool exists",
+        nodepool.is_some(),
+        if nodepool.is_some() { String::new() } else { format!("NodePool {} not found", f.nodepool) },
+    ));
+    let pods: Vec<_> = view.pods_on(&f.node).filter(|p| crate::scheduling::pod::is_active(p)).collect();
+    let mut dnd = Vec::new();
+    let mut blocked_by_pdb = Vec::new();
+    for p in &pods {
+        let key = format!(
+            "{}/{}",
+            p.metadata.namespace.as_deref().unwrap_or("default"),
+            p.metadata.name.as_deref().unwrap_or_default()
+        );
+        match do_not_disrupt::pod_protection(p, view.now) {
+            do_not_disrupt::Protection::None => {}
+            do_not_disrupt::Protection::Indefinite => dnd.push(format!("{key} (indefinitely)")),
+            do_not_disrupt::Protection::Until(t) => dnd.push(format!("{key} (until {})", time(t))),
+        }
+        if let Some(b) = pdb::blocking(p, &view.objects.pdbs, &view.objects.pods) {
+            blocked_by_pdb.push(format!("{key} by {}", pdb::name(b)));
+        }
+    }
+    checks.push(check("no pod has karpenter.sh/do-not-disrupt", dnd.is_empty(), dnd.join(", ")));
+    checks.push(check(
+        "PodDisruptionBudgets allow evicting its pods",
+        blocked_by_pdb.is_empty(),
+        blocked_by_pdb.join(", "),
+    ));
+    if let Some(np) = nodepool {
+        let after = np.spec.disruption.consolidate_after.as_seconds();
+        let quiet = match (after, f.last_pod_event) {
+            (None, _) => check("consolidateAfter elapsed", false, "consolidateAfter: Never (consolidation disabled)"),
+            (Some(a), Some(t)) if view.now < t + a as i64 => check(
+                "consolidateAfter elapsed",
+                false,
+                format!("quiet since {}; consolidatable at {}", time(t), time(t + a as i64)),
+            ),
+            (Some(_), _) => check("consolidateAfter elapsed", true, ""),
+        };
+        checks.push(quiet);
+        let empty = pods.iter().all(|p| crate::scheduling::pod::daemonset_owner(p).is_some());
+        let when_empty = np.spec.disruption.consolidation_policy == ConsolidationPolicy::WhenEmpty;
+        checks.push(check(
+            "consolidation policy allows it",
+            empty || !when_empty,
+            if when_empty && !empty { "consolidationPolicy: WhenEmpty and the node is not empty" } else { "" },
+        ));
+        let counted = view.nodes.iter().filter(|n| n.nodepool == np.name() && n.initialized).count() as i64;
+        let disrupting = view.nodes.iter().filter(|n| n.nodepool == np.name() && n.deleting).count() as i64;
+        let reason = if empty { BudgetReason::Empty } else { BudgetReason::Underutilized };
+        let a = budgets::allowance(np, reason, counted, disrupting, view.now);
+        let binding = a.binding.and_then(|i| a.budgets.iter().find(|b| b.index == i));
+        let detail = match binding {
+            Some(b) => {
+                let window = b.window_ends.map(|e| format!(", its window ends {}", time(e))).unwrap_or_default();
+                format!(
+                    "{} allowed for {} (budget #{} nodes {}{window}; {disrupting} disrupting)",
+                    a.allowed,
+                    reason.as_str(),
+                    b.index,
+                    b.nodes
+                )
+            }
+            None => format!("no budget limits {}", reason.as_str()),
+        };
+        checks.push(check("disruption budget allows it", a.allowed > 0, detail));
+    }
+    if let Some((why, since)) = f.drifted {
+        checks.push(check(
+            "drifted (drift replaces it regardless of consolidation)",
+            true,
+            format!("{why} since {}", time(since)),
+        ));
+    }
+    let disruptable = checks.iter().all(|c| c.passed);
+    let removal = nodepool.map(|np| {
+        let candidate = Candidate {
+            index,
+            nodepool: np.clone(),
+            reschedulable: pods
+                .iter()
+                .filter(|p| crate::scheduling::pod::daemonset_owner(p).is_none())
+                .map(|p| {
+                    format!(
+                        "{}/{}",
+                        p.metadata.namespace.as_deref().unwrap_or("default"),
+                        p.metadata.name.as_deref().unwrap_or_default()
+                    )
+                })
+                .collect(),
+            disruption_cost: 1.0,
+        };
+        removal(view, &candidate)
+    });
+    NodeExplanation {
+        node: f.node.clone(),
+        nodeclaim: f.nodeclaim.clone(),
+        nodepool: f.nodepool.clone(),
+        price: f.price,
+        checks,
+        disruptable,
+        removal,
+    }
+}
+
+fn removal(view: &View<'_>, c: &Candidate) -> Removal {
+    let moving: std::collections::BTreeSet<&str> = c.reschedulable.iter().map(String::as_str).collect();
+    let Ok((results, _)) = super::consolidation::simulate(view, &[c]) else {
+        return Removal {
+            moves: Vec::new(),
+            new_nodeclaims: Vec::new(),
+            unschedulable: Vec::new(),
+            not_moved: Vec::new(),
+            savings_per_hour: 0.0,
+        };
+    };
+    let key = |p: &crate::scheduling::pod::PodRef| format!("{}/{}", p.namespace, p.name);
+    let mut moves = Vec::new();
+    for e in &results.existing_nodes {
+        for p in &e.pods {
+            if moving.contains(key(p).as_str()) {
+                moves.push((key(p), e.name.clone()));
+            }
+        }
+    }
+    let new_nodeclaims: Vec<NewNodeClaim> = results
+        .nodeclaims
+        .iter()
+        .filter(|n| n.pods.iter().any(|p| moving.contains(key(p).as_str())))
+        .map(|n| NewNodeClaim {
+            nodepool: n.nodepool.clone(),
+            instance_type: n.launch.as_ref().map(|l| l.instance_type.clone()),
+            price: n.launch.as_ref().map(|l| l.price),
+            pods: n.pods.iter().map(key).collect(),
+        })
+        .collect();
+    let unschedulable = results
+        .unschedulable
+        .iter()
+        .filter(|u| moving.contains(key(&u.pod).as_str()))
+        .map(|u| (key(&u.pod), u.explanation.headline()))
+        .collect();
+    let unschedulable: Vec<(String, String)> = unschedulable;
+    let placed: std::collections::BTreeSet<String> = moves
+        .iter()
+        .map(|(p, _)| p.clone())
+        .chain(new_nodeclaims.iter().flat_map(|n| n.pods.iter().cloned()))
+        .chain(unschedulable.iter().map(|(p, _)| p.clone()))
+        .collect();
+    let not_moved = c.reschedulable.iter().filter(|p| !placed.contains(*p)).cloned().collect();
+    let added: f64 = new_nodeclaims.iter().filter_map(|n| n.price).sum();
+    Removal { moves, new_nodeclaims, unschedulable, not_moved, savings_per_hour: c.facts(view).price - added }
+}
