@@ -118,27 +118,19 @@ impl Simulation {
     /// it would do now (`None`: not a node this simulation's Karpenter manages).
     pub fn explain_node(&self, name: &str) -> Option<rules::explain::NodeExplanation> {
         let objects = self.round_view();
-        let view = View::new(
-            &objects,
-            &self.region,
-            self.clock.epoch_seconds(self.now),
-            self.facts(),
-            self.known_unavailable(),
-        );
+        let view = self.view(&objects);
         let index = view.nodes.iter().position(|n| n.node == name)?;
         Some(rules::explain::explain_node(&view, index))
     }
 
     fn decide(&self) -> rules::Pass {
         let objects = self.round_view();
-        let view = View::new(
-            &objects,
-            &self.region,
-            self.clock.epoch_seconds(self.now),
-            self.facts(),
-            self.known_unavailable(),
-        );
-        rules::decide(&view)
+        rules::decide(&self.view(&objects))
+    }
+
+    /// The cluster as disruption reads it now, over `objects` (the round view).
+    fn view<'a>(&'a self, objects: &'a crate::manifest::Manifests) -> View<'a> {
+        View::new(objects, &self.region, self.clock.epoch_seconds(self.now), self.facts(), self.known_unavailable())
     }
 
     /// What a pass depends on besides the cluster's changes: which nodes are quiet long enough,
