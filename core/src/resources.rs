@@ -103,6 +103,14 @@ impl Packed {
     }
 }
 
+/// The first resource (by name) `requests` needs more of than `available` has.
+pub fn first_exceeded<'a>(requests: &'a ResourceList, available: &ResourceList) -> Option<&'a str> {
+    requests
+        .iter()
+        .find(|(name, q)| **q > available.get(*name).copied().unwrap_or(Quantity::ZERO))
+        .map(|(name, _)| name.as_str())
+}
+
 /// The resources of `requests` that do not fit into `available`, for explanations.
 pub fn exceeded<'a>(requests: &'a ResourceList, available: &ResourceList) -> Vec<&'a str> {
     requests

@@ -108,26 +108,53 @@ pub fn stamps(np: &NodePool, nodeclass: &EC2NodeClassSpec) -> BTreeMap<String, S
     ])
 }
 
-/// Whether (and why) a launched NodeClaim is drifted from its NodePool and EC2NodeClass now.
-pub fn drifted(nc: &NodeClaim, np: &NodePool, nodeclass: &EC2NodeClassSpec) -> Option<DriftReason> {
-    let annotations = nc.metadata.annotations.clone().unwrap_or_default();
-    if annotations.get(NODEPOOL_HASH).is_some_and(|h| *h != nodepool_hash(np)) {
-        return Some(DriftReason::NodePoolDrifted);
-    }
-    let labels = nc.metadata.labels.clone().unwrap_or_default();
-    let node = Requirements::from_labels(&labels);
-    if let Ok(pool) = Requirements::from_node_selector_requirements(&np.spec.template.spec.requirements) {
-        if node.compatible(&pool, AllowUndefined::Nothing).is_err() {
-            return Some(DriftReason::RequirementsDrifted);
+/// What a NodePool and its EC2NodeClass expect of their NodeClaims now: computed once and checked
+/// against every NodeClaim (the hashes are the expensive part).
+pub struct Expected {
+    nodepool_hash: String,
+    requirements: Option<Requirements>,
+    image_hash: String,
+    nodeclass_hash: String,
+}
+
+impl Expected {
+    pub fn new(np: &NodePool, nodeclass: &EC2NodeClassSpec) -> Expected {
+        Expected {
+            nodepool_hash: nodepool_hash(np),
+            requirements: Requirements::from_node_selector_requirements(&np.spec.template.spec.requirements).ok(),
+            image_hash: image_hash(nodeclass),
+            nodeclass_hash: nodeclass_hash(nodeclass),
         }
     }
-    if annotations.get(IMAGE_HASH).is_some_and(|h| *h != image_hash(nodeclass)) {
-        return Some(DriftReason::AMIDrift);
+
+    /// Whether (and why) a launched NodeClaim is drifted, checked in upstream's order.
+    pub fn drifted(&self, nc: &NodeClaim) -> Option<DriftReason> {
+        let stamp = |key: &str| nc.metadata.annotations.as_ref().and_then(|a| a.get(key));
+        if stamp(NODEPOOL_HASH).is_some_and(|h| *h != self.nodepool_hash) {
+            return Some(DriftReason::NodePoolDrifted);
+        }
+        if let Some(pool) = &self.requirements {
+            let none = BTreeMap::new();
+            if Requirements::from_labels(nc.metadata.labels.as_ref().unwrap_or(&none))
+                .compatible(pool, AllowUndefined::Nothing)
+                .is_err()
+            {
+                return Some(DriftReason::RequirementsDrifted);
+            }
+        }
+        if stamp(IMAGE_HASH).is_some_and(|h| *h != self.image_hash) {
+            return Some(DriftReason::AMIDrift);
+        }
+        if stamp(NODECLASS_HASH).is_some_and(|h| *h != self.nodeclass_hash) {
+            return Some(DriftReason::NodeClassDrift);
+        }
+        None
     }
-    if annotations.get(NODECLASS_HASH).is_some_and(|h| *h != nodeclass_hash(nodeclass)) {
-        return Some(DriftReason::NodeClassDrift);
-    }
-    None
+}
+
+/// Whether (and why) a launched NodeClaim is drifted from its NodePool and EC2NodeClass now.
+pub fn drifted(nc: &NodeClaim, np: &NodePool, nodeclass: &EC2NodeClassSpec) -> Option<DriftReason> {
+    Expected::new(np, nodeclass).drifted(nc)
 }
 
 #[cfg(test)]

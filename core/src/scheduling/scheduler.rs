@@ -781,8 +781,7 @@ impl ExistingNode {
             return Err(NodeRejection::HostPort { port: wanted.to_string() });
         }
         if !resources::fits(&pod.requests, &self.available) {
-            let resource =
-                resources::exceeded(&pod.requests, &self.available).first().map_or("cpu", |r| *r).to_string();
+            let resource = resources::first_exceeded(&pod.requests, &self.available).unwrap_or("cpu").to_string();
             return Err(NodeRejection::Resources {
                 needs: pod.requests.get(&resource).copied().unwrap_or(Quantity::ZERO),
                 most_free: self.available.get(&resource).copied().unwrap_or(Quantity::ZERO),
@@ -877,8 +876,11 @@ impl Round<'_> {
             None
         };
         let topology_may_admit = |node: &Requirements| prepared.as_ref().is_none_or(|t| t.may_admit(node));
+        // Only whether a node admits the pod matters here, so the cheapest checks go first and
+        // no rejection is built for a full node.
         if let Some(i) = self.nodes.iter().position(|n| {
-            topology_may_admit(&n.requirements)
+            resources::fits(&pod.requests, &n.available)
+                && topology_may_admit(&n.requirements)
                 && n.can_add(pod, &requirements, &tolerations).is_ok()
                 && self.node_topology(n, p, prefs, &requirements).is_ok()
         }) {

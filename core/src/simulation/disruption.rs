@@ -24,9 +24,6 @@ pub const VALIDATION: Duration = Duration::secs(15);
 /// upstream: a nomination lasts max(2 × batch max, 10 s).
 pub const NOMINATION: Duration = Duration::secs(20);
 
-/// upstream: the consolidation state is refreshed at least every 5 minutes.
-pub const MEMO_REFRESH: Duration = Duration::mins(5);
-
 #[derive(Debug, Default)]
 pub(super) struct State {
     validating: Option<Command>,
@@ -35,7 +32,7 @@ pub(super) struct State {
     logged: BTreeMap<String, String>,
     /// upstream §3.9: the state at the last pass that found nothing to do (not for budget
     /// reasons), and when; passes are skipped while it holds.
-    memo: Option<(String, SimTime)>,
+    memo: Option<Vec<u64>>,
 }
 
 #[derive(Debug, Clone)]
@@ -55,11 +52,17 @@ impl Simulation {
 
     fn facts(&self) -> Vec<NodeFacts> {
         let epoch = |t: SimTime| self.clock.epoch_seconds(t);
+        let with_grace_period: std::collections::BTreeSet<&str> = self
+            .objects
+            .nodeclaims
+            .iter()
+            .filter(|nc| nc.spec.termination_grace_period.is_some())
+            .map(|nc| nc.name())
+            .collect();
         self.machines
             .iter()
             .filter_map(|(name, m)| {
                 let node = m.node.clone()?;
-                let nc = self.objects.nodeclaims.iter().find(|nc| nc.name() == name);
                 let quiet_since = match (m.last_pod_event, m.initialized) {
                     (Some(a), Some(b)) => Some(a.max(b)),
                     (a, b) => a.or(b),
@@ -71,7 +74,7 @@ impl Simulation {
                     initialized: m.initialized.is_some(),
                     deleting: m.terminating.is_some() || m.disrupting,
                     nominated_until: m.nominated_until.map(epoch),
-                    termination_grace_period: nc.is_some_and(|nc| nc.spec.termination_grace_period.is_some()),
+                    termination_grace_period: with_grace_period.contains(name.as_str()),
                     price: m.launch.as_ref().map_or(0.0, |l| l.price),
                     capacity_type: m.launch.as_ref().map(|l| l.capacity_type.clone()).unwrap_or_default(),
                     instance_type: m.launch.as_ref().map(|l| l.instance_type.clone()).unwrap_or_default(),
@@ -83,20 +86,36 @@ impl Simulation {
     }
 
     /// Drift detection for launched NodeClaims (upstream re-checks every 5 minutes; here on every
-    /// pass).
+    /// pass). A NodeClaim's stamps and labels do not change, so it is checked again only after an
+    /// `apply` step changed the configuration.
     fn detect_drift(&mut self) {
+        let epoch = self.config_epoch;
+        let unchecked: BTreeMap<&str, &str> = self
+            .machines
+            .iter()
+            .filter(|(_, m)| m.launched.is_some() && m.terminating.is_none() && m.drift_checked != Some(epoch))
+            .map(|(name, m)| (name.as_str(), m.nodepool.as_str()))
+            .collect();
+        if unchecked.is_empty() {
+            return;
+        }
+        let mut expected: BTreeMap<&str, Option<rules::drift::Expected>> = BTreeMap::new();
         let mut found = Vec::new();
-        for (name, m) in &self.machines {
-            if m.launched.is_none() || m.terminating.is_some() {
-                continue;
+        for nc in &self.objects.nodeclaims {
+            let name = nc.name();
+            let Some(pool) = unchecked.get(name) else { continue };
+            let expect = expected.entry(pool).or_insert_with(|| {
+                let np = self.objects.nodepools.iter().find(|np| np.name() == *pool)?;
+                let class = self.objects.nodeclass_for(np).map(|c| c.spec.clone()).unwrap_or_default();
+                Some(rules::drift::Expected::new(np, &class))
+            });
+            if let Some(expect) = expect {
+                found.push((name.to_string(), expect.drifted(nc)));
             }
-            let Some(nc) = self.objects.nodeclaims.iter().find(|nc| nc.name() == name) else { continue };
-            let Some(np) = self.objects.nodepools.iter().find(|np| np.name() == m.nodepool) else { continue };
-            let class = self.objects.nodeclass_for(np).map(|c| c.spec.clone()).unwrap_or_default();
-            found.push((name.clone(), rules::drift::drifted(nc, np, &class)));
         }
         for (name, drift) in found {
             let Some(m) = self.machines.get_mut(&name) else { continue };
+            m.drift_checked = Some(epoch);
             match (drift, m.drifted) {
                 (Some(reason), None) => {
                     m.drifted = Some((reason, self.now));
@@ -117,42 +136,55 @@ impl Simulation {
     /// Why node `name` is or is not being disrupted, condition by condition, with what removing
     /// it would do now (`None`: not a node this simulation's Karpenter manages).
     pub fn explain_node(&self, name: &str) -> Option<rules::explain::NodeExplanation> {
-        let objects = self.round_view();
-        let view = self.view(&objects);
+        let view = self.view();
         let index = view.nodes.iter().position(|n| n.node == name)?;
         Some(rules::explain::explain_node(&view, index))
     }
 
     fn decide(&self) -> rules::Pass {
-        let objects = self.round_view();
-        rules::decide(&self.view(&objects))
+        rules::decide(&self.view())
     }
 
-    /// The cluster as disruption reads it now, over `objects` (the round view).
-    fn view<'a>(&'a self, objects: &'a crate::manifest::Manifests) -> View<'a> {
-        View::new(objects, &self.region, self.clock.epoch_seconds(self.now), self.facts(), self.known_unavailable())
+    /// The cluster as disruption reads it now.
+    fn view(&self) -> View<'_> {
+        View::new(
+            &self.objects,
+            &self.region,
+            self.clock.epoch_seconds(self.now),
+            self.facts(),
+            self.known_unavailable(),
+        )
     }
 
     /// What a pass depends on besides the cluster's changes: which nodes are quiet long enough,
     /// nominated, drifted; the budgets; pods under a do-not-disrupt duration.
-    fn fingerprint(&self) -> String {
+    fn fingerprint(&self) -> Vec<u64> {
         let now = self.clock.epoch_seconds(self.now);
-        let mut out = format!("{};", self.changes);
-        for f in self.facts() {
-            let after = self
-                .objects
-                .nodepools
-                .iter()
-                .find(|np| np.name() == f.nodepool)
-                .and_then(|np| np.spec.disruption.consolidate_after.as_seconds());
-            let quiet = after.is_some_and(|a| f.last_pod_event.is_some_and(|t| now >= t + a as i64));
-            let nominated = f.nominated_until.is_some_and(|u| u > now);
-            out.push_str(&format!("{}:{}{}{};", f.node, quiet as u8, nominated as u8, f.drifted.is_some() as u8));
+        let mut out = vec![self.changes];
+        let after: BTreeMap<&str, Option<u64>> = self
+            .objects
+            .nodepools
+            .iter()
+            .map(|np| (np.name(), np.spec.disruption.consolidate_after.as_seconds()))
+            .collect();
+        // The same quantities `facts` gives the rules, without building them: this runs on every
+        // pass, and most passes end here.
+        for m in self.machines.values().filter(|m| m.node.is_some()) {
+            let quiet_since = match (m.last_pod_event, m.initialized) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
+            let quiet = after
+                .get(m.nodepool.as_str())
+                .copied()
+                .flatten()
+                .is_some_and(|a| quiet_since.is_some_and(|t| self.now >= t.plus(Duration::secs(a))));
+            let nominated = m.nominated_until.is_some_and(|u| u > self.now);
+            out.push(quiet as u64 | (nominated as u64) << 1 | (m.drifted.is_some() as u64) << 2);
         }
         for np in &self.objects.nodepools {
             for reason in [BudgetReason::Empty, BudgetReason::Drifted, BudgetReason::Underutilized] {
-                let a = rules::budgets::allowance(np, reason, 1000, 0, now);
-                out.push_str(&format!("{}:{};", np.name(), a.allowed));
+                out.push(rules::budgets::allowance(np, reason, 1000, 0, now).allowed as u64);
             }
         }
         let protected = self
@@ -161,7 +193,9 @@ impl Simulation {
             .iter()
             .filter(|p| rules::do_not_disrupt::pod_protection(p, now) != rules::do_not_disrupt::Protection::None)
             .count();
-        out.push_str(&protected.to_string());
+        out.push(protected as u64);
+        // Replacements may launch again when an unavailable offering's cache entry lapses.
+        out.push(self.known_unavailable().len() as u64);
         out
     }
 
@@ -169,8 +203,10 @@ impl Simulation {
     pub(super) fn disruption_pass(&mut self) {
         self.detect_drift();
         let fingerprint = self.fingerprint();
-        if let Some((memo, at)) = &self.disruption.memo {
-            if *memo == fingerprint && self.now < at.plus(MEMO_REFRESH) {
+        if let Some(memo) = &self.disruption.memo {
+            // upstream also re-runs a remembered no-op after 5 minutes; the fingerprint holds
+            // every input of a pass that time alone changes, so that re-run would decide the same.
+            if *memo == fingerprint {
                 self.schedule_timer(self.now.plus(POLL), Timer::Disruption);
                 return;
             }
@@ -181,7 +217,7 @@ impl Simulation {
         // more later; the fingerprint includes every budget's allowance, so such a no-op is
         // remembered here too and a change of budget runs the next pass.
         self.disruption.memo = match &pass.command {
-            None => Some((self.fingerprint(), self.now)),
+            None => Some(self.fingerprint()),
             Some(_) => None,
         };
         match pass.command {

@@ -42,10 +42,6 @@ impl Simulation {
             return self.mark_unschedulable(pending);
         }
         let mut view = self.objects.clone();
-        view.deployments.clear();
-        view.replicasets.clear();
-        view.statefulsets.clear();
-        view.jobs.clear();
         view.nodepools.clear();
         view.nodes.retain(|n| {
             is_initialized(n)
@@ -74,26 +70,41 @@ impl Simulation {
             }
         };
         let start = self.clock.time(self.now);
-        for placement in &placements {
-            for pod in &placement.pods {
-                let Some(i) = self.pod_index(&pod.namespace, &pod.name) else { continue };
-                let p = &mut self.objects.pods[i];
-                if let Some(spec) = p.spec.as_mut() {
-                    spec.node_name = Some(placement.name.clone());
-                }
-                p.status = Some(PodStatus {
-                    phase: Some("Running".into()),
-                    start_time: Some(start.clone()),
-                    conditions: Some(vec![PodCondition {
-                        type_: "PodScheduled".into(),
-                        status: "True".into(),
-                        ..Default::default()
-                    }]),
-                    ..Default::default()
-                });
-                self.emit(Involved::pod(&pod.namespace, &pod.name), Reason::Scheduled { node: placement.name.clone() });
-                self.pod_event_on(&placement.name);
+        let index: std::collections::HashMap<(&str, &str), usize> = pending
+            .iter()
+            .map(|&i| {
+                let m = &self.objects.pods[i].metadata;
+                ((m.namespace.as_deref().unwrap_or("default"), m.name.as_deref().unwrap_or_default()), i)
+            })
+            .collect();
+        let bindings: Vec<(usize, &str)> = placements
+            .iter()
+            .flat_map(|placement| {
+                let index = &index;
+                placement.pods.iter().filter_map(move |pod| {
+                    Some((*index.get(&(pod.namespace.as_str(), pod.name.as_str()))?, placement.name.as_str()))
+                })
+            })
+            .collect();
+        for (i, node) in bindings {
+            let p = &mut self.objects.pods[i];
+            if let Some(spec) = p.spec.as_mut() {
+                spec.node_name = Some(node.to_string());
             }
+            p.status = Some(PodStatus {
+                phase: Some("Running".into()),
+                start_time: Some(start.clone()),
+                conditions: Some(vec![PodCondition {
+                    type_: "PodScheduled".into(),
+                    status: "True".into(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            });
+            let namespace = p.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+            let name = p.metadata.name.clone().unwrap_or_default();
+            self.emit(Involved::pod(&namespace, &name), Reason::Scheduled { node: node.to_string() });
+            self.pod_event_on(node);
         }
         self.mark_unschedulable(pending)
     }

@@ -117,28 +117,16 @@ fn not_ready_taint() -> Taint {
 }
 
 impl Simulation {
-    /// The objects a provisioning round reads: the cluster's, with workloads already expanded
-    /// into their pods.
-    pub(super) fn round_view(&self) -> crate::manifest::Manifests {
-        let mut view = self.objects.clone();
-        view.deployments.clear();
-        view.replicasets.clear();
-        view.statefulsets.clear();
-        view.jobs.clear();
-        view
-    }
-
     /// One provisioning round (upstream `Provisioner.Schedule` + `CreateNodeClaims`).
     pub(super) fn provision(&mut self) {
-        let view = self.round_view();
-        let prepared = match crate::scheduling::cluster::input_from_manifests(&view, self.catalogue, Some(&self.region))
-        {
-            Ok(p) => p,
-            Err(e) => {
-                self.notes.insert(format!("a provisioning round at {} could not run: {e}", self.now));
-                return;
-            }
-        };
+        let prepared =
+            match crate::scheduling::cluster::input_from_manifests(&self.objects, self.catalogue, Some(&self.region)) {
+                Ok(p) => p,
+                Err(e) => {
+                    self.notes.insert(format!("a provisioning round at {} could not run: {e}", self.now));
+                    return;
+                }
+            };
         self.notes.extend(prepared.notes);
         let mut input = prepared.input;
         input.unavailable_offerings = self.known_unavailable();
@@ -265,6 +253,7 @@ impl Simulation {
                 nominated_until: None,
                 drifted: None,
                 disrupting: false,
+                drift_checked: None,
             },
         );
         self.schedule_timer(self.now.plus(self.timings.launch), Timer::Launch(name.clone()));
@@ -515,6 +504,7 @@ impl Simulation {
                     nominated_until: None,
                     drifted: None,
                     disrupting: false,
+                    drift_checked: None,
                 },
             );
             if node.is_none() {

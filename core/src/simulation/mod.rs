@@ -115,6 +115,8 @@ struct Machine {
     drifted: Option<(crate::disruption::DriftReason, SimTime)>,
     /// Chosen by a disruption command (tainted, waiting for its replacements).
     disrupting: bool,
+    /// The configuration (`Simulation::config_epoch`) drift was last checked against.
+    drift_checked: Option<u64>,
 }
 
 /// Something due at a time.
@@ -210,9 +212,11 @@ pub struct Simulation {
     clock: Clock,
     timings: Timings,
     now: SimTime,
-    /// The cluster's objects. Workload objects stay for their controllers; their pods are in
-    /// `objects.pods`.
+    /// The cluster's objects as Karpenter and kube-scheduler read them: no workload objects (their
+    /// pods are in `objects.pods`), so rounds read it as it is.
     objects: Manifests,
+    /// The Deployments, ReplicaSets, StatefulSets and Jobs, for their controllers.
+    workload_objects: Manifests,
     workloads: Vec<workloads::Workload>,
     machines: BTreeMap<String, Machine>,
     timers: BTreeMap<(SimTime, u64), Timer>,
@@ -238,6 +242,10 @@ pub struct Simulation {
     disruption: disruption::State,
     /// Bumped by every change of the cluster (upstream `ConsolidationState`).
     changes: u64,
+    /// A pod went away or a workload's replicas changed: the workload controllers count again.
+    workloads_dirty: bool,
+    /// Bumped by every `apply` step: NodePools and EC2NodeClasses may have changed (drift).
+    config_epoch: u64,
 }
 
 impl Simulation {
@@ -254,6 +262,13 @@ impl Simulation {
             .map_err(SimulationError::Input)?;
         let mut objects = manifests.clone();
         objects.step_objects.clear();
+        let workload_objects = Manifests {
+            deployments: std::mem::take(&mut objects.deployments),
+            replicasets: std::mem::take(&mut objects.replicasets),
+            statefulsets: std::mem::take(&mut objects.statefulsets),
+            jobs: std::mem::take(&mut objects.jobs),
+            ..Manifests::default()
+        };
         let mut sim = Simulation {
             catalogue,
             region: prepared.region,
@@ -261,6 +276,7 @@ impl Simulation {
             timings,
             now: SimTime::ZERO,
             objects,
+            workload_objects,
             workloads: Vec::new(),
             machines: BTreeMap::new(),
             timers: BTreeMap::new(),
@@ -278,6 +294,8 @@ impl Simulation {
             step_objects: BTreeMap::new(),
             disruption: disruption::State::default(),
             changes: 0,
+            config_epoch: 0,
+            workloads_dirty: true,
         };
         sim.adopt_workloads();
         sim.adopt_existing_capacity();
@@ -320,7 +338,7 @@ impl Simulation {
         &self.rounds
     }
 
-    /// The cluster's objects now (Nodes, NodeClaims, Pods…).
+    /// The cluster's objects now (Nodes, NodeClaims, Pods…; the workload objects are not here).
     pub fn objects(&self) -> &Manifests {
         &self.objects
     }

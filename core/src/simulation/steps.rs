@@ -106,9 +106,9 @@ impl Simulation {
                 let same = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
                     m.name.as_deref() == Some(&d.name) && m.namespace.as_deref().unwrap_or("default") == ns
                 };
-                self.objects.deployments.retain(|x| !(d.kind == "Deployment" && same(&x.metadata)));
-                self.objects.replicasets.retain(|x| !(d.kind == "ReplicaSet" && same(&x.metadata)));
-                self.objects.statefulsets.retain(|x| !(d.kind == "StatefulSet" && same(&x.metadata)));
+                self.workload_objects.deployments.retain(|x| !(d.kind == "Deployment" && same(&x.metadata)));
+                self.workload_objects.replicasets.retain(|x| !(d.kind == "ReplicaSet" && same(&x.metadata)));
+                self.workload_objects.statefulsets.retain(|x| !(d.kind == "StatefulSet" && same(&x.metadata)));
                 Ok(())
             }
             "DaemonSet" => {
@@ -148,6 +148,7 @@ impl Simulation {
     /// An `apply` step: objects replace those of the same kind and name, or are added.
     fn apply_step_objects(&mut self, i: usize) {
         let Some(mut m) = self.step_objects.get(&i).cloned() else { return };
+        self.config_epoch += 1;
         for note in m.convert_legacy() {
             self.notes.insert(format!("step {i}: {note}"));
         }

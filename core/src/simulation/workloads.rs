@@ -53,8 +53,8 @@ impl Simulation {
     /// Takes over the input's workloads: their controllers create the pods (`<name>-0`, …) at
     /// the start; Job pods run as standalone pods.
     pub(super) fn adopt_workloads(&mut self) {
-        self.workloads = workloads_of(&self.objects);
-        let jobs: Vec<Pod> = self.objects.jobs.iter().flat_map(expand::job_pods).collect();
+        self.workloads = workloads_of(&self.workload_objects);
+        let jobs: Vec<Pod> = self.workload_objects.jobs.iter().flat_map(expand::job_pods).collect();
         let created = self.clock.time(self.now);
         for mut pod in jobs {
             let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
@@ -82,6 +82,11 @@ impl Simulation {
 
     /// Brings every workload to its replica count; true if a pod was created or deleted.
     pub(super) fn reconcile_workloads(&mut self) -> bool {
+        // Counting every workload's pods is the cost of a settle; nothing to do unless a pod went
+        // away or a workload's replicas changed since the last count.
+        if !std::mem::take(&mut self.workloads_dirty) {
+            return false;
+        }
         let mut changed = false;
         for w in self.workloads.clone() {
             let owned: Vec<usize> = (0..self.objects.pods.len()).filter(|&i| w.owns(&self.objects.pods[i])).collect();
@@ -172,7 +177,7 @@ impl Simulation {
                 .labels
                 .get_or_insert_with(Default::default)
                 .insert("statefulset.kubernetes.io/pod-name".into(), name.clone());
-            if let Some(sts) = self.objects.statefulsets.iter().find(|s| {
+            if let Some(sts) = self.workload_objects.statefulsets.iter().find(|s| {
                 s.metadata.name.as_deref() == Some(&w.name)
                     && s.metadata.namespace.as_deref().unwrap_or("default") == w.namespace
             }) {
@@ -196,6 +201,7 @@ impl Simulation {
     pub(super) fn remove_pod(&mut self, namespace: &str, name: &str, cause: RemovalCause) {
         let Some(i) = self.pod_index(namespace, name) else { return };
         let pod = self.objects.pods.remove(i);
+        self.workloads_dirty = true;
         if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
             self.pod_event_on(&node);
             if cause != RemovalCause::Deleted || crate::scheduling::pod::daemonset_owner(&pod).is_none() {
@@ -213,12 +219,14 @@ impl Simulation {
         };
         let from = w.replicas;
         w.replicas = replicas;
+        self.workloads_dirty = true;
         Ok(from)
     }
 
     /// Adds or updates the workloads and pods of an `apply` step. An updated workload takes the
     /// new replicas and template; pods already running stay (rollouts are not modelled).
     pub(super) fn apply_workloads(&mut self, m: &crate::manifest::Manifests) {
+        self.workloads_dirty = true;
         for w in workloads_of(m) {
             match self.workloads.iter_mut().find(|x| x.kind == w.kind && x.name == w.name && x.namespace == w.namespace)
             {
@@ -242,16 +250,16 @@ impl Simulation {
             self.objects.pods.push(pod);
         }
         for d in &m.deployments {
-            upsert(&mut self.objects.deployments, d.clone(), |x| (&x.metadata.namespace, &x.metadata.name));
+            upsert(&mut self.workload_objects.deployments, d.clone(), |x| (&x.metadata.namespace, &x.metadata.name));
         }
         for r in &m.replicasets {
-            upsert(&mut self.objects.replicasets, r.clone(), |x| (&x.metadata.namespace, &x.metadata.name));
+            upsert(&mut self.workload_objects.replicasets, r.clone(), |x| (&x.metadata.namespace, &x.metadata.name));
         }
         for s in &m.statefulsets {
-            upsert(&mut self.objects.statefulsets, s.clone(), |x| (&x.metadata.namespace, &x.metadata.name));
+            upsert(&mut self.workload_objects.statefulsets, s.clone(), |x| (&x.metadata.namespace, &x.metadata.name));
         }
         for j in &m.jobs {
-            upsert(&mut self.objects.jobs, j.clone(), |x| (&x.metadata.namespace, &x.metadata.name));
+            upsert(&mut self.workload_objects.jobs, j.clone(), |x| (&x.metadata.namespace, &x.metadata.name));
         }
         self.kube_dirty = true;
     }
