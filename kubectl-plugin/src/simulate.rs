@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 
 use carpentry_core::catalogue::Catalogue;
+use carpentry_core::disruption::explain::{NodeExplanation, NodePoolExplanation};
 use carpentry_core::manifest::Manifests;
 use carpentry_core::scheduling::{self, cluster, explain, Results};
 use carpentry_core::simulation;
@@ -29,6 +30,11 @@ pub struct SimulateArgs {
     /// without it, one provisioning round.
     #[arg(long, value_name = "DURATION")]
     until: Option<String>,
+    /// With --until: explain `node/NAME` (why it stays or goes, and what removing it would do) or
+    /// `nodepool/NAME` (usage against limits, disruptions allowed now and over the next 7 days)
+    /// at the end time; repeatable.
+    #[arg(long, value_name = "KIND/NAME", requires = "until")]
+    explain: Vec<String>,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -284,7 +290,43 @@ struct TimelineReport<'a> {
     #[serde(flatten)]
     state: simulation::Snapshot,
     cost: simulation::CostSummary,
+    disruptions: &'a [simulation::Disruption],
+    /// Every NodePool's usage and budgets at the end time.
+    node_pools: Vec<NodePoolExplanation>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    explanations: Vec<Explained>,
     notes: Vec<String>,
+}
+
+/// An `--explain` answer.
+#[derive(Serialize)]
+#[serde(tag = "kind")]
+enum Explained {
+    Node(NodeExplanation),
+    NodePool(NodePoolExplanation),
+}
+
+/// Resolves `--explain` arguments against the simulation at its end time.
+fn explanations(sim: &simulation::Simulation, asked: &[String]) -> Result<Vec<Explained>, Failure> {
+    asked
+        .iter()
+        .map(|a| {
+            let (kind, name) = a.split_once('/').unwrap_or(("", a));
+            match kind.to_ascii_lowercase().as_str() {
+                "node" | "nodes" | "no" => sim.explain_node(name).map(Explained::Node).ok_or_else(|| {
+                    Failure::Input(format!(
+                        "--explain {a}: no node {name:?} managed by Karpenter at {} (see the node table)",
+                        sim.now()
+                    ))
+                }),
+                "nodepool" | "nodepools" => sim
+                    .explain_nodepool(name)
+                    .map(Explained::NodePool)
+                    .ok_or_else(|| Failure::Input(format!("--explain {a}: no NodePool {name:?}"))),
+                _ => Err(Failure::Input(format!("--explain {a:?}: expected node/NAME or nodepool/NAME"))),
+            }
+        })
+        .collect()
 }
 
 fn run_over_time(
@@ -300,6 +342,9 @@ fn run_over_time(
         .map_err(|e| Failure::Input(e.to_string()))?;
     sim.run_until(simulation::SimTime(end));
     notes.extend(sim.notes().map(str::to_string));
+    let explained = explanations(&sim, &args.explain)?;
+    let node_pools: Vec<NodePoolExplanation> =
+        manifests.nodepools.iter().filter_map(|np| sim.explain_nodepool(np.name())).collect();
     let state = sim.snapshot();
     let pending = state.pending.len();
     match args.output {
@@ -314,6 +359,9 @@ fn run_over_time(
                 rounds: sim.rounds(),
                 state,
                 cost: sim.cost(),
+                disruptions: sim.disruptions(),
+                node_pools,
+                explanations: explained,
                 notes,
             };
             println!("{}", serde_json::to_string_pretty(&report).map_err(|e| Failure::Other(e.into()))?);
@@ -322,7 +370,7 @@ fn run_over_time(
             for n in &notes {
                 eprintln!("note: {n}");
             }
-            print!("{}", timeline_text(&sim, &state));
+            print!("{}", timeline_text(&sim, &state, &node_pools, &explained));
         }
     }
     if pending == 0 {
@@ -332,7 +380,13 @@ fn run_over_time(
     }
 }
 
-fn timeline_text(sim: &simulation::Simulation, state: &simulation::Snapshot) -> String {
+fn timeline_text(
+    sim: &simulation::Simulation,
+    state: &simulation::Snapshot,
+    node_pools: &[NodePoolExplanation],
+    explained: &[Explained],
+) -> String {
+    use carpentry_core::disruption::explain::{render_node, render_nodepool};
     let mut out = String::new();
     let _ = writeln!(out, "EVENTS (start {})", sim.clock().rfc3339(simulation::SimTime::ZERO));
     for e in sim.events() {
@@ -377,6 +431,39 @@ fn timeline_text(sim: &simulation::Simulation, state: &simulation::Snapshot) -> 
     }
     if !state.pending.is_empty() {
         let _ = writeln!(out, "PENDING: {}", state.pending.join(", "));
+    }
+    if !sim.disruptions().is_empty() {
+        let _ = writeln!(out, "\nDISRUPTIONS");
+        for d in sim.disruptions() {
+            let replacements =
+                if d.replacements.is_empty() { String::new() } else { format!(" → {}", d.replacements.join(", ")) };
+            let savings = if d.savings_per_hour > 0.0 {
+                format!(", saves ${:.4}/hour", d.savings_per_hour)
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                out,
+                "{:>9}  {:<13} {:<7} {}{replacements}{savings} ({})",
+                d.at.to_string(),
+                d.reason,
+                d.decision,
+                d.nodes.join(", "),
+                d.why
+            );
+        }
+    }
+    let _ = writeln!(out);
+    for np in node_pools {
+        out.push_str(&render_nodepool(np));
+    }
+    for e in explained {
+        let _ = writeln!(out);
+        match e {
+            Explained::Node(n) => out.push_str(&render_node(n)),
+            // Every NodePool is above already.
+            Explained::NodePool(_) => {}
+        }
     }
     out
 }

@@ -167,3 +167,48 @@ fn until_runs_the_scenario_over_time() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("--until \"soon\" is not a duration"), "{}", text(&out.stderr));
 }
+
+#[test]
+fn until_reports_disruptions_nodepools_and_explanations() {
+    let file = "../tests/scenarios/time-consolidation.yaml";
+    let out = plugin(&["simulate", "-f", file, "--until", "20m", "-o", "json", "--explain", "node/ip-10-0-1-2"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    // The consolidation the log shows is also a disruption record.
+    let d = &report["disruptions"][0];
+    assert_eq!(d["reason"], "Underutilized");
+    assert_eq!(d["decision"], "replace");
+    assert_eq!(d["nodes"], serde_json::json!(["ip-10-0-1-1"]));
+    assert_eq!(d["replacements"], serde_json::json!(["c5.xlarge"]));
+    assert!(d["savingsPerHour"].as_f64().unwrap() > 0.0);
+    // Every NodePool: usage, allowances per reason, a 7-day timeline in calendar time.
+    let np = &report["nodePools"][0];
+    assert_eq!(np["nodepool"], "default");
+    let reasons: Vec<&str> = np["allowed"].as_array().unwrap().iter().map(|a| a["reason"].as_str().unwrap()).collect();
+    assert_eq!(reasons, ["Empty", "Drifted", "Underutilized"]);
+    assert_eq!(np["timeline"][0]["from"], "2026-01-05T09:20:00Z");
+    assert!(np["usage"].as_array().unwrap().iter().any(|u| u["resource"] == "nodes" && u["used"] == "1"));
+    // The node asked about: every check passed, and removing it saves nothing.
+    let e = &report["explanations"][0];
+    assert_eq!(e["kind"], "Node");
+    assert_eq!(e["node"], "ip-10-0-1-2");
+    assert_eq!(e["disruptable"], true);
+    assert_eq!(e["removal"]["savingsPerHour"].as_f64(), Some(0.0));
+
+    let out = plugin(&["simulate", "-f", file, "--until", "20m", "--explain", "node/ip-10-0-1-2"]);
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("DISRUPTIONS") && stdout.contains("Underutilized replace ip-10-0-1-1 → c5.xlarge"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("removing it would save nothing"), "{stdout}");
+    assert!(stdout.contains("budgets over the next 7 days"), "{stdout}");
+
+    // A node that is gone, or a kind that is not explained, is a clear error.
+    let out = plugin(&["simulate", "-f", file, "--until", "20m", "--explain", "node/ip-10-0-1-1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("no node \"ip-10-0-1-1\""), "{}", text(&out.stderr));
+    let out = plugin(&["simulate", "-f", file, "--until", "20m", "--explain", "pod/x"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("expected node/NAME or nodepool/NAME"), "{}", text(&out.stderr));
+}

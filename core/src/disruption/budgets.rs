@@ -26,8 +26,8 @@ pub struct BudgetStatus {
     pub active: bool,
     /// Nodes it allows to disrupt at once (`None`: no limit, inactive).
     pub allows: Option<i64>,
-    /// While active with a schedule: when the window ends (epoch seconds).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// While active with a schedule: when the window ends (epoch seconds; RFC 3339 in JSON).
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "rfc3339_opt")]
     pub window_ends: Option<i64>,
     /// Set when the budget cannot be read (it then allows 0).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -51,6 +51,18 @@ pub struct Allowance {
 }
 
 const MINUTE: i64 = 60;
+
+/// Budget windows are calendar times: JSON shows them as users write schedules, in UTC.
+fn rfc3339<S: serde::Serializer>(t: &i64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&crate::catalogue::reservations::format_time(*t))
+}
+
+fn rfc3339_opt<S: serde::Serializer>(t: &Option<i64>, s: S) -> Result<S::Ok, S::Error> {
+    match t {
+        Some(t) => rfc3339(t, s),
+        None => s.serialize_none(),
+    }
+}
 
 /// The minute-resolution UTC calendar fields of `t` (epoch seconds): minute, hour, day of month,
 /// month, day of week (Sunday = 0).
@@ -176,6 +188,72 @@ pub fn allowance(np: &NodePool, reason: BudgetReason, nodes: i64, disrupting: i6
     Allowance { reason, nodes, disrupting, allowed, binding, budgets }
 }
 
+/// A stretch of time over which a NodePool's allowances stay the same.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetSegment {
+    /// Epoch seconds, inclusive (RFC 3339 in JSON).
+    #[serde(serialize_with = "rfc3339")]
+    pub from: i64,
+    /// Epoch seconds, exclusive (RFC 3339 in JSON).
+    #[serde(serialize_with = "rfc3339")]
+    pub to: i64,
+    /// Nodes that may be disrupted at once for each reason (`None`: no budget limits it), for the
+    /// NodePool's node count and disrupting nodes now.
+    pub empty: Option<i64>,
+    pub drifted: Option<i64>,
+    pub underutilized: Option<i64>,
+}
+
+/// The NodePool's allowances from `now` to `now + horizon` (epoch seconds), split where a
+/// scheduled budget's window opens or closes and merged where nothing changes. Counts are for the
+/// `nodes` counted and `disrupting` now (percentages of a NodePool that grows allow more).
+pub fn timeline(np: &NodePool, nodes: i64, disrupting: i64, now: i64, horizon: i64) -> Vec<BudgetSegment> {
+    let end = now + horizon;
+    let mut cuts = vec![now, end];
+    for b in &np.spec.disruption.budgets {
+        let Some(schedule) = b.schedule.as_deref().and_then(|s| CronSchedule::parse(s).ok()) else { continue };
+        let duration = b.duration.as_ref().map_or(0, |d| d.as_seconds() as i64);
+        // Windows that opened before `now` may close inside the horizon.
+        let mut after = now - duration - MINUTE;
+        while let Some(hit) = next_hit(&schedule, after, end - after) {
+            for t in [hit, hit + duration] {
+                if t > now && t < end {
+                    cuts.push(t);
+                }
+            }
+            after = hit;
+        }
+    }
+    cuts.sort_unstable();
+    cuts.dedup();
+    let limit = |reason, t| {
+        let a = allowance(np, reason, nodes, disrupting, t);
+        a.binding.map(|_| a.allowed)
+    };
+    let mut out: Vec<BudgetSegment> = Vec::new();
+    for pair in cuts.windows(2) {
+        let (from, to) = (pair[0], pair[1]);
+        let segment = BudgetSegment {
+            from,
+            to,
+            empty: limit(BudgetReason::Empty, from),
+            drifted: limit(BudgetReason::Drifted, from),
+            underutilized: limit(BudgetReason::Underutilized, from),
+        };
+        match out.last_mut() {
+            Some(last)
+                if (last.empty, last.drifted, last.underutilized)
+                    == (segment.empty, segment.drifted, segment.underutilized) =>
+            {
+                last.to = to
+            }
+            _ => out.push(segment),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -222,6 +300,38 @@ mod tests {
         // The window's edge: active at 16:59, not at 17:00.
         assert_eq!(allowance(&p, BudgetReason::Empty, 40, 0, at("2026-12-01T16:59:00Z")).allowed, 0);
         assert_eq!(allowance(&p, BudgetReason::Empty, 40, 0, at("2026-12-01T17:00:00Z")).allowed, 2);
+    }
+
+    #[test]
+    fn the_week_ahead_shows_each_business_day_window() {
+        let p = np("[{nodes: \"5%\"}, {schedule: \"0 9 * * mon-fri\", duration: 8h, nodes: \"0\"}]");
+        // Tuesday 10:00, inside the window; 40 nodes → 5% allows 2 outside it.
+        let now = at("2026-12-01T10:00:00Z");
+        let t = timeline(&p, 40, 0, now, 7 * 86_400);
+        let shown: Vec<(String, Option<i64>)> =
+            t.iter().map(|s| (crate::catalogue::reservations::format_time(s.from), s.underutilized)).collect();
+        let expected = [
+            ("2026-12-01T10:00:00Z", 0),
+            ("2026-12-01T17:00:00Z", 2),
+            ("2026-12-02T09:00:00Z", 0),
+            ("2026-12-02T17:00:00Z", 2),
+            ("2026-12-03T09:00:00Z", 0),
+            ("2026-12-03T17:00:00Z", 2),
+            ("2026-12-04T09:00:00Z", 0),
+            ("2026-12-04T17:00:00Z", 2),
+            // The weekend is open; Monday's window, then Tuesday's (cut at the horizon).
+            ("2026-12-07T09:00:00Z", 0),
+            ("2026-12-07T17:00:00Z", 2),
+            ("2026-12-08T09:00:00Z", 0),
+        ];
+        let expected: Vec<(String, Option<i64>)> = expected.iter().map(|(t, n)| (t.to_string(), Some(*n))).collect();
+        assert_eq!(shown, expected);
+        assert_eq!(t.last().unwrap().to, now + 7 * 86_400);
+        assert!(t.windows(2).all(|w| w[0].to == w[1].from));
+        // A NodePool without budgets limits nothing.
+        let open = timeline(&np("[]"), 40, 0, now, 86_400);
+        assert_eq!(open.len(), 1);
+        assert_eq!(open[0].empty, None);
     }
 
     #[test]

@@ -62,9 +62,7 @@ fn is_empty(c: &Candidate) -> bool {
 fn allowances(view: &View<'_>, reason: BudgetReason) -> BTreeMap<String, (i64, Option<String>)> {
     let mut out = BTreeMap::new();
     for np in &view.objects.nodepools {
-        // upstream: managed, initialized and not InstanceTerminating (a draining node still counts).
-        let counted = view.nodes.iter().filter(|n| n.nodepool == np.name() && n.initialized).count() as i64;
-        let disrupting = view.nodes.iter().filter(|n| n.nodepool == np.name() && n.deleting).count() as i64;
+        let (counted, disrupting) = view.budget_counts(np.name());
         let a = budgets::allowance(np, reason, counted, disrupting, view.now);
         let binding = a.binding.and_then(|i| a.budgets.iter().find(|b| b.index == i)).map(|b| {
             let window = match (&b.schedule, b.window_ends) {
@@ -358,9 +356,8 @@ impl Room {
             free.insert(name, ((alloc.0 - u.0).max(0), (alloc.1 - u.1).max(0)));
         }
         let mut types = Vec::new();
-        if simulate_input(view).is_ok() {
-            let cell = view.input.borrow();
-            for np in cell.as_ref().map(|i| i.nodepools.as_slice()).unwrap_or(&[]) {
+        if let Ok(input) = view.input() {
+            for np in &input.nodepools {
                 let reqs = Requirements::from_node_selector_requirements(&np.nodepool.spec.template.spec.requirements)
                     .unwrap_or_default();
                 let offerings = OfferingCompatibility::new(&reqs);
@@ -394,28 +391,11 @@ impl Room {
 }
 
 /// Builds the pass's round input if it is not built yet.
-fn simulate_input(view: &View<'_>) -> Result<(), String> {
-    let mut cell = view.input.borrow_mut();
-    if cell.is_none() {
-        let prepared = crate::scheduling::cluster::input_from_manifests(
-            view.objects,
-            crate::catalogue::Catalogue::embedded(),
-            Some(view.region),
-        )?;
-        let mut input = prepared.input;
-        input.unavailable_offerings = view.unavailable.clone();
-        *cell = Some(input);
-    }
-    Ok(())
-}
-
 /// The round with `cands` removed, and the instance types of the NodePool of each new NodeClaim.
 /// The round's input is built once per pass ([`View::input`]); a simulation only marks the
 /// candidates deleting in it, and unmarks them after.
 pub(super) fn simulate(view: &View<'_>, cands: &[&Candidate]) -> Result<(Results, Vec<NodePoolInput>), String> {
-    simulate_input(view)?;
-    let mut cell = view.input.borrow_mut();
-    let input = cell.as_mut().expect("built above");
+    let mut input = view.input()?;
     let names: BTreeSet<&str> = cands.iter().map(|c| c.facts(view).node.as_str()).collect();
     let claims: BTreeSet<&str> = cands.iter().map(|c| c.facts(view).nodeclaim.as_str()).collect();
     let stamp = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
@@ -435,7 +415,7 @@ pub(super) fn simulate(view: &View<'_>, cands: &[&Candidate]) -> Result<(Results
             marked_claims.push(i);
         }
     }
-    let results = crate::scheduling::schedule(input);
+    let results = crate::scheduling::schedule(&input);
     for i in marked_nodes {
         input.nodes[i].metadata.deletion_timestamp = None;
     }

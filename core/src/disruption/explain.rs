@@ -141,8 +141,7 @@ pub fn explain_node(view: &View<'_>, index: usize) -> NodeExplanation {
             empty || !when_empty,
             if when_empty && !empty { "consolidationPolicy: WhenEmpty and the node is not empty" } else { "" },
         ));
-        let counted = view.nodes.iter().filter(|n| n.nodepool == np.name() && n.initialized).count() as i64;
-        let disrupting = view.nodes.iter().filter(|n| n.nodepool == np.name() && n.deleting).count() as i64;
+        let (counted, disrupting) = view.budget_counts(np.name());
         let reason = if empty { BudgetReason::Empty } else { BudgetReason::Underutilized };
         let a = budgets::allowance(np, reason, counted, disrupting, view.now);
         let binding = a.binding.and_then(|i| a.budgets.iter().find(|b| b.index == i));
@@ -246,4 +245,154 @@ fn removal(view: &View<'_>, c: &Candidate) -> Removal {
     let not_moved = c.reschedulable.iter().filter(|p| !placed.contains(*p)).cloned().collect();
     let added: f64 = new_nodeclaims.iter().filter_map(|n| n.price).sum();
     Removal { moves, new_nodeclaims, unschedulable, not_moved, savings_per_hour: c.facts(view).price - added }
+}
+
+/// One resource of a NodePool: what its nodes hold and its limit.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceUsage {
+    pub resource: String,
+    pub used: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<String>,
+    /// At or over its limit: the NodePool launches nothing more that needs it.
+    pub at_limit: bool,
+}
+
+/// "What may this NodePool do?": usage against limits, the disruptions its budgets allow now per
+/// reason, and how that changes over the week ahead.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodePoolExplanation {
+    pub nodepool: String,
+    /// Nodes its budgets count now, and those being disrupted.
+    pub nodes: i64,
+    pub disrupting: i64,
+    pub usage: Vec<ResourceUsage>,
+    /// Empty, Drifted, Underutilized, in that order.
+    pub allowed: Vec<budgets::Allowance>,
+    /// The next 7 days, at today's node count.
+    pub timeline: Vec<budgets::BudgetSegment>,
+}
+
+/// How far ahead a NodePool explanation looks at its budgets.
+pub const BUDGET_HORIZON: i64 = 7 * 86_400;
+
+/// Explains NodePool `name` (`None`: there is none).
+pub fn explain_nodepool(view: &View<'_>, name: &str) -> Option<NodePoolExplanation> {
+    let np = view.objects.nodepools.iter().find(|np| np.name() == name)?;
+    let (nodes, disrupting) = view.budget_counts(name);
+    let used =
+        view.input().ok().and_then(|input| crate::scheduling::nodepool_usage(&input).remove(name)).unwrap_or_default();
+    let mut names: Vec<&String> = used.keys().chain(np.spec.limits.keys()).collect();
+    names.sort();
+    names.dedup();
+    let usage = names
+        .into_iter()
+        .map(|resource| {
+            let u = used.get(resource).copied().unwrap_or(crate::quantity::Quantity::ZERO);
+            let limit = np.spec.limits.get(resource).copied();
+            ResourceUsage {
+                resource: resource.clone(),
+                used: u.to_string(),
+                limit: limit.map(|l| l.to_string()),
+                at_limit: limit.is_some_and(|l| u >= l),
+            }
+        })
+        .collect();
+    let allowed = [BudgetReason::Empty, BudgetReason::Drifted, BudgetReason::Underutilized]
+        .into_iter()
+        .map(|reason| budgets::allowance(np, reason, nodes, disrupting, view.now))
+        .collect();
+    let timeline = budgets::timeline(np, nodes, disrupting, view.now, BUDGET_HORIZON);
+    Some(NodePoolExplanation { nodepool: name.to_string(), nodes, disrupting, usage, allowed, timeline })
+}
+
+/// The explanation as text: one line per fact.
+pub fn render_nodepool(e: &NodePoolExplanation) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(s, "NodePool {}: {} node(s) counted, {} disrupting", e.nodepool, e.nodes, e.disrupting);
+    // Resources without a limit are listed when users size by them (the JSON has them all).
+    let sized_by =
+        ["cpu", "memory", "nodes", "nvidia.com/gpu", "amd.com/gpu", "aws.amazon.com/neuron", "habana.ai/gaudi"];
+    for u in e.usage.iter().filter(|u| u.limit.is_some() || (sized_by.contains(&u.resource.as_str()) && u.used != "0"))
+    {
+        let limit = match &u.limit {
+            Some(l) if u.at_limit => format!(" of {l} (at its limit: nothing more is launched that needs it)"),
+            Some(l) => format!(" of {l}"),
+            None => " (no limit)".to_string(),
+        };
+        let _ = writeln!(s, "  {}: {}{limit}", u.resource, u.used);
+    }
+    for a in &e.allowed {
+        let why = match a.binding.and_then(|i| a.budgets.iter().find(|b| b.index == i)) {
+            Some(b) => {
+                let window = b.window_ends.map(|t| format!(", window ends {}", time(t))).unwrap_or_default();
+                format!("{} (budget #{} nodes {}{window})", a.allowed, b.index, b.nodes)
+            }
+            None => "no limit".to_string(),
+        };
+        let _ = writeln!(s, "  allowed now for {}: {why}", a.reason.as_str());
+    }
+    let _ = writeln!(s, "  budgets over the next 7 days (Empty / Drifted / Underutilized):");
+    let n = |v: Option<i64>| v.map_or("-".to_string(), |v| v.to_string());
+    for seg in &e.timeline {
+        let _ = writeln!(
+            s,
+            "    {} → {}: {} / {} / {}",
+            time(seg.from),
+            time(seg.to),
+            n(seg.empty),
+            n(seg.drifted),
+            n(seg.underutilized)
+        );
+    }
+    s
+}
+
+/// A node's explanation as text: the checklist, then what removing it would do.
+pub fn render_node(e: &NodeExplanation) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let saves = e.removal.as_ref().map_or(0.0, |r| r.savings_per_hour);
+    let verdict = match (e.disruptable, saves > 0.0) {
+        (true, true) => "passes every check, and removing it saves money: consolidation may take it",
+        (true, false) => "passes every check, but removing it would save nothing: consolidation leaves it",
+        (false, _) => "stays: a check fails",
+    };
+    let _ = writeln!(
+        s,
+        "Node {} (NodeClaim {}, NodePool {}, ${:.4}/hour) {verdict}:",
+        e.node, e.nodeclaim, e.nodepool, e.price
+    );
+    for c in &e.checks {
+        let mark = if c.passed { "ok  " } else { "FAIL" };
+        let detail = if c.detail.is_empty() { String::new() } else { format!(": {}", c.detail) };
+        let _ = writeln!(s, "  [{mark}] {}{detail}", c.condition);
+    }
+    if let Some(r) = &e.removal {
+        let _ = writeln!(s, "  if it were removed now:");
+        for (pod, to) in &r.moves {
+            let _ = writeln!(s, "    {pod} → {to}");
+        }
+        for n in &r.new_nodeclaims {
+            let _ = writeln!(
+                s,
+                "    a new {} NodeClaim ({}, ${:.4}/hour) for {}",
+                n.nodepool,
+                n.instance_type.as_deref().unwrap_or("no launchable offering"),
+                n.price.unwrap_or(0.0),
+                n.pods.join(", ")
+            );
+        }
+        for (pod, why) in &r.unschedulable {
+            let _ = writeln!(s, "    {pod} would not schedule: {why}");
+        }
+        if !r.not_moved.is_empty() {
+            let _ = writeln!(s, "    not moved: {}", r.not_moved.join(", "));
+        }
+        let _ = writeln!(s, "    saves ${:.4}/hour", r.savings_per_hour);
+    }
+    s
 }

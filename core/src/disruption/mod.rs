@@ -84,6 +84,29 @@ impl<'a> View<'a> {
         View { objects, region, now, nodes, unavailable, spot_to_spot: false, input: Default::default(), pods_by_node }
     }
 
+    /// The nodes of a NodePool its budgets count (upstream: managed, initialized and not
+    /// InstanceTerminating; a draining node still counts) and those being disrupted.
+    pub fn budget_counts(&self, nodepool: &str) -> (i64, i64) {
+        let of = || self.nodes.iter().filter(move |n| n.nodepool == nodepool);
+        (of().filter(|n| n.initialized).count() as i64, of().filter(|n| n.deleting).count() as i64)
+    }
+
+    /// The round's input over `objects` (built on first use, then shared).
+    pub fn input(&self) -> Result<std::cell::RefMut<'_, crate::scheduling::Input>, String> {
+        let mut cell = self.input.borrow_mut();
+        if cell.is_none() {
+            let prepared = crate::scheduling::cluster::input_from_manifests(
+                self.objects,
+                crate::catalogue::Catalogue::embedded(),
+                Some(self.region),
+            )?;
+            let mut input = prepared.input;
+            input.unavailable_offerings = self.unavailable.clone();
+            *cell = Some(input);
+        }
+        Ok(std::cell::RefMut::map(cell, |c| c.as_mut().expect("built above")))
+    }
+
     /// The pods bound to `node`.
     pub fn pods_on(&self, node: &str) -> impl Iterator<Item = &'a k8s_openapi::api::core::v1::Pod> + '_ {
         let objects = self.objects;

@@ -583,6 +583,12 @@ fn k8s_resources(
 
 type Usage = BTreeMap<String, ResourceList>;
 
+/// What each NodePool's nodes and launched NodeClaims hold, as its `limits` count it: their
+/// capacity, and `nodes` = 1 each; deleting ones do not count (upstream: the provisioner's view).
+pub fn nodepool_usage(input: &Input) -> BTreeMap<String, ResourceList> {
+    existing_nodes(input, &BTreeMap::new(), &[]).1
+}
+
 /// Builds the existing nodes (upstream `ExistingNode`s of `cluster.Nodes().Active()`), sorted
 /// initialized first, then by name; and the capacity each NodePool already uses (`nodes` = 1 per
 /// node).
@@ -596,6 +602,16 @@ fn existing_nodes(
     let mut usage: Usage = BTreeMap::new();
     let mut notes = Vec::new();
     let mut claimed = vec![false; input.nodeclaims.len()];
+    let mut by_node_name: HashMap<&str, usize> = HashMap::new();
+    let mut by_provider: HashMap<&str, usize> = HashMap::new();
+    for (i, s) in input.nodeclaims.iter().enumerate().filter_map(|(i, nc)| Some((i, nc.status.as_ref()?))) {
+        if !s.node_name.is_empty() {
+            by_node_name.entry(s.node_name.as_str()).or_insert(i);
+        }
+        if !s.provider_id.is_empty() {
+            by_provider.entry(s.provider_id.as_str()).or_insert(i);
+        }
+    }
     let mut add_usage = |nodepool: Option<&String>, capacity: &ResourceList| {
         if let Some(np) = nodepool {
             let u = usage.entry(np.clone()).or_default();
@@ -616,12 +632,12 @@ fn existing_nodes(
             ));
             continue;
         }
-        let claim_index = input.nodeclaims.iter().position(|nc| {
-            nc.status.as_ref().is_some_and(|s| {
-                (!s.node_name.is_empty() && s.node_name == name)
-                    || (!s.provider_id.is_empty() && Some(&s.provider_id) == provider_id.as_ref())
-            })
-        });
+        // The first NodeClaim naming the node or its providerID (a lookup: one per node).
+        let claim_index = [by_node_name.get(name.as_str()), provider_id.as_deref().and_then(|p| by_provider.get(p))]
+            .into_iter()
+            .flatten()
+            .min()
+            .copied();
         if let Some(i) = claim_index {
             claimed[i] = true;
         }

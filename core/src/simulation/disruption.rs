@@ -11,6 +11,8 @@
 
 use std::collections::BTreeMap;
 
+use serde::Serialize;
+
 use crate::api::nodepool::BudgetReason;
 use crate::disruption::{self as rules, Command, NodeFacts, View};
 
@@ -23,6 +25,28 @@ pub const POLL: Duration = Duration::secs(10);
 pub const VALIDATION: Duration = Duration::secs(15);
 /// upstream: a nomination lasts max(2 × batch max, 10 s).
 pub const NOMINATION: Duration = Duration::secs(20);
+
+/// A disruption carried out: a command the loop executed, or an expiration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Disruption {
+    pub at: SimTime,
+    /// The budget reason (`Empty`, `Drifted`, `Underutilized`), or `Expired`.
+    pub reason: String,
+    /// `Emptiness`, `Drift`, `MultiNodeConsolidation`, `SingleNodeConsolidation`, `Expiration`.
+    pub method: String,
+    /// `delete` or `replace`.
+    pub decision: String,
+    pub nodes: Vec<String>,
+    /// The replacements' cheapest instance types.
+    pub replacements: Vec<String>,
+    /// The replacement NodeClaims created.
+    #[serde(rename = "replacementNodeClaims")]
+    pub replacement_nodeclaims: Vec<String>,
+    /// USD per hour saved (0 for drift and expiration, which are not about cost).
+    pub savings_per_hour: f64,
+    pub why: String,
+}
 
 #[derive(Debug, Default)]
 pub(super) struct State {
@@ -317,6 +341,7 @@ impl Simulation {
     /// upstream `queue.StartCommand`: replacements first; the nodes go when they are initialized.
     fn execute(&mut self, cmd: Command) {
         if cmd.replacements.is_empty() {
+            self.record_disruption(&cmd, Vec::new());
             for node in &cmd.candidates {
                 self.emit(
                     Involved::node(node),
@@ -344,6 +369,7 @@ impl Simulation {
                 }
             }
         }
+        self.record_disruption(&cmd, replacements.clone());
         for node in &cmd.candidates {
             self.taint_disrupted(node);
             if let Some(nc) = self.machine_of(node) {
@@ -357,6 +383,35 @@ impl Simulation {
             );
         }
         self.disruption.executing.push(Executing { command: cmd, replacements });
+    }
+
+    fn record_disruption(&mut self, cmd: &Command, replacement_nodeclaims: Vec<String>) {
+        self.disruptions.push(Disruption {
+            at: self.now,
+            reason: cmd.reason.as_str().into(),
+            method: format!("{:?}", cmd.method),
+            decision: cmd.decision().into(),
+            nodes: cmd.candidates.clone(),
+            replacements: cmd
+                .replacements
+                .iter()
+                .map(|r| r.instance_type_options.first().cloned().unwrap_or_default())
+                .collect(),
+            replacement_nodeclaims,
+            savings_per_hour: cmd.savings_per_hour,
+            why: cmd.why.clone(),
+        });
+    }
+
+    /// Every disruption carried out so far, in order.
+    pub fn disruptions(&self) -> &[Disruption] {
+        &self.disruptions
+    }
+
+    /// NodePool `name`'s usage against its limits and what its budgets allow, now and over the
+    /// next 7 days (`None`: no such NodePool).
+    pub fn explain_nodepool(&self, name: &str) -> Option<rules::explain::NodePoolExplanation> {
+        rules::explain::explain_nodepool(&self.view(), name)
     }
 
     /// Commands waiting for replacements: go on once all are initialized, give up if one is gone.
@@ -432,7 +487,19 @@ impl Simulation {
             .find(|nc| nc.name() == name)
             .map(|nc| nc.spec.expire_after.as_str().to_string())
             .unwrap_or_default();
-        self.emit(Involved::nodeclaim(name), Reason::Expired { after });
+        self.emit(Involved::nodeclaim(name), Reason::Expired { after: after.clone() });
+        let node = self.machines.get(name).and_then(|m| m.node.clone()).unwrap_or_else(|| name.to_string());
+        self.disruptions.push(Disruption {
+            at: self.now,
+            reason: "Expired".into(),
+            method: "Expiration".into(),
+            decision: "delete".into(),
+            nodes: vec![node],
+            replacements: Vec::new(),
+            replacement_nodeclaims: Vec::new(),
+            savings_per_hour: 0.0,
+            why: format!("expireAfter {after} elapsed"),
+        });
         self.terminate(name, "expired");
     }
 }

@@ -39,6 +39,7 @@ use crate::scheduling::{cloudprovider::Launch, UnavailableOffering};
 
 pub use clock::{Clock, Duration, SimTime};
 pub use cost::{CostPoint, CostSummary};
+pub use disruption::Disruption;
 pub use events::{Event, EventType, Involved, OfferingRef, Reason, RemovalCause};
 
 /// How long things take. The defaults put a new node Ready about a minute after its first pod
@@ -242,6 +243,8 @@ pub struct Simulation {
     disruption: disruption::State,
     /// Bumped by every change of the cluster (upstream `ConsolidationState`).
     changes: u64,
+    /// Disruptions carried out, in order.
+    disruptions: Vec<disruption::Disruption>,
     /// A pod went away or a workload's replicas changed: the workload controllers count again.
     workloads_dirty: bool,
     /// Bumped by every `apply` step: NodePools and EC2NodeClasses may have changed (drift).
@@ -294,6 +297,7 @@ impl Simulation {
             step_objects: BTreeMap::new(),
             disruption: disruption::State::default(),
             changes: 0,
+            disruptions: Vec::new(),
             config_epoch: 0,
             workloads_dirty: true,
         };

@@ -428,3 +428,46 @@ fn a_node_explains_why_it_stays_and_what_removing_it_would_do() {
     let text = serde_json::to_string(&e).unwrap();
     assert!(text.contains("\"savingsPerHour\""), "{text}");
 }
+
+#[test]
+fn a_nodepool_explains_its_usage_against_limits_and_its_budgets() {
+    // Only c5.2xlarge (8 vCPU), at most 8 CPUs in all; 50% of the nodes at once, no drift.
+    let np = NODEPOOL
+        .replace(
+            "spec:\n  template:",
+            "spec:\n  limits: {cpu: \"8\"}\n  disruption:\n    budgets: [{nodes: \"50%\"}, {nodes: \"0\", reasons: [Drifted]}]\n  template:",
+        )
+        .replace("{key: karpenter.k8s.aws/instance-family, operator: In, values: [m5, c5]}", "{key: node.kubernetes.io/instance-type, operator: In, values: [c5.2xlarge]}");
+    // 9 × 1 CPU: one node reaches the limit; the pods that do not fit on it stay pending.
+    let mut s = sim(&[&np, &deployment("inflate", 9, "1")]);
+    s.run_until(SimTime::from_secs(300));
+    assert!(s.explain_nodepool("nope").is_none());
+    let e = s.explain_nodepool("default").expect("the NodePool");
+    assert_eq!((e.nodes, e.disrupting), (1, 0));
+    let cpu = e.usage.iter().find(|u| u.resource == "cpu").expect("cpu is limited");
+    assert_eq!((cpu.used.as_str(), cpu.limit.as_deref(), cpu.at_limit), ("8", Some("8"), true));
+    let allowed: Vec<(String, i64)> = e.allowed.iter().map(|a| (a.reason.as_str().to_string(), a.allowed)).collect();
+    assert_eq!(allowed, [("Empty".into(), 1), ("Drifted".into(), 0), ("Underutilized".into(), 1)]);
+    assert_eq!(e.timeline.len(), 1, "no scheduled budget: one stretch");
+    assert_eq!((e.timeline[0].drifted, e.timeline[0].empty), (Some(0), Some(1)));
+    let text = explain::render_nodepool(&e);
+    assert!(text.contains("cpu: 8 of 8 (at its limit"), "{text}");
+    assert!(!s.snapshot().pending.is_empty(), "the limit holds pods back");
+}
+
+#[test]
+fn expirations_and_executed_commands_are_disruption_records() {
+    let np = NODEPOOL.replace("      requirements:", "      expireAfter: 10m\n      requirements:");
+    let mut s = sim(&[&np, &deployment("inflate", 2, "1")]);
+    s.run_until(SimTime::from_secs(15 * 60));
+    let d = s.disruptions();
+    assert!(!d.is_empty(), "{:?}", s.events());
+    assert_eq!(
+        (d[0].reason.as_str(), d[0].method.as_str(), d[0].decision.as_str()),
+        ("Expired", "Expiration", "delete")
+    );
+    assert_eq!(d[0].nodes, ["ip-10-0-1-1"]);
+    assert!(d[0].at >= SimTime::from_secs(600), "{:?}", d[0].at);
+    let json = serde_json::to_value(&d[0]).unwrap();
+    assert_eq!(json["replacementNodeClaims"], serde_json::json!([]));
+}
