@@ -101,6 +101,26 @@ struct TimelineExpect {
     messages: Option<Vec<String>>,
     /// USD per hour now lies in [min, max].
     per_hour_between: Option<(f64, f64)>,
+    /// The set of instance types of the nodes.
+    instance_types: Option<BTreeSet<String>>,
+    /// Zone → pods running on nodes there (exact; zones not listed have none).
+    running_per_zone: Option<BTreeMap<String, usize>>,
+    /// Exactly these disruptions were carried out, in order.
+    disruptions: Option<Vec<DisruptionExpect>>,
+}
+
+/// One disruption carried out (`Simulation::disruptions`).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct DisruptionExpect {
+    /// Empty, Drifted, Underutilized, Expired.
+    reason: String,
+    /// delete or replace.
+    decision: String,
+    /// How many nodes the command took.
+    nodes: usize,
+    /// The replacements' cheapest instance types (not checked when absent).
+    replacements: Option<Vec<String>>,
 }
 
 /// The pods whose name starts with `prefix`, counted per zone over `zones` (zones without any
@@ -447,6 +467,38 @@ fn check_timeline(m: &manifest::Manifests, at: &str, x: Option<&TimelineExpect>,
     if let Some((lo, hi)) = x.per_hour_between {
         if !(lo..=hi).contains(&snap.price_per_hour) {
             errors.push(format!("at {at}: $/hour {} not in [{lo}, {hi}]", snap.price_per_hour));
+        }
+    }
+    if let Some(want) = &x.instance_types {
+        let got: BTreeSet<String> = snap.nodes.iter().filter_map(|n| n.instance_type.clone()).collect();
+        if &got != want {
+            errors.push(format!("at {at}: instanceTypes: expected {want:?}, got {got:?}"));
+        }
+    }
+    if let Some(want) = &x.running_per_zone {
+        let mut got: BTreeMap<String, usize> = BTreeMap::new();
+        for n in snap.nodes.iter().filter(|n| !n.pods.is_empty()) {
+            *got.entry(n.zone.clone().unwrap_or_default()).or_default() += n.pods.len();
+        }
+        if &got != want {
+            errors.push(format!("at {at}: runningPerZone: expected {want:?}, got {got:?}"));
+        }
+    }
+    if let Some(want) = &x.disruptions {
+        let got = sim.disruptions();
+        let same = got.len() == want.len()
+            && got.iter().zip(want).all(|(g, w)| {
+                g.reason == w.reason
+                    && g.decision == w.decision
+                    && g.nodes.len() == w.nodes
+                    && w.replacements.as_ref().is_none_or(|r| *r == g.replacements)
+            });
+        if !same {
+            let shown: Vec<String> = got
+                .iter()
+                .map(|d| format!("{} {} {} {:?} {:?}", d.at, d.reason, d.decision, d.nodes, d.replacements))
+                .collect();
+            errors.push(format!("at {at}: disruptions: expected {want:?}, got {shown:?}"));
         }
     }
     if errors.len() > before {

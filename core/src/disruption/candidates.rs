@@ -43,9 +43,15 @@ impl std::fmt::Display for Blocker {
                 f.write_str("disruption is blocked through the \"karpenter.sh/do-not-disrupt\" annotation")
             }
             Blocker::NodePoolMissing { nodepool } => write!(f, "NodePool {nodepool:?} not found"),
-            Blocker::PodDoNotDisrupt { pod, .. } => {
+            Blocker::PodDoNotDisrupt { pod, until: None } => {
                 write!(f, "pod {pod:?} has \"karpenter.sh/do-not-disrupt\" annotation")
             }
+            // upstream's text, and when the duration lapses.
+            Blocker::PodDoNotDisrupt { pod, until: Some(t) } => write!(
+                f,
+                "pod {pod:?} has \"karpenter.sh/do-not-disrupt\" annotation (until {})",
+                crate::catalogue::reservations::format_time(*t)
+            ),
             Blocker::PdbBlocks { pod, pdb } => write!(f, "pdb {pdb:?} prevents pod evictions (pod {pod})"),
             Blocker::MultiplePdbs { pod, pdbs } => {
                 write!(f, "pod {pod:?} has multiple pdbs ({})", pdbs.join(", "))

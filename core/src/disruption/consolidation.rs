@@ -573,11 +573,10 @@ fn compute(view: &View<'_>, cands: &[&Candidate], method: Method, multi: bool) -
         reason: BudgetReason::Underutilized,
         candidates: nodes,
         savings_per_hour: candidate_price - cheapest,
-        why: format!(
-            "replace with one cheaper node ({} options from {})",
-            planned.instance_type_options.len(),
-            planned.instance_type_options[0]
-        ),
+        why: match planned.instance_type_options.len() {
+            1 => format!("replace with one cheaper node ({})", planned.instance_type_options[0]),
+            n => format!("replace with one cheaper node ({n} options from {})", planned.instance_type_options[0]),
+        },
         replacements: vec![planned],
     })
 }

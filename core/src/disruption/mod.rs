@@ -102,6 +102,7 @@ impl<'a> View<'a> {
             )?;
             let mut input = prepared.input;
             input.unavailable_offerings = self.unavailable.clone();
+            input.options.now = Some(self.now);
             *cell = Some(input);
         }
         Ok(std::cell::RefMut::map(cell, |c| c.as_mut().expect("built above")))

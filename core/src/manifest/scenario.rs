@@ -47,6 +47,25 @@ pub struct ScenarioSpec {
     /// Karpenter's `--min-values-policy` (default Strict).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_values_policy: Option<crate::scheduling::MinValuesPolicy>,
+    /// Karpenter's `--feature-gates` (Helm `settings.featureGates`) that change decisions.
+    #[serde(default, skip_serializing_if = "FeatureGates::is_default")]
+    pub feature_gates: FeatureGates,
+}
+
+/// upstream feature gates, with upstream's defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FeatureGates {
+    /// `SpotToSpotConsolidation` (default off): consolidation may replace a spot node with a
+    /// cheaper spot node.
+    #[serde(default)]
+    pub spot_to_spot_consolidation: bool,
+}
+
+impl FeatureGates {
+    fn is_default(&self) -> bool {
+        *self == FeatureGates::default()
+    }
 }
 
 /// A timed action: `at` (a Go duration after the start, e.g. `90s`, `5m`, `1h30m`) and exactly one
@@ -167,6 +186,7 @@ impl Default for ScenarioSpec {
             capacity_reservations: Vec::new(),
             steps: Vec::new(),
             min_values_policy: None,
+            feature_gates: FeatureGates::default(),
         }
     }
 }

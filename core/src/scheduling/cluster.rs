@@ -192,6 +192,7 @@ pub fn input_from_manifests(
             .unwrap_or_default(),
         options: Options {
             min_values_policy: manifests.scenario.as_ref().and_then(|s| s.spec.min_values_policy).unwrap_or_default(),
+            now,
             ..Options::default()
         },
         pvcs,

@@ -139,9 +139,10 @@ pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
 
 /// Upstream `pdb.IsCurrentlyReschedulable` (§1.3 step 3): a pod of a deleting node is rescheduled
 /// when it is active (or a terminating StatefulSet pod), not a DaemonSet or mirror pod, not under
-/// `karpenter.sh/do-not-disrupt` (a duration value counts as active: there is no clock here), and
-/// not covered by a fully blocking PodDisruptionBudget (maxUnavailable 0 or 0%, minAvailable 100%).
-pub fn reschedulable(pod: &Pod, pdbs: &[k8s_openapi::api::policy::v1::PodDisruptionBudget]) -> bool {
+/// an active `karpenter.sh/do-not-disrupt` (a duration runs from the pod's start until `now`;
+/// without a clock any duration counts as active), and not covered by a fully blocking
+/// PodDisruptionBudget (maxUnavailable 0 or 0%, minAvailable 100%).
+pub fn reschedulable(pod: &Pod, pdbs: &[k8s_openapi::api::policy::v1::PodDisruptionBudget], now: Option<i64>) -> bool {
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
     let owners = pod.metadata.owner_references.iter().flatten();
     let statefulset = owners.clone().any(|o| o.kind == "StatefulSet");
@@ -151,8 +152,19 @@ pub fn reschedulable(pod: &Pod, pdbs: &[k8s_openapi::api::policy::v1::PodDisrupt
     if owners.clone().any(|o| o.kind == "DaemonSet" || (o.kind == "Node" && o.api_version == "v1")) {
         return false;
     }
-    let annotation = pod.metadata.annotations.as_ref().and_then(|a| a.get(DO_NOT_DISRUPT));
-    if annotation.is_some_and(|v| v == "true" || crate::api::Duration::parse(v).is_ok()) {
+    let protected = match now {
+        Some(now) => {
+            crate::disruption::do_not_disrupt::pod_protection(pod, now)
+                != crate::disruption::do_not_disrupt::Protection::None
+        }
+        None => pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(DO_NOT_DISRUPT))
+            .is_some_and(|v| v == "true" || crate::api::Duration::parse(v).is_ok()),
+    };
+    if protected {
         return false;
     }
     let labels = pod.metadata.labels.clone().unwrap_or_default();

@@ -64,11 +64,15 @@ pub enum MinValuesPolicy {
 pub struct Options {
     pub min_values_policy: MinValuesPolicy,
     pub max_instance_types: usize,
+    /// When the round runs (epoch seconds): a `karpenter.sh/do-not-disrupt` duration on a pod of a
+    /// deleting node protects it until then. `None` (no clock, e.g. a single offline round
+    /// without a Scenario `startTime`): any duration counts as active.
+    pub now: Option<i64>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { min_values_policy: MinValuesPolicy::Strict, max_instance_types: MAX_INSTANCE_TYPES }
+        Options { min_values_policy: MinValuesPolicy::Strict, max_instance_types: MAX_INSTANCE_TYPES, now: None }
     }
 }
 
@@ -393,7 +397,7 @@ pub fn schedule(input: &Input) -> Results {
     let mut rescheduled: std::collections::BTreeSet<PodRef> = std::collections::BTreeSet::new();
     for node in &deleting {
         for p in bound.get(node.as_str()).into_iter().flatten() {
-            if !pod::reschedulable(p, &input.pdbs) {
+            if !pod::reschedulable(p, &input.pdbs, input.options.now) {
                 continue;
             }
             rescheduled.insert(PodRef::of(p));

@@ -553,6 +553,22 @@ fn pods_of_deleting_nodes_are_rescheduled_unless_blocked() {
     let r = schedule(&i);
     let moved: Vec<&str> = r.nodeclaims.iter().flat_map(|n| n.pods.iter().map(|p| p.name.as_str())).collect();
     assert_eq!(moved, ["movable"], "{r:#?}");
+
+    // A do-not-disrupt duration runs from the pod's start: without a clock it counts as active;
+    // with one, the pod moves once it has lapsed.
+    let t0 = crate::catalogue::reservations::parse_time("2026-12-01T10:00:00Z").unwrap();
+    let mut timed = pod("timed", "1", "1Gi", "nodeName: old");
+    timed.metadata.annotations = Some([("karpenter.sh/do-not-disrupt".to_string(), "10m".to_string())].into());
+    timed.status.get_or_insert_with(Default::default).start_time = Some(
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::from_second(t0).unwrap()),
+    );
+    i.pods = vec![timed];
+    let moved = |i: &Input| schedule(i).nodeclaims.iter().map(|n| n.pods.len()).sum::<usize>();
+    assert_eq!(moved(&i), 0, "no clock");
+    i.options.now = Some(t0 + 599);
+    assert_eq!(moved(&i), 0, "protected for 10 minutes");
+    i.options.now = Some(t0 + 600);
+    assert_eq!(moved(&i), 1, "lapsed");
 }
 
 #[test]

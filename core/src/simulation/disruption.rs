@@ -171,13 +171,16 @@ impl Simulation {
 
     /// The cluster as disruption reads it now.
     fn view(&self) -> View<'_> {
-        View::new(
+        let mut view = View::new(
             &self.objects,
             &self.region,
             self.clock.epoch_seconds(self.now),
             self.facts(),
             self.known_unavailable(),
-        )
+        );
+        view.spot_to_spot =
+            self.objects.scenario.as_ref().is_some_and(|s| s.spec.feature_gates.spot_to_spot_consolidation);
+        view
     }
 
     /// What a pass depends on besides the cluster's changes: which nodes are quiet long enough,

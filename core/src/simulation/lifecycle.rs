@@ -130,6 +130,7 @@ impl Simulation {
         self.notes.extend(prepared.notes);
         let mut input = prepared.input;
         input.unavailable_offerings = self.known_unavailable();
+        input.options.now = Some(self.clock.epoch_seconds(self.now));
         let results = crate::scheduling::schedule(&input);
         for note in &results.notes {
             self.notes.insert(note.clone());
