@@ -415,7 +415,12 @@ pub(super) fn simulate(view: &View<'_>, cands: &[&Candidate]) -> Result<(Results
             marked_claims.push(i);
         }
     }
+    input.options.consolidation = Some(crate::scheduling::ConsolidationSimulation {
+        candidates: names.iter().map(|n| n.to_string()).collect(),
+        under_consolidate_after: under_consolidate_after(view),
+    });
     let results = crate::scheduling::schedule(&input);
+    input.options.consolidation = None;
     for i in marked_nodes {
         input.nodes[i].metadata.deletion_timestamp = None;
     }
@@ -429,6 +434,27 @@ pub(super) fn simulate(view: &View<'_>, cands: &[&Candidate]) -> Result<(Results
         .cloned()
         .collect();
     Ok((results, pools))
+}
+
+/// Nodes still inside their NodePool's consolidateAfter window (upstream
+/// `IsUnderConsolidateAfter`: initialized, consolidateAfter set and not 0, and less than that since
+/// the last pod event, else since initialization).
+fn under_consolidate_after(view: &View<'_>) -> BTreeSet<String> {
+    let after: BTreeMap<&str, u64> = view
+        .objects
+        .nodepools
+        .iter()
+        .filter_map(|np| Some((np.name(), np.spec.disruption.consolidate_after.as_seconds()?)))
+        .filter(|(_, a)| *a > 0)
+        .collect();
+    view.nodes
+        .iter()
+        .filter(|n| n.initialized)
+        .filter(|n| {
+            after.get(n.nodepool.as_str()).is_some_and(|a| n.last_pod_event.is_some_and(|t| view.now - t < *a as i64))
+        })
+        .map(|n| n.node.clone())
+        .collect()
 }
 
 /// Why the candidates' pods would not all move (upstream `AllNonPendingPodsScheduled` and the

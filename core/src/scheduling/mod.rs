@@ -29,7 +29,7 @@ pub mod volumes;
 
 pub use nodeclaim_template::{InstanceTypeOption, NodeClaimTemplate, Prefilter, Rejection};
 pub use scheduler::{
-    nodepool_usage, schedule, ExistingPlacement, Input, MinValuesPolicy, NodePoolInput, Options, PlannedNodeClaim,
+    nodepool_usage, schedule, ConsolidationSimulation, ExistingPlacement, Input, MinValuesPolicy, NodePoolInput, Options, PlannedNodeClaim,
     RelaxedPod, Results, SkippedNodePool, UnavailableOffering, MAX_INSTANCE_TYPES,
 };
 

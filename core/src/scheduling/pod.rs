@@ -247,6 +247,9 @@ pub struct PodData {
     /// Volume topology alternatives and CSI volume usage (empty for pods without claims; set by
     /// the scheduler, which has the claims, volumes and classes).
     pub volumes: PodVolumes,
+    /// A pod of a consolidation candidate (set by the scheduler in a consolidation simulation): it
+    /// may not move onto a node still inside its consolidateAfter window.
+    pub from_candidate: bool,
 }
 
 impl PodData {
@@ -345,6 +348,7 @@ impl PodData {
             required_terms,
             preferred_terms,
             volumes: PodVolumes::default(),
+            from_candidate: false,
         })
     }
 

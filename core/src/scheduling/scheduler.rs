@@ -68,11 +68,37 @@ pub struct Options {
     /// deleting node protects it until then. `None` (no clock, e.g. a single offline round
     /// without a Scenario `startTime`): any duration counts as active.
     pub now: Option<i64>,
+    /// Set when the round is disruption's simulation of removing nodes (upstream
+    /// `IsConsolidationSimulation`).
+    pub consolidation: Option<ConsolidationSimulation>,
+    /// The round stands for kube-scheduler binding pending pods to existing nodes (the
+    /// simulation's model): pods are read without Karpenter's validation, which decides what
+    /// Karpenter provisions for, not what kube-scheduler binds (a `kubernetes.io/hostname`
+    /// nodeSelector is fine for kube-scheduler).
+    pub kube_scheduler: bool,
+}
+
+/// What a consolidation simulation knows beyond the cluster (upstream v1.14+: consolidateAfter
+/// also guards destinations).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConsolidationSimulation {
+    /// The nodes being consolidated (marked deleting in the input for the simulation).
+    pub candidates: std::collections::BTreeSet<String>,
+    /// Existing nodes still inside their NodePool's consolidateAfter window (initialized, the last
+    /// pod event more recent than consolidateAfter): the candidates' pods may not move onto them.
+    /// Pending pods and pods of nodes that really are deleting may.
+    pub under_consolidate_after: std::collections::BTreeSet<String>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { min_values_policy: MinValuesPolicy::Strict, max_instance_types: MAX_INSTANCE_TYPES, now: None }
+        Options {
+            min_values_policy: MinValuesPolicy::Strict,
+            max_instance_types: MAX_INSTANCE_TYPES,
+            now: None,
+            consolidation: None,
+            kube_scheduler: false,
+        }
     }
 }
 
@@ -218,6 +244,8 @@ struct ExistingNode {
     placed: Vec<usize>,
     /// CSI volume limits and the claims counted against them.
     volumes: NodeVolumes,
+    /// Inside its NodePool's consolidateAfter window, in a consolidation simulation.
+    under_consolidate_after: bool,
 }
 
 /// A NodeClaim planned in this round.
@@ -342,7 +370,8 @@ pub fn schedule(input: &Input) -> Results {
             continue;
         }
         // upstream `Validate`: the pod's requirements, then its claims.
-        match PodData::new(p).and_then(|data| Ok((PodVolumes::resolve(p, &storage, true)?, data))) {
+        let data = if input.options.kube_scheduler { PodData::read(p) } else { PodData::new(p) };
+        match data.and_then(|data| Ok((PodVolumes::resolve(p, &storage, true)?, data))) {
             Err(reason) => results.ignored.push(Ignored { pod: pod_ref, reason }),
             Ok((volumes, mut data)) => {
                 data.volumes = volumes;
@@ -393,6 +422,12 @@ pub fn schedule(input: &Input) -> Results {
             node.volumes = NodeVolumes::new(&node.name, pods, &storage, &mut results.notes);
         }
     }
+    let consolidation = input.options.consolidation.as_ref();
+    if let Some(c) = consolidation {
+        for node in &mut nodes {
+            node.under_consolidate_after = c.under_consolidate_after.contains(&node.name);
+        }
+    }
     // §1.3 step 3: the currently reschedulable pods of deleting nodes join the pending pods.
     let mut rescheduled: std::collections::BTreeSet<PodRef> = std::collections::BTreeSet::new();
     for node in &deleting {
@@ -406,6 +441,7 @@ pub fn schedule(input: &Input) -> Results {
             match PodData::read(p).and_then(|data| Ok((PodVolumes::resolve(p, &storage, false)?, data))) {
                 Ok((volumes, mut data)) => {
                     data.volumes = volumes;
+                    data.from_candidate = consolidation.is_some_and(|c| c.candidates.contains(node));
                     pending_pods.push(data);
                 }
                 Err(reason) => results.ignored.push(Ignored { pod: PodRef::of(p), reason }),
@@ -773,6 +809,7 @@ fn make_existing(
     let available = resources::subtract(&resources::subtract(&allocatable, &used), &daemon_overhead);
     ExistingNode {
         in_flight: false,
+        under_consolidate_after: false,
         name,
         initialized,
         taints: node_taints,
@@ -899,7 +936,9 @@ impl Round<'_> {
         // Only whether a node admits the pod matters here, so the cheapest checks go first and
         // no rejection is built for a full node.
         if let Some(i) = self.nodes.iter().position(|n| {
-            resources::fits(&pod.requests, &n.available)
+            // upstream v1.14: a candidate's pod skips nodes inside their consolidateAfter window.
+            !(pod.from_candidate && n.under_consolidate_after)
+                && resources::fits(&pod.requests, &n.available)
                 && topology_may_admit(&n.requirements)
                 && n.can_add(pod, &requirements, &tolerations).is_ok()
                 && self.node_topology(n, p, prefs, &requirements).is_ok()

@@ -62,7 +62,10 @@ impl Simulation {
             Vec::new()
         } else {
             match crate::scheduling::cluster::input_from_manifests(&view, self.catalogue, Some(&self.region)) {
-                Ok(prepared) => crate::scheduling::schedule(&prepared.input).existing_nodes,
+                Ok(mut prepared) => {
+                    prepared.input.options.kube_scheduler = true;
+                    crate::scheduling::schedule(&prepared.input).existing_nodes
+                }
                 Err(e) => {
                     self.notes.insert(format!("kube-scheduler could not run at {}: {e}", self.now));
                     Vec::new()

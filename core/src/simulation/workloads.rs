@@ -248,6 +248,7 @@ impl Simulation {
             pod.metadata.creation_timestamp = Some(created.clone());
             pod.metadata.uid = Some(self.names.uid());
             self.objects.pods.push(pod);
+            self.kube_dirty = true;
         }
         for d in &m.deployments {
             upsert(&mut self.workload_objects.deployments, d.clone(), |x| (&x.metadata.namespace, &x.metadata.name));
