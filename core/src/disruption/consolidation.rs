@@ -160,7 +160,7 @@ fn drift(view: &View<'_>, candidates: &[Candidate]) -> Result<Command, Declines>
         let (why_drifted, _) = c.facts(view).drifted.expect("filtered");
         match simulate(view, &[c]) {
             Ok((results, _)) => {
-                if let Some(why) = unscheduled(&results, &[c]) {
+                if let Some(why) = unscheduled(&results, &[c]).or_else(|| onto_uninitialized(view, &results, &[c])) {
                     declines.push((node, why));
                     continue;
                 }

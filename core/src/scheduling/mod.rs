@@ -29,8 +29,8 @@ pub mod volumes;
 
 pub use nodeclaim_template::{InstanceTypeOption, NodeClaimTemplate, Prefilter, Rejection};
 pub use scheduler::{
-    nodepool_usage, schedule, ConsolidationSimulation, ExistingPlacement, Input, MinValuesPolicy, NodePoolInput, Options, PlannedNodeClaim,
-    RelaxedPod, Results, SkippedNodePool, UnavailableOffering, MAX_INSTANCE_TYPES,
+    nodepool_usage, schedule, ConsolidationSimulation, ExistingPlacement, Input, MinValuesPolicy, NodePoolInput,
+    Options, PlannedNodeClaim, RelaxedPod, Results, SkippedNodePool, UnavailableOffering, MAX_INSTANCE_TYPES,
 };
 
 #[cfg(test)]

@@ -682,7 +682,11 @@ fn existing_nodes(
             claimed[i] = true;
         }
         let claim = claim_index.map(|i| &input.nodeclaims[i]);
-        if node.metadata.deletion_timestamp.is_some() || claim.is_some_and(marked_for_deletion) {
+        // upstream `MarkedForDeletion`: also a node the disruption queue has tainted.
+        if node.metadata.deletion_timestamp.is_some()
+            || claim.is_some_and(marked_for_deletion)
+            || taints::is_disrupted(node)
+        {
             // §1.3: not active capacity; its reschedulable pods join the round.
             deleting.push(name);
             continue;

@@ -18,6 +18,19 @@ pub const KNOWN_EPHEMERAL_TAINTS: &[(&str, Option<&str>, &str)] = &[
     ("karpenter.sh/unregistered", None, NO_EXECUTE),
 ];
 
+/// upstream `v1.DisruptedNoScheduleTaint`'s key: the disruption queue taints a node with it when
+/// it starts a command and marks the node for deletion at the same time, so a node carrying it is
+/// being disrupted (its pods are provisioned for elsewhere).
+pub const DISRUPTED: &str = "karpenter.sh/disrupted";
+
+/// Whether the node carries `karpenter.sh/disrupted:NoSchedule`.
+pub fn is_disrupted(node: &k8s_openapi::api::core::v1::Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| t.iter().any(|t| t.key == DISRUPTED && t.effect == NO_SCHEDULE))
+}
+
 /// Node readiness-gate taints (`readiness.k8s.io/*`), ephemeral like the list above.
 pub const EPHEMERAL_TAINT_PREFIX: &str = "readiness.k8s.io/";
 

@@ -572,6 +572,24 @@ fn pods_of_deleting_nodes_are_rescheduled_unless_blocked() {
 }
 
 #[test]
+fn a_node_the_disruption_queue_tainted_is_deleting() {
+    // upstream: the queue taints karpenter.sh/disrupted:NoSchedule and marks the node for deletion
+    // together; its pods are provisioned for elsewhere.
+    let np = nodepool(&np_spec("", ""), "default");
+    let mut i = input(vec![np], small_types(), vec![pod("moving", "1", "1Gi", "nodeName: old")]);
+    let mut n = node("old", "", "4", "");
+    n.spec.get_or_insert_with(Default::default).taints = Some(vec![k8s_openapi::api::core::v1::Taint {
+        key: "karpenter.sh/disrupted".into(),
+        effect: "NoSchedule".into(),
+        ..Default::default()
+    }]);
+    i.nodes = vec![n];
+    let r = schedule(&i);
+    assert_eq!(r.nodeclaims.len(), 1, "{r:#?}");
+    assert_eq!(r.nodeclaims[0].pods[0].name, "moving");
+}
+
+#[test]
 fn existing_required_anti_affinity_keeps_selected_pods_out() {
     // Inverse anti-affinity (§1.16): the bound `owner` keeps pods labelled app=web off its host.
     let np = nodepool(&np_spec("", ""), "default");

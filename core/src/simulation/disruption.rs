@@ -43,7 +43,7 @@ pub struct Disruption {
     /// The replacement NodeClaims created.
     #[serde(rename = "replacementNodeClaims")]
     pub replacement_nodeclaims: Vec<String>,
-    /// USD per hour saved (0 for drift and expiration, which are not about cost).
+    /// USD per hour saved: the nodes' price minus the replacements' (0 for expiration).
     pub savings_per_hour: f64,
     pub why: String,
 }

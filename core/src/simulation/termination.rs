@@ -21,7 +21,7 @@ use super::events::{Involved, OfferingRef, Reason, RemovalCause};
 use super::{SimTime, Simulation, Timer};
 
 /// The taint a node being terminated carries.
-pub const DISRUPTED_TAINT_KEY: &str = "karpenter.sh/disrupted";
+pub const DISRUPTED_TAINT_KEY: &str = crate::scheduling::taints::DISRUPTED;
 
 #[derive(Debug, Clone)]
 pub(super) struct Termination {
