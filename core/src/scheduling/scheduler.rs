@@ -682,11 +682,10 @@ fn existing_nodes(
             claimed[i] = true;
         }
         let claim = claim_index.map(|i| &input.nodeclaims[i]);
-        // upstream `MarkedForDeletion`: also a node the disruption queue has tainted.
-        if node.metadata.deletion_timestamp.is_some()
-            || claim.is_some_and(marked_for_deletion)
-            || taints::is_disrupted(node)
-        {
+        // upstream `MarkedForDeletion`: also a node the disruption queue has tainted (not for
+        // kube-scheduler, which leaves the pods of a tainted node where they are).
+        let disrupted = taints::is_disrupted(node) && !input.options.kube_scheduler;
+        if node.metadata.deletion_timestamp.is_some() || claim.is_some_and(marked_for_deletion) || disrupted {
             // §1.3: not active capacity; its reschedulable pods join the round.
             deleting.push(name);
             continue;

@@ -319,7 +319,18 @@ impl Simulation {
                 self.schedule_timer(self.now, Timer::Disruption);
             }
             other => {
+                // The most concrete reason first: a candidate that is blocked now says by what.
+                let blocked: Vec<String> = pass
+                    .blocked
+                    .iter()
+                    .filter(|(node, _)| cmd.candidates.contains(node))
+                    .map(|(node, blockers)| {
+                        let texts: Vec<String> = blockers.iter().map(ToString::to_string).collect();
+                        format!("{node} is no longer a candidate: {}", texts.join("; "))
+                    })
+                    .collect();
                 let why = match other {
+                    _ if !blocked.is_empty() => blocked.join("; "),
                     Some(c) if c.method != cmd.method => format!("churn: {:?} now acts first", c.method),
                     Some(_) => "churn: a different set of nodes would be chosen now".to_string(),
                     None => "the nodes are no longer candidates, or their pods would not move the same way".to_string(),
@@ -461,6 +472,9 @@ impl Simulation {
                 effect: "NoSchedule".into(),
                 time_added: None,
             });
+            // upstream's provisioning NodeController: a tainted node triggers a round (its pods
+            // are nominated onto the replacements).
+            self.trigger_for_disrupted();
         }
     }
 

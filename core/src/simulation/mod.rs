@@ -136,6 +136,9 @@ enum Timer {
     /// A disruption command's 15 s validation is due.
     Validate,
     Expire(String),
+    /// upstream's provisioning NodeController requeues a tainted node every 10 s, triggering a
+    /// round each time (nominations onto replacements stay fresh).
+    DisruptedRequeue,
 }
 
 /// A provisioning round's outcome, for the report.
@@ -148,6 +151,9 @@ pub struct RoundSummary {
     pub nominated: usize,
     pub unschedulable: usize,
 }
+
+/// upstream: the provisioning NodeController requeues a tainted node after 10 s.
+const DISRUPTED_REQUEUE: Duration = Duration::secs(10);
 
 /// A node as the report shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -442,6 +448,7 @@ impl Simulation {
                     self.validate_command();
                 }
                 Timer::Expire(nc) => self.expire(&nc),
+                Timer::DisruptedRequeue => self.requeue_disrupted(),
             }
         }
         if fired {
@@ -474,6 +481,21 @@ impl Simulation {
         }
         self.progress_commands();
         self.cost.set_rate(self.now, self.running_prices());
+    }
+
+    /// A node was tainted `karpenter.sh/disrupted`: a round now, and every 10 s while any node
+    /// carries the taint (upstream's provisioning NodeController).
+    fn trigger_for_disrupted(&mut self) {
+        self.batch.trigger(self.now);
+        if !self.timers.values().any(|t| *t == Timer::DisruptedRequeue) {
+            self.schedule_timer(self.now.plus(DISRUPTED_REQUEUE), Timer::DisruptedRequeue);
+        }
+    }
+
+    fn requeue_disrupted(&mut self) {
+        if self.objects.nodes.iter().any(crate::scheduling::taints::is_disrupted) {
+            self.trigger_for_disrupted();
+        }
     }
 
     /// upstream: the provisioner does not schedule while a NodeClaim it created has no

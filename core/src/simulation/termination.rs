@@ -95,6 +95,9 @@ impl Simulation {
                     taints.retain(|t| t.key != DISRUPTED_TAINT_KEY);
                     taints.push(disrupted_taint());
                 }
+                // upstream's provisioning NodeController: a tainted node triggers a round, which
+                // provisions for its pods before they are evicted.
+                self.trigger_for_disrupted();
                 self.schedule_timer(self.now, Timer::Drain(name.to_string()));
             }
             None => {
