@@ -46,6 +46,12 @@ fn scaled(value: &IntOrString, expected: i64) -> Option<i64> {
 
 /// `status.disruptionsAllowed` over `pods` (every pod of the cluster).
 pub fn disruptions_allowed(pdb: &PodDisruptionBudget, pods: &[Pod]) -> i64 {
+    headroom(pdb, pods).max(0)
+}
+
+/// Healthy pods minus the desired healthy count (negative: the budget is already violated, e.g.
+/// while pods are pending); an unreadable budget has none.
+pub fn headroom(pdb: &PodDisruptionBudget, pods: &[Pod]) -> i64 {
     let Some(spec) = &pdb.spec else { return 0 };
     let matching: Vec<&Pod> = pods.iter().filter(|p| covers(pdb, p)).collect();
     let expected = matching.len() as i64;
@@ -56,7 +62,7 @@ pub fn disruptions_allowed(pdb: &PodDisruptionBudget, pods: &[Pod]) -> i64 {
         (None, None) => Some(0),
     };
     // An unparseable value blocks, as the controller does (it reports an error and allows 0).
-    desired.map_or(0, |d| (current - d).max(0))
+    desired.map_or(0, |d| current - d)
 }
 
 /// The PDB that refuses evicting `pod` now (the first by name), if any.

@@ -277,13 +277,18 @@ mod properties {
     use crate::resources;
     use proptest::prelude::*;
 
-    /// A random cluster: deployments (some under do-not-disrupt, some under a PDB), scale steps
-    /// and node deletions.
+    /// A random cluster: a NodePool with a random disruption budget, deployments (some under
+    /// do-not-disrupt, some under a PDB), scale steps and node deletions.
     fn input() -> impl Strategy<Value = String> {
-        let deployments = prop::collection::vec((0i32..12, 1u32..20, any::<bool>(), any::<bool>()), 1..4);
+        // (replicas, CPU in tenths, do-not-disrupt, a PDB's maxUnavailable)
+        let deployments = prop::collection::vec((0i32..12, 1u32..20, any::<bool>(), prop::option::of(0u32..2)), 1..4);
         let steps = prop::collection::vec((1u64..40, 0usize..4, 0i32..15, any::<bool>(), 1u32..4), 0..5);
-        (deployments, steps).prop_map(|(deps, steps)| {
-            let mut docs = vec![NODEPOOL.replace("      requirements:", "      terminationGracePeriod: 10m\n      requirements:")];
+        let budget = prop::sample::select(vec!["10%", "1", "2", "50%", "100%", "0"]);
+        (deployments, steps, budget).prop_map(|(deps, steps, budget)| {
+            let np = NODEPOOL
+                .replace("      requirements:", "      terminationGracePeriod: 10m\n      requirements:")
+                .replace("spec:\n  template:", &format!("spec:\n  disruption:\n    budgets: [{{nodes: \"{budget}\"}}]\n  template:"));
+            let mut docs = vec![np];
             for (i, (replicas, cpu_tenths, protected, budget)) in deps.iter().enumerate() {
                 let mut d = deployment(&format!("app{i}"), *replicas, &format!("{}m", cpu_tenths * 100));
                 if *protected {
@@ -293,9 +298,9 @@ mod properties {
                     );
                 }
                 docs.push(d);
-                if *budget {
+                if let Some(max_unavailable) = budget {
                     docs.push(format!(
-                        "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {{name: app{i}, namespace: default}}\nspec:\n  maxUnavailable: 1\n  selector: {{matchLabels: {{app: app{i}}}}}\n"
+                        "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {{name: app{i}, namespace: default}}\nspec:\n  maxUnavailable: {max_unavailable}\n  selector: {{matchLabels: {{app: app{i}}}}}\n"
                     ));
                 }
             }
@@ -323,12 +328,66 @@ mod properties {
         #[test]
         fn runs_keep_the_invariants(text in input()) {
             let m = load(&text).unwrap();
+            let end = SimTime::from_secs(3600);
             let run = || {
                 let mut s = Simulation::new(&m, None, Timings::default()).unwrap();
-                s.run_until(SimTime::from_secs(3600));
+                s.run_until(end);
                 s
             };
-            let s = run();
+            // Step by step: what each instant did must respect budgets and PDBs.
+            let mut s = Simulation::new(&m, None, Timings::default()).unwrap();
+            while s.next_event_time().is_some_and(|t| t <= end) {
+                let seen = s.events().len();
+                let headroom_before: Vec<i64> =
+                    s.objects().pdbs.iter().map(|pdb| crate::disruption::pdb::headroom(pdb, &s.objects().pods)).collect();
+                s.step();
+                let new = &s.events()[seen..];
+                // A scale step or a deletion at the same instant changes what is expected.
+                if new.iter().any(|e| e.reason.name() == "StepApplied") {
+                    continue;
+                }
+                // A graceful eviction never takes a PDB below its desired healthy count: in the
+                // order things happened, evictions so far ≤ the room before + pods bound so far.
+                for (pdb, before) in s.objects().pdbs.iter().zip(&headroom_before) {
+                    let app = pdb.metadata.name.clone().unwrap();
+                    let (mut evicted, mut bound) = (0i64, 0i64);
+                    for e in new.iter().filter(|e| e.object.name.rsplit_once('-').is_some_and(|(o, _)| o == app)) {
+                        match e.reason.name() {
+                            "Scheduled" => bound += 1,
+                            "Evicted" => {
+                                evicted += 1;
+                                prop_assert!(
+                                    evicted <= before + bound,
+                                    "{app}: {evicted} evicted at {} with room for {before} and {bound} bound",
+                                    s.now()
+                                );
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                // A disruption command never takes more nodes than the budget allows.
+                for e in new.iter().filter(|e| e.reason.name() == "Disrupting") {
+                    let Reason::Disrupting { method, .. } = &e.reason else { unreachable!() };
+                    let reason = match method.as_str() {
+                        "Empty" => crate::api::nodepool::BudgetReason::Empty,
+                        "Drifted" => crate::api::nodepool::BudgetReason::Drifted,
+                        _ => crate::api::nodepool::BudgetReason::Underutilized,
+                    };
+                    let with_node = || s.machines.values().filter(|m| m.node.is_some());
+                    let counted = with_node().filter(|m| m.initialized.is_some()).count() as i64;
+                    let deleting = with_node().filter(|m| m.terminating.is_some() || m.disrupting).count() as i64;
+                    let np = &s.objects().nodepools[0];
+                    let limit = crate::disruption::budgets::allowance(np, reason, counted, 0, s.clock().epoch_seconds(s.now()));
+                    prop_assert!(
+                        deleting <= limit.allowed,
+                        "{deleting} of {counted} nodes disrupting at {}, the budget allows {}",
+                        s.now(),
+                        limit.allowed
+                    );
+                }
+            }
+            s.run_until(end);
             // Deterministic.
             let again = run();
             prop_assert_eq!(s.events(), again.events());
