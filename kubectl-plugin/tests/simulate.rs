@@ -212,3 +212,18 @@ fn until_reports_disruptions_nodepools_and_explanations() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("expected node/NAME or nodepool/NAME"), "{}", text(&out.stderr));
 }
+
+#[test]
+fn a_balanced_nodepool_scores_the_node_it_keeps() {
+    let file = "../tests/scenarios/time-balanced-consolidation.yaml";
+    let out = plugin(&["simulate", "-f", file, "--until", "19m", "-o", "json", "--explain", "node/ip-10-0-1-1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let e = &report["explanations"][0];
+    let balanced =
+        e["checks"].as_array().unwrap().iter().find(|c| c["condition"] == "Balanced policy approves the move");
+    let balanced = balanced.expect("a Balanced check");
+    assert_eq!(balanced["passed"], false);
+    assert!(balanced["detail"].as_str().unwrap().starts_with("score 0.11 is below threshold 0.50"), "{balanced}");
+    assert_eq!(e["disruptable"], false);
+}

@@ -13,7 +13,7 @@ use crate::labels;
 use crate::requirements::{Requirement, Requirements};
 use crate::scheduling::{NodePoolInput, Results};
 
-use super::budgets;
+use super::{balanced, budgets};
 use super::{Candidate, Command, Method, View};
 
 /// upstream `MinInstanceTypesForSpotToSpotConsolidation`.
@@ -236,10 +236,24 @@ fn multi_node(view: &View<'_>, candidates: &[Candidate]) -> Result<Command, Decl
     // upstream: binary search over the prefix length, lo = 1, hi = min(n − 1, 100).
     let (mut lo, mut hi) = (1usize, (within.len() - 1).min(MULTI_NODE_MAX_CANDIDATES));
     let mut best: Option<Command> = None;
+    let totals = balanced::totals(view, candidates);
+    let mut rejected: Option<(Vec<String>, String)> = None;
     while lo <= hi {
         let mid = (lo + hi) / 2;
         let prefix = &within[..=mid];
-        match compute(view, prefix, Method::MultiNodeConsolidation, true) {
+        // A Balanced NodePool may refuse a move that is otherwise valid (upstream: the prefix is
+        // then invalid and the search shortens).
+        let attempt = compute(view, prefix, Method::MultiNodeConsolidation, true).and_then(|cmd| {
+            match balanced::evaluate(view, prefix, cmd.savings_per_hour, &totals) {
+                Ok(()) => Ok(cmd),
+                Err((pool, score)) => {
+                    let why = format!("Balanced NodePool {pool} rejects merging them: {score}");
+                    rejected = Some((cmd.candidates.clone(), why.clone()));
+                    Err(why)
+                }
+            }
+        });
+        match attempt {
             Ok(cmd) => {
                 best = Some(cmd);
                 lo = mid + 1;
@@ -250,6 +264,12 @@ fn multi_node(view: &View<'_>, candidates: &[Candidate]) -> Result<Command, Decl
                 }
                 hi = mid - 1;
             }
+        }
+    }
+    if best.is_none() {
+        // upstream reports the smallest rejected window once.
+        if let Some((nodes, why)) = rejected {
+            declines.extend(nodes.into_iter().map(|n| (n, why.clone())));
         }
     }
     best.ok_or(declines)
@@ -274,12 +294,18 @@ fn single_node(view: &View<'_>, candidates: &[Candidate]) -> Result<Command, Dec
         round += 1;
     }
     let budget = allowances(view, BudgetReason::Underutilized);
+    let totals = balanced::totals(view, candidates);
     let mut room: Option<Room> = None;
     for c in order {
         let node = c.facts(view).node.clone();
         let (allowed, binding) = budget.get(c.nodepool.name()).cloned().unwrap_or((0, None));
         if allowed <= 0 {
             declines.push((node, budget_text(c.nodepool.name(), binding, BudgetReason::Underutilized)));
+            continue;
+        }
+        // upstream `CanPassThreshold`: not even deleting it would pass its Balanced NodePool.
+        if let Err(score) = balanced::can_pass_threshold(view, c, &totals) {
+            declines.push((node, format!("Balanced NodePool {}: even deleting it: {score}", c.nodepool.name())));
             continue;
         }
         if room.get_or_insert_with(|| Room::of(view)).hopeless(view, c) {
@@ -290,7 +316,10 @@ fn single_node(view: &View<'_>, candidates: &[Candidate]) -> Result<Command, Dec
             continue;
         }
         match compute(view, &[c], Method::SingleNodeConsolidation, false) {
-            Ok(cmd) => return Ok(cmd),
+            Ok(cmd) => match balanced::evaluate(view, &[c], cmd.savings_per_hour, &totals) {
+                Ok(()) => return Ok(cmd),
+                Err((pool, score)) => declines.push((node, format!("Balanced NodePool {pool} rejects it: {score}"))),
+            },
             Err(why) => declines.push((node, why)),
         }
     }

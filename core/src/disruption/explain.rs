@@ -167,7 +167,6 @@ pub fn explain_node(view: &View<'_>, index: usize) -> NodeExplanation {
             format!("{why} since {}", time(since)),
         ));
     }
-    let disruptable = checks.iter().all(|c| c.passed);
     let removal = nodepool.map(|np| {
         let candidate = Candidate {
             index,
@@ -187,6 +186,21 @@ pub fn explain_node(view: &View<'_>, index: usize) -> NodeExplanation {
         };
         removal(view, &candidate)
     });
+    // A Balanced NodePool scores the move: what removing it saves against what it disrupts.
+    if let (Some(np), Some(r)) = (nodepool, &removal) {
+        if np.spec.disruption.consolidation_policy == ConsolidationPolicy::Balanced {
+            let all: Vec<Candidate> =
+                (0..view.nodes.len()).filter_map(|i| super::candidates::candidate(view, i, false).ok()).collect();
+            let totals = super::balanced::totals(view, &all);
+            let cost = all.iter().find(|c| c.index == index).map_or(1.0, |c| c.disruption_cost);
+            let score = totals.get(np.name()).map(|t| super::balanced::score_move(r.savings_per_hour, cost, t));
+            checks.push(match score {
+                Some(s) => check("Balanced policy approves the move", s.approved(), s.to_string()),
+                None => check("Balanced policy approves the move", false, "the node is not a candidate to score"),
+            });
+        }
+    }
+    let disruptable = checks.iter().all(|c| c.passed);
     NodeExplanation {
         node: f.node.clone(),
         nodeclaim: f.nodeclaim.clone(),

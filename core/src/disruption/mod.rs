@@ -8,6 +8,7 @@
 //! ([`Declined`]). Expiration is not a method: expired NodeClaims are deleted regardless
 //! ([`expired`]). The simulation (`crate::simulation`) waits, validates and executes commands.
 
+pub mod balanced;
 pub mod budgets;
 pub mod candidates;
 pub mod consolidation;
