@@ -156,7 +156,7 @@ pub fn candidate(view: &View<'_>, index: usize, eventual: bool) -> Result<Candid
             pod_blockers.push(Blocker::MultiplePdbs { pod: key(p), pdbs: covering });
         } else if let Some(b) = view.objects.pdbs.iter().find(|b| pdb::covers(b, p)) {
             // upstream: per pod and static — a PDB with 0 disruptions allowed blocks.
-            if pdb::disruptions_allowed(b, &view.objects.pods) <= 0 {
+            if pdb::disruptions_allowed(b, &view.objects.pods, &view.scales) <= 0 {
                 pod_blockers.push(Blocker::PdbBlocks { pod: key(p), pdb: pdb::name(b) });
             }
         }

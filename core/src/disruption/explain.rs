@@ -112,7 +112,7 @@ pub fn explain_node(view: &View<'_>, index: usize) -> NodeExplanation {
             do_not_disrupt::Protection::Indefinite => dnd.push(format!("{key} (indefinitely)")),
             do_not_disrupt::Protection::Until(t) => dnd.push(format!("{key} (until {})", time(t))),
         }
-        if let Some(b) = pdb::blocking(p, &view.objects.pdbs, &view.objects.pods) {
+        if let Some(b) = pdb::blocking(p, &view.objects.pdbs, &view.objects.pods, &view.scales) {
             blocked_by_pdb.push(format!("{key} by {}", pdb::name(b)));
         }
     }

@@ -66,6 +66,9 @@ pub struct View<'a> {
     pub input: std::cell::RefCell<Option<crate::scheduling::Input>>,
     /// Indices into `objects.pods` of the pods bound to each node.
     pub pods_by_node: std::collections::HashMap<String, Vec<usize>>,
+    /// The replicas of the pods' controllers, for PodDisruptionBudgets (from `objects`' workloads;
+    /// the simulation sets its own).
+    pub scales: pdb::Scales,
 }
 
 impl<'a> View<'a> {
@@ -82,7 +85,17 @@ impl<'a> View<'a> {
                 pods_by_node.entry(n.to_string()).or_default().push(i);
             }
         }
-        View { objects, region, now, nodes, unavailable, spot_to_spot: false, input: Default::default(), pods_by_node }
+        View {
+            objects,
+            region,
+            now,
+            nodes,
+            unavailable,
+            spot_to_spot: false,
+            input: Default::default(),
+            pods_by_node,
+            scales: pdb::scales_of(objects),
+        }
     }
 
     /// The nodes of a NodePool its budgets count (upstream: managed, initialized and not

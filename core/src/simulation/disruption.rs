@@ -180,6 +180,7 @@ impl Simulation {
         );
         view.spot_to_spot =
             self.objects.scenario.as_ref().is_some_and(|s| s.spec.feature_gates.spot_to_spot_consolidation);
+        view.scales = self.pdb_scales();
         view
     }
 

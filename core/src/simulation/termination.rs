@@ -167,6 +167,7 @@ impl Simulation {
             .collect();
         let now_epoch = self.clock.epoch_seconds(self.now);
         let mut reported = term.reported.clone();
+        let scales = self.pdb_scales();
         for (ns, pod_name) in batch {
             let Some(i) = self.pod_index(&ns, &pod_name) else { continue };
             let pod = &self.objects.pods[i];
@@ -179,7 +180,7 @@ impl Simulation {
                 }
                 continue;
             }
-            if let Some(blocker) = pdb::blocking(pod, &self.objects.pdbs, &self.objects.pods) {
+            if let Some(blocker) = pdb::blocking(pod, &self.objects.pdbs, &self.objects.pods, &scales) {
                 let blocker = pdb::name(blocker);
                 if reported.insert((pod_name.clone(), blocker.clone())) {
                     self.emit(

@@ -339,7 +339,7 @@ mod properties {
             while s.next_event_time().is_some_and(|t| t <= end) {
                 let seen = s.events().len();
                 let headroom_before: Vec<i64> =
-                    s.objects().pdbs.iter().map(|pdb| crate::disruption::pdb::headroom(pdb, &s.objects().pods)).collect();
+                    s.objects().pdbs.iter().map(|pdb| crate::disruption::pdb::headroom(pdb, &s.objects().pods, &s.pdb_scales())).collect();
                 s.step();
                 let new = &s.events()[seen..];
                 // A scale step or a deletion at the same instant changes what is expected.

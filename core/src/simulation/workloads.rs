@@ -50,6 +50,14 @@ impl Workload {
 }
 
 impl Simulation {
+    /// The workloads' replicas, as PodDisruptionBudgets read them.
+    pub(super) fn pdb_scales(&self) -> crate::disruption::pdb::Scales {
+        self.workloads
+            .iter()
+            .map(|w| ((w.namespace.clone(), w.kind.to_string(), w.name.clone()), i64::from(w.replicas)))
+            .collect()
+    }
+
     /// Takes over the input's workloads: their controllers create the pods (`<name>-0`, …) at
     /// the start; Job pods run as standalone pods.
     pub(super) fn adopt_workloads(&mut self) {
