@@ -50,6 +50,52 @@ pub struct ScenarioSpec {
     /// Karpenter's `--feature-gates` (Helm `settings.featureGates`) that change decisions.
     #[serde(default, skip_serializing_if = "FeatureGates::is_default")]
     pub feature_gates: FeatureGates,
+    /// How long things take in `simulate --until` (Go durations; `Never` for launch, registration
+    /// and initialization: that step never happens, e.g. nodes whose user data breaks the join).
+    #[serde(default, skip_serializing_if = "TimingOverrides::is_empty")]
+    pub timings: TimingOverrides,
+}
+
+/// Overrides of the simulation's timings (docs/simulation.md has the defaults).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TimingOverrides {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_idle: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_max: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registration: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initialization: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_retry: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_termination: Option<String>,
+}
+
+impl TimingOverrides {
+    fn is_empty(&self) -> bool {
+        *self == TimingOverrides::default()
+    }
+
+    /// Each override as (field, text, whether `Never` is allowed).
+    pub fn fields(&self) -> Vec<(&'static str, &str, bool)> {
+        [
+            ("batchIdle", &self.batch_idle, false),
+            ("batchMax", &self.batch_max, false),
+            ("launch", &self.launch, true),
+            ("registration", &self.registration, true),
+            ("initialization", &self.initialization, true),
+            ("drainRetry", &self.drain_retry, false),
+            ("instanceTermination", &self.instance_termination, false),
+        ]
+        .into_iter()
+        .filter_map(|(name, value, never)| value.as_deref().map(|v| (name, v, never)))
+        .collect()
+    }
 }
 
 /// upstream feature gates, with upstream's defaults.
@@ -187,6 +233,7 @@ impl Default for ScenarioSpec {
             steps: Vec::new(),
             min_values_policy: None,
             feature_gates: FeatureGates::default(),
+            timings: TimingOverrides::default(),
         }
     }
 }
@@ -238,6 +285,16 @@ impl Scenario {
         }
         self.validate_capacity_reservations(&mut out);
         self.validate_steps(&mut out);
+        for (field, value, never_allowed) in self.spec.timings.fields() {
+            let ok = (never_allowed && value == "Never") || parse_offset(value).is_some();
+            if !ok {
+                let also = if never_allowed { " or Never" } else { "" };
+                out.push((
+                    format!("spec.timings.{field}"),
+                    format!("{value:?} is not a duration (e.g. 3s, 40s, 2m){also}"),
+                ));
+            }
+        }
         out
     }
 

@@ -55,6 +55,9 @@ impl Duration {
     pub const fn mins(m: u64) -> Duration {
         Duration(m * 60_000)
     }
+
+    /// A step that never happens (a Scenario timing of `Never`).
+    pub const NEVER: Duration = Duration(u64::MAX);
 }
 
 /// Go's `time.Duration.String()`: `0s`, `500ms`, `1.5s`, `1m30s`, `30m0s`, `1h30m0s`.
@@ -90,6 +93,9 @@ impl fmt::Display for SimTime {
 
 impl fmt::Display for Duration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if *self == Duration::NEVER {
+            return f.write_str("Never");
+        }
         write_span(f, self.0)
     }
 }

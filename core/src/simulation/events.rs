@@ -148,6 +148,9 @@ pub enum Reason {
     DisruptionFailed { nodes: Vec<String>, why: String },
     /// expireAfter elapsed: the NodeClaim is deleted (no budgets, no replacement first).
     Expired { after: String },
+    /// upstream liveness: not `Launched` 5 minutes after creation, or not `Registered` 15 minutes
+    /// after launch: the NodeClaim is deleted and its pods are provisioned again.
+    LivenessTimeout { condition: String, after: String },
     /// A step's action.
     StepApplied { action: String },
     /// A step that could not be carried out.
@@ -187,6 +190,7 @@ impl Reason {
             Reason::Disrupting { .. } => "Disrupting",
             Reason::DisruptionFailed { .. } => "DisruptionFailed",
             Reason::Expired { .. } => "Expired",
+            Reason::LivenessTimeout { .. } => "LivenessTimeout",
             Reason::StepApplied { .. } => "StepApplied",
             Reason::StepFailed { .. } => "StepFailed",
         }
@@ -204,6 +208,7 @@ impl Reason {
             | Reason::StepFailed { .. }
             | Reason::DisruptionBlocked { .. }
             | Reason::DisruptionFailed { .. }
+            | Reason::LivenessTimeout { .. }
             | Reason::PodRemoved { cause: RemovalCause::NodeLost | RemovalCause::ForceDeleted, .. } => {
                 EventType::Warning
             }
@@ -283,6 +288,9 @@ impl fmt::Display for Reason {
             Reason::Disrupting { method, decision } => write!(f, "Disrupting Node: {method}/{decision}"),
             Reason::DisruptionFailed { nodes, why } => write!(f, "Disruption of [{}] abandoned: {why}", nodes.join(", ")),
             Reason::Expired { after } => write!(f, "NodeClaim expired after {after}; deleting it"),
+            Reason::LivenessTimeout { condition, after } => {
+                write!(f, "NodeClaim not {condition} after {after}; deleting it (liveness)")
+            }
             Reason::StepApplied { action } => f.write_str(action),
             Reason::StepFailed { action, why } => write!(f, "{action}: {why}"),
         }

@@ -258,6 +258,7 @@ impl Simulation {
             },
         );
         self.schedule_timer(self.now.plus(self.timings.launch), Timer::Launch(name.clone()));
+        self.schedule_timer(self.now.plus(super::LAUNCH_TIMEOUT), Timer::LaunchTimeout(name.clone()));
         if let Some(after) = nodepool.spec.template.spec.expire_after.as_seconds() {
             self.schedule_timer(self.now.plus(super::Duration::secs(after)), Timer::Expire(name.clone()));
         }
@@ -371,6 +372,26 @@ impl Simulation {
             m.launched = Some(self.now);
         }
         self.schedule_timer(self.now.plus(self.timings.registration), Timer::Register(name.to_string()));
+        self.schedule_timer(self.now.plus(super::REGISTRATION_TIMEOUT), Timer::RegistrationTimeout(name.to_string()));
+    }
+
+    /// upstream `liveness.go`: a NodeClaim that has not launched (`registration`: registered) in
+    /// time is deleted; its pods are provisioned again.
+    pub(super) fn liveness(&mut self, name: &str, registration: bool) {
+        let Some(m) = self.machines.get(name) else { return };
+        let stuck = m.terminating.is_none() && if registration { m.node.is_none() } else { m.launched.is_none() };
+        if !stuck {
+            return;
+        }
+        let (condition, after) = match registration {
+            true => ("Registered", super::REGISTRATION_TIMEOUT),
+            false => ("Launched", super::LAUNCH_TIMEOUT),
+        };
+        self.emit(
+            Involved::nodeclaim(name),
+            Reason::LivenessTimeout { condition: condition.into(), after: after.to_string() },
+        );
+        self.terminate(name, &format!("not {condition} after {after} (liveness)"));
     }
 
     /// The Node joins (upstream `registration.go`): labels and taints synced from the NodeClaim,

@@ -67,6 +67,38 @@ pub struct Timings {
     pub spot_interruption_notice: Duration,
 }
 
+impl Timings {
+    /// These timings with the Scenario's overrides (validated when the Scenario was loaded).
+    pub fn with_overrides(mut self, o: &crate::manifest::scenario::TimingOverrides) -> Timings {
+        let read = |text: &Option<String>| {
+            text.as_deref().and_then(|t| match t {
+                "Never" => Some(Duration::NEVER),
+                t => crate::manifest::scenario::parse_offset(t).map(Duration::millis),
+            })
+        };
+        let slots: [(&Option<String>, &mut Duration); 7] = [
+            (&o.batch_idle, &mut self.batch_idle),
+            (&o.batch_max, &mut self.batch_max),
+            (&o.launch, &mut self.launch),
+            (&o.registration, &mut self.registration),
+            (&o.initialization, &mut self.initialization),
+            (&o.drain_retry, &mut self.drain_retry),
+            (&o.instance_termination, &mut self.instance_termination),
+        ];
+        for (text, slot) in slots {
+            if let Some(d) = read(text) {
+                *slot = d;
+            }
+        }
+        self
+    }
+}
+
+/// upstream liveness `LaunchTimeout`: not Launched this long after creation → deleted.
+pub const LAUNCH_TIMEOUT: Duration = Duration::mins(5);
+/// upstream liveness `registrationTimeout`: not Registered this long after launch → deleted.
+pub const REGISTRATION_TIMEOUT: Duration = Duration::mins(15);
+
 impl Default for Timings {
     fn default() -> Self {
         Timings {
@@ -136,6 +168,8 @@ enum Timer {
     /// A disruption command's 15 s validation is due.
     Validate,
     Expire(String),
+    LaunchTimeout(String),
+    RegistrationTimeout(String),
     /// upstream's provisioning NodeController requeues a tainted node every 10 s, triggering a
     /// round each time (nominations onto replacements stay fresh).
     DisruptedRequeue,
@@ -262,6 +296,10 @@ impl Simulation {
     /// given, else the Scenario's; the start instant is the Scenario's `startTime`, else
     /// [`clock::DEFAULT_START`].
     pub fn new(manifests: &Manifests, region: Option<&str>, timings: Timings) -> Result<Simulation, SimulationError> {
+        let timings = match &manifests.scenario {
+            Some(s) => timings.with_overrides(&s.spec.timings),
+            None => timings,
+        };
         let catalogue = Catalogue::embedded();
         let start = manifests.scenario.as_ref().and_then(|s| s.spec.start_time.clone());
         let clock =
@@ -403,6 +441,10 @@ impl Simulation {
     }
 
     fn schedule_timer(&mut self, at: SimTime, timer: Timer) {
+        // A step that never happens has no timer.
+        if at.0 == u64::MAX {
+            return;
+        }
         self.timer_seq += 1;
         self.timers.insert((at, self.timer_seq), timer);
     }
@@ -448,6 +490,8 @@ impl Simulation {
                     self.validate_command();
                 }
                 Timer::Expire(nc) => self.expire(&nc),
+                Timer::LaunchTimeout(nc) => self.liveness(&nc, false),
+                Timer::RegistrationTimeout(nc) => self.liveness(&nc, true),
                 Timer::DisruptedRequeue => self.requeue_disrupted(),
             }
         }
