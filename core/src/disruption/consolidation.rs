@@ -11,6 +11,7 @@ use crate::api::nodepool::{BudgetReason, ConsolidationPolicy, NodePool};
 use crate::catalogue::{CapacityType, InstanceType, OfferingCompatibility};
 use crate::labels;
 use crate::requirements::{Requirement, Requirements};
+use crate::scheduling::nodeclaim_template::satisfies_min_values_of;
 use crate::scheduling::{NodePoolInput, Results};
 
 use super::{balanced, budgets};
@@ -585,6 +586,14 @@ fn compute(view: &View<'_>, cands: &[&Candidate], method: Method, multi: bool) -
         .filter_map(|n| by_name.get(n.as_str()).and_then(|it| worst_launch_price(it, &compat).map(|p| (n.clone(), p))))
         .filter(|(_, p)| *p < candidate_price)
         .collect();
+    // upstream `RemoveInstanceTypeOptionsByPriceAndMinValues`: the cheaper options must still meet
+    // the NodePool's minValues.
+    let types_of = |options: &[(String, f64)]| -> Vec<&InstanceType> {
+        options.iter().filter_map(|(n, _)| by_name.get(n.as_str()).copied()).collect()
+    };
+    if let Err(shortfall) = satisfies_min_values_of(types_of(&options).into_iter(), &reqs) {
+        return Err(format!("Filtering by price: {shortfall}"));
+    }
     if multi {
         // upstream `filterOutSameInstanceType`: replacing with a candidate's own type only pays if
         // cheaper than the cheapest such candidate.
@@ -607,7 +616,16 @@ fn compute(view: &View<'_>, cands: &[&Candidate], method: Method, multi: bool) -
                 options.len()
             ));
         }
-        options.truncate(SPOT_TO_SPOT_MIN_TYPES);
+        // upstream: a multi-node spot-to-spot replacement keeps every cheaper option; a single
+        // node's keeps the 15 cheapest (or as many as minValues needs, if more), so the launch
+        // cannot pick a type that would be consolidated again at once.
+        if !multi {
+            let types = types_of(&options);
+            let needed = (1..=types.len())
+                .find(|&k| satisfies_min_values_of(types[..k].iter().copied(), &reqs).is_ok())
+                .unwrap_or(types.len());
+            options.truncate(SPOT_TO_SPOT_MIN_TYPES.max(needed));
+        }
     } else if allows(&reqs, labels::CAPACITY_TYPE_SPOT) && allows(&reqs, labels::CAPACITY_TYPE_ON_DEMAND) {
         // upstream: the price was the spot offering's, so the replacement launches as spot.
         reqs.add(Requirement::in_values(labels::CAPACITY_TYPE, &[labels::CAPACITY_TYPE_SPOT]));

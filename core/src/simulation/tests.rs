@@ -530,3 +530,31 @@ fn expirations_and_executed_commands_are_disruption_records() {
     let json = serde_json::to_value(&d[0]).unwrap();
     assert_eq!(json["replacementNodeClaims"], serde_json::json!([]));
 }
+
+#[test]
+fn a_cheaper_replacement_must_still_meet_min_values() {
+    // Three families at launch (the 2xlarge sizes); once the pods shrink to 3 CPUs only c5 and m5
+    // are cheaper, fewer than the 3 families minValues asks for: no replacement (upstream
+    // `RemoveInstanceTypeOptionsByPriceAndMinValues`).
+    let np = NODEPOOL.replace(
+        "      - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5, c5]}",
+        "      - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5, c5, r5], minValues: 3}\n      - {key: node.kubernetes.io/instance-type, operator: In, values: [c5.xlarge, m5.xlarge, c5.2xlarge, m5.2xlarge, r5.2xlarge]}",
+    );
+    let steps = "  - {at: 5m, scale: {kind: Deployment, name: inflate, replicas: 3}}\n";
+    let mut s = sim(&[&np, &deployment("inflate", 7, "1"), &scenario(steps)]);
+    s.run_until(SimTime::from_secs(900));
+    assert_eq!(s.snapshot().nodes[0].instance_type.as_deref(), Some("c5.2xlarge"));
+    assert!(s.disruptions().is_empty(), "{:?}", s.disruptions());
+    let why = s
+        .events()
+        .iter()
+        .filter(|e| e.reason.name() == "Unconsolidatable")
+        .map(|e| e.message.clone())
+        .collect::<Vec<_>>();
+    assert!(
+        why.iter().any(|m| m.contains(
+            "Filtering by price: minValues requirement is not met for label(s) (label(s)=[karpenter.k8s.aws/instance-family])"
+        )),
+        "{why:?}"
+    );
+}
