@@ -117,6 +117,10 @@ impl<'a> View<'a> {
             let mut input = prepared.input;
             input.unavailable_offerings = self.unavailable.clone();
             input.options.now = Some(self.now);
+            // Every simulation of the pass reads the same pods: their requests are read once.
+            input.pod_requests = Some(std::sync::Arc::new(
+                input.pods.iter().map(|p| crate::resources::pod_requests(p).unwrap_or_default()).collect(),
+            ));
             *cell = Some(input);
         }
         Ok(std::cell::RefMut::map(cell, |c| c.as_mut().expect("built above")))

@@ -199,6 +199,7 @@ pub fn input_from_manifests(
         pvs: manifests.pvs.clone(),
         storage_classes: manifests.storageclasses.clone(),
         csinodes: manifests.csinodes.clone(),
+        pod_requests: None,
     };
     Ok(Prepared { input, region, notes })
 }

@@ -139,6 +139,10 @@ pub struct Input {
     pub storage_classes: Vec<StorageClass>,
     /// CSINodes (named after their Node): the CSI volume limits of existing nodes.
     pub csinodes: Vec<CSINode>,
+    /// Each pod's requests (`resources::pod_requests`, aligned with `pods`), when the caller runs
+    /// many rounds over the same pods (disruption's simulations) and computed them once; `None`:
+    /// each round reads them. Must be rebuilt if `pods` change.
+    pub pod_requests: Option<std::sync::Arc<Vec<ResourceList>>>,
 }
 
 /// A NodeClaim the round creates.
@@ -346,18 +350,23 @@ pub fn schedule(input: &Input) -> Results {
 
     // Pods: bound ones stay with their node; the others are candidates.
     let mut bound: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
+    // The bound pods' requests, aligned with `bound` (read once per Input when it carries them).
+    let mut bound_requests: BTreeMap<&str, Vec<std::borrow::Cow<'_, ResourceList>>> = BTreeMap::new();
+    let cached = input.pod_requests.as_deref().filter(|r| r.len() == input.pods.len());
     let mut pending_pods: Vec<PodData> = Vec::new();
     let mut dra: Vec<PodRef> = Vec::new();
     let storage = Storage::new(&input.pvcs, &input.pvs, &input.storage_classes, &input.csinodes);
-    let bound_pods: Vec<&Pod> = input
-        .pods
-        .iter()
-        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty()))
-        .collect();
-    for p in &bound_pods {
+    for (i, p) in input.pods.iter().enumerate() {
+        let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty()) else {
+            continue;
+        };
         if pod::is_active(p) {
-            let node = p.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or_default();
             bound.entry(node).or_default().push(p);
+            let requests = match cached {
+                Some(all) => std::borrow::Cow::Borrowed(&all[i]),
+                None => std::borrow::Cow::Owned(resources::pod_requests(p).unwrap_or_default()),
+            };
+            bound_requests.entry(node).or_default().push(requests);
         }
     }
     for p in &input.pods {
@@ -414,7 +423,7 @@ pub fn schedule(input: &Input) -> Results {
         templates.iter().any(|t| t.taints.iter().any(|t| t.effect == taints::PREFER_NO_SCHEDULE));
 
     // Existing nodes and in-flight NodeClaims.
-    let (mut nodes, usage, notes, deleting) = existing_nodes(input, &bound, &daemons);
+    let (mut nodes, usage, notes, deleting) = existing_nodes(input, &bound, &bound_requests, &daemons);
     results.notes.extend(notes);
     if !input.csinodes.is_empty() {
         for node in &mut nodes {
@@ -472,13 +481,15 @@ pub fn schedule(input: &Input) -> Results {
             })
             .collect();
         let node_index: HashMap<&str, usize> = infos.iter().enumerate().map(|(i, n)| (n.name, i)).collect();
-        let counted: Vec<(&Pod, usize)> = bound_pods
+        let counted: Vec<(&Pod, usize)> = input
+            .pods
             .iter()
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty()))
             .filter(|p| pod::is_active(p) && p.metadata.deletion_timestamp.is_none())
             .filter(|p| !rescheduled.contains(&PodRef::of(p)))
             .filter_map(|p| {
                 let node = p.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or_default();
-                node_index.get(node).map(|&i| (*p, i))
+                node_index.get(node).map(|&i| (p, i))
             })
             .collect();
         Topology::new(&sources, &infos, &counted, &pending_pods)
@@ -626,15 +637,19 @@ type Usage = BTreeMap<String, ResourceList>;
 /// What each NodePool's nodes and launched NodeClaims hold, as its `limits` count it: their
 /// capacity, and `nodes` = 1 each; deleting ones do not count (upstream: the provisioner's view).
 pub fn nodepool_usage(input: &Input) -> BTreeMap<String, ResourceList> {
-    existing_nodes(input, &BTreeMap::new(), &[]).1
+    existing_nodes(input, &BTreeMap::new(), &BTreeMap::new(), &[]).1
 }
 
 /// Builds the existing nodes (upstream `ExistingNode`s of `cluster.Nodes().Active()`), sorted
 /// initialized first, then by name; and the capacity each NodePool already uses (`nodes` = 1 per
 /// node).
+/// Bound pods' requests per node, aligned with the bound pods.
+type BoundRequests<'a> = BTreeMap<&'a str, Vec<std::borrow::Cow<'a, ResourceList>>>;
+
 fn existing_nodes(
     input: &Input,
     bound: &BTreeMap<&str, Vec<&Pod>>,
+    requests: &BoundRequests<'_>,
     daemons: &[Daemon],
 ) -> (Vec<ExistingNode>, Usage, Vec<String>, Vec<String>) {
     let mut out = Vec::new();
@@ -722,7 +737,7 @@ fn existing_nodes(
         add_usage(nodepool.as_ref(), &capacity);
         let hostname = node_labels.get(labels::HOSTNAME).cloned().unwrap_or_else(|| name.clone());
         let requirements = node_labels_requirements(&node_labels, &hostname);
-        out.push(make_existing(name, initialized, node_taints, requirements, allocatable, bound, daemons));
+        out.push(make_existing(name, initialized, node_taints, requirements, allocatable, bound, requests, daemons));
     }
     for (i, nc) in input.nodeclaims.iter().enumerate() {
         if claimed[i] {
@@ -750,7 +765,7 @@ fn existing_nodes(
         let requirements = node_labels_requirements(&node_labels, &name);
         let node_taints = nc.spec.taints.iter().filter(|t| !taints::is_known_ephemeral(t)).cloned().collect();
         let mut node =
-            make_existing(name, false, node_taints, requirements, status.allocatable.clone(), bound, daemons);
+            make_existing(name, false, node_taints, requirements, status.allocatable.clone(), bound, requests, daemons);
         node.in_flight = true;
         out.push(node);
     }
@@ -785,17 +800,18 @@ fn make_existing(
     requirements: Requirements,
     allocatable: ResourceList,
     bound: &BTreeMap<&str, Vec<&Pod>>,
+    bound_requests: &BoundRequests<'_>,
     daemons: &[Daemon],
 ) -> ExistingNode {
     let pods = bound.get(name.as_str()).map(Vec::as_slice).unwrap_or(&[]);
+    let requests_of = bound_requests.get(name.as_str()).map(Vec::as_slice).unwrap_or(&[]);
     let mut used = ResourceList::new();
     let mut host_ports = Vec::new();
     let mut daemon_running = ResourceList::new();
-    for p in pods {
-        let requests = resources::pod_requests(p).unwrap_or_default();
-        resources::add_into(&mut used, &requests);
+    for (p, requests) in pods.iter().zip(requests_of) {
+        resources::add_into(&mut used, requests);
         if pod::daemonset_owner(p).is_some() {
-            resources::add_into(&mut daemon_running, &requests);
+            resources::add_into(&mut daemon_running, requests);
         }
         host_ports.extend(hostports::pod_host_ports(p));
     }

@@ -117,8 +117,28 @@ fn not_ready_taint() -> Taint {
 }
 
 impl Simulation {
+    /// Whether a round would have pods to place: a pending pod, or a pod bound to a node that is
+    /// deleting or tainted `karpenter.sh/disrupted`.
+    fn round_has_pods(&self) -> bool {
+        let deleting: std::collections::BTreeSet<&str> = self
+            .objects
+            .nodes
+            .iter()
+            .filter(|n| n.metadata.deletion_timestamp.is_some() || crate::scheduling::taints::is_disrupted(n))
+            .filter_map(|n| n.metadata.name.as_deref())
+            .collect();
+        self.objects.pods.iter().any(|p| match p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+            None => true,
+            Some(node) => deleting.contains(node),
+        })
+    }
+
     /// One provisioning round (upstream `Provisioner.Schedule` + `CreateNodeClaims`).
     pub(super) fn provision(&mut self) {
+        // upstream: a round without pending pods or pods on deleting nodes schedules nothing.
+        if !self.round_has_pods() {
+            return;
+        }
         let prepared =
             match crate::scheduling::cluster::input_from_manifests(&self.objects, self.catalogue, Some(&self.region)) {
                 Ok(p) => p,
