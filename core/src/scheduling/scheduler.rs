@@ -349,9 +349,7 @@ pub fn schedule(input: &Input) -> Results {
     }
 
     // Pods: bound ones stay with their node; the others are candidates.
-    let mut bound: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
-    // The bound pods' requests, aligned with `bound` (read once per Input when it carries them).
-    let mut bound_requests: BTreeMap<&str, Vec<std::borrow::Cow<'_, ResourceList>>> = BTreeMap::new();
+    let mut bound = Bound::default();
     let cached = input.pod_requests.as_deref().filter(|r| r.len() == input.pods.len());
     let mut pending_pods: Vec<PodData> = Vec::new();
     let mut dra: Vec<PodRef> = Vec::new();
@@ -361,12 +359,12 @@ pub fn schedule(input: &Input) -> Results {
             continue;
         };
         if pod::is_active(p) {
-            bound.entry(node).or_default().push(p);
+            bound.pods.entry(node).or_default().push(p);
             let requests = match cached {
                 Some(all) => std::borrow::Cow::Borrowed(&all[i]),
                 None => std::borrow::Cow::Owned(resources::pod_requests(p).unwrap_or_default()),
             };
-            bound_requests.entry(node).or_default().push(requests);
+            bound.requests.entry(node).or_default().push(requests);
         }
     }
     for p in &input.pods {
@@ -423,11 +421,11 @@ pub fn schedule(input: &Input) -> Results {
         templates.iter().any(|t| t.taints.iter().any(|t| t.effect == taints::PREFER_NO_SCHEDULE));
 
     // Existing nodes and in-flight NodeClaims.
-    let (mut nodes, usage, notes, deleting) = existing_nodes(input, &bound, &bound_requests, &daemons);
+    let (mut nodes, usage, notes, deleting) = existing_nodes(input, &bound, &daemons);
     results.notes.extend(notes);
     if !input.csinodes.is_empty() {
         for node in &mut nodes {
-            let pods = bound.get(node.name.as_str()).map(Vec::as_slice).unwrap_or(&[]);
+            let pods = bound.pods.get(node.name.as_str()).map(Vec::as_slice).unwrap_or(&[]);
             node.volumes = NodeVolumes::new(&node.name, pods, &storage, &mut results.notes);
         }
     }
@@ -440,7 +438,7 @@ pub fn schedule(input: &Input) -> Results {
     // §1.3 step 3: the currently reschedulable pods of deleting nodes join the pending pods.
     let mut rescheduled: std::collections::BTreeSet<PodRef> = std::collections::BTreeSet::new();
     for node in &deleting {
-        for p in bound.get(node.as_str()).into_iter().flatten() {
+        for p in bound.pods.get(node.as_str()).into_iter().flatten() {
             if !pod::reschedulable(p, &input.pdbs, input.options.now) {
                 continue;
             }
@@ -637,19 +635,22 @@ type Usage = BTreeMap<String, ResourceList>;
 /// What each NodePool's nodes and launched NodeClaims hold, as its `limits` count it: their
 /// capacity, and `nodes` = 1 each; deleting ones do not count (upstream: the provisioner's view).
 pub fn nodepool_usage(input: &Input) -> BTreeMap<String, ResourceList> {
-    existing_nodes(input, &BTreeMap::new(), &BTreeMap::new(), &[]).1
+    existing_nodes(input, &Bound::default(), &[]).1
 }
 
 /// Builds the existing nodes (upstream `ExistingNode`s of `cluster.Nodes().Active()`), sorted
 /// initialized first, then by name; and the capacity each NodePool already uses (`nodes` = 1 per
 /// node).
-/// Bound pods' requests per node, aligned with the bound pods.
-type BoundRequests<'a> = BTreeMap<&'a str, Vec<std::borrow::Cow<'a, ResourceList>>>;
+/// The active pods bound to each node, and their requests (aligned).
+#[derive(Default)]
+struct Bound<'a> {
+    pods: BTreeMap<&'a str, Vec<&'a Pod>>,
+    requests: BTreeMap<&'a str, Vec<std::borrow::Cow<'a, ResourceList>>>,
+}
 
 fn existing_nodes(
     input: &Input,
-    bound: &BTreeMap<&str, Vec<&Pod>>,
-    requests: &BoundRequests<'_>,
+    bound: &Bound<'_>,
     daemons: &[Daemon],
 ) -> (Vec<ExistingNode>, Usage, Vec<String>, Vec<String>) {
     let mut out = Vec::new();
@@ -737,7 +738,7 @@ fn existing_nodes(
         add_usage(nodepool.as_ref(), &capacity);
         let hostname = node_labels.get(labels::HOSTNAME).cloned().unwrap_or_else(|| name.clone());
         let requirements = node_labels_requirements(&node_labels, &hostname);
-        out.push(make_existing(name, initialized, node_taints, requirements, allocatable, bound, requests, daemons));
+        out.push(make_existing(name, initialized, node_taints, requirements, allocatable, bound, daemons));
     }
     for (i, nc) in input.nodeclaims.iter().enumerate() {
         if claimed[i] {
@@ -765,7 +766,7 @@ fn existing_nodes(
         let requirements = node_labels_requirements(&node_labels, &name);
         let node_taints = nc.spec.taints.iter().filter(|t| !taints::is_known_ephemeral(t)).cloned().collect();
         let mut node =
-            make_existing(name, false, node_taints, requirements, status.allocatable.clone(), bound, requests, daemons);
+            make_existing(name, false, node_taints, requirements, status.allocatable.clone(), bound, daemons);
         node.in_flight = true;
         out.push(node);
     }
@@ -799,12 +800,11 @@ fn make_existing(
     node_taints: Vec<Taint>,
     requirements: Requirements,
     allocatable: ResourceList,
-    bound: &BTreeMap<&str, Vec<&Pod>>,
-    bound_requests: &BoundRequests<'_>,
+    bound: &Bound<'_>,
     daemons: &[Daemon],
 ) -> ExistingNode {
-    let pods = bound.get(name.as_str()).map(Vec::as_slice).unwrap_or(&[]);
-    let requests_of = bound_requests.get(name.as_str()).map(Vec::as_slice).unwrap_or(&[]);
+    let pods = bound.pods.get(name.as_str()).map(Vec::as_slice).unwrap_or(&[]);
+    let requests_of = bound.requests.get(name.as_str()).map(Vec::as_slice).unwrap_or(&[]);
     let mut used = ResourceList::new();
     let mut host_ports = Vec::new();
     let mut daemon_running = ResourceList::new();
