@@ -447,7 +447,7 @@ pub(super) fn simulate(view: &View<'_>, cands: &[&Candidate]) -> Result<(Results
     }
     input.options.consolidation = Some(crate::scheduling::ConsolidationSimulation {
         candidates: names.iter().map(|n| n.to_string()).collect(),
-        under_consolidate_after: under_consolidate_after(view),
+        under_consolidate_after: under_consolidate_after(view).into_keys().collect(),
     });
     let results = crate::scheduling::schedule(&input);
     input.options.consolidation = None;
@@ -469,7 +469,8 @@ pub(super) fn simulate(view: &View<'_>, cands: &[&Candidate]) -> Result<(Results
 /// Nodes still inside their NodePool's consolidateAfter window (upstream
 /// `IsUnderConsolidateAfter`: initialized, consolidateAfter set and not 0, and less than that since
 /// the last pod event, else since initialization).
-fn under_consolidate_after(view: &View<'_>) -> BTreeSet<String> {
+/// Each with the end of its window (epoch seconds).
+fn under_consolidate_after(view: &View<'_>) -> BTreeMap<String, i64> {
     let after: BTreeMap<&str, u64> = view
         .objects
         .nodepools
@@ -480,11 +481,27 @@ fn under_consolidate_after(view: &View<'_>) -> BTreeSet<String> {
     view.nodes
         .iter()
         .filter(|n| n.initialized)
-        .filter(|n| {
-            after.get(n.nodepool.as_str()).is_some_and(|a| n.last_pod_event.is_some_and(|t| view.now - t < *a as i64))
+        .filter_map(|n| {
+            let end = n.last_pod_event? + *after.get(n.nodepool.as_str())? as i64;
+            (view.now < end).then(|| (n.node.clone(), end))
         })
-        .map(|n| n.node.clone())
         .collect()
+}
+
+/// `why`, and the nodes the candidates' pods could not move to because they are inside their
+/// consolidateAfter window (the refusal may pass when the window does).
+fn noting_guarded_destinations(view: &View<'_>, cands: &[&Candidate], why: String) -> String {
+    let names: BTreeSet<&str> = cands.iter().map(|c| c.facts(view).node.as_str()).collect();
+    let guarded: Vec<String> = under_consolidate_after(view)
+        .into_iter()
+        .filter(|(n, _)| !names.contains(n.as_str()))
+        .map(|(n, end)| format!("{n} until {}", crate::catalogue::reservations::format_time(end)))
+        .collect();
+    if guarded.is_empty() {
+        why
+    } else {
+        format!("{why} (not destinations while inside their consolidateAfter window: {})", guarded.join(", "))
+    }
 }
 
 /// Why the candidates' pods would not all move (upstream `AllNonPendingPodsScheduled` and the
@@ -545,7 +562,10 @@ fn worst_launch_price(it: &InstanceType, compat: &OfferingCompatibility<'_>) -> 
 /// upstream `computeConsolidation`: delete, replace with one cheaper NodeClaim, or why not.
 fn compute(view: &View<'_>, cands: &[&Candidate], method: Method, multi: bool) -> Result<Command, String> {
     let (results, pools) = simulate(view, cands)?;
-    if let Some(why) = unscheduled(&results, cands).or_else(|| onto_uninitialized(view, &results, cands)) {
+    if let Some(why) = unscheduled(&results, cands) {
+        return Err(noting_guarded_destinations(view, cands, why));
+    }
+    if let Some(why) = onto_uninitialized(view, &results, cands) {
         return Err(why);
     }
     let nodes: Vec<String> = cands.iter().map(|c| c.facts(view).node.clone()).collect();
@@ -562,7 +582,10 @@ fn compute(view: &View<'_>, cands: &[&Candidate], method: Method, multi: bool) -
             })
         }
         1 => {}
-        n => return Err(format!("can't remove without creating {n} candidates")),
+        n => {
+            let why = format!("can't remove without creating {n} candidates");
+            return Err(noting_guarded_destinations(view, cands, why));
+        }
     }
     let mut planned = results.nodeclaims.into_iter().next().expect("one");
     let Some(np) = pools.iter().find(|n| n.nodepool.name() == planned.nodepool) else {
@@ -607,7 +630,7 @@ fn compute(view: &View<'_>, cands: &[&Candidate], method: Method, multi: bool) -
         }
     }
     if options.is_empty() {
-        return Err("can't replace with a cheaper node".into());
+        return Err(noting_guarded_destinations(view, cands, "can't replace with a cheaper node".into()));
     }
     if spot_to_spot {
         if !multi && options.len() < SPOT_TO_SPOT_MIN_TYPES {
