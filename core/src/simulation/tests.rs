@@ -426,16 +426,23 @@ mod properties {
     }
 }
 
-#[test]
-fn disruption_blockers_and_spot_to_spot_are_explained() {
-    // A pod under do-not-disrupt keeps an underutilized node; the log says which pod.
+/// Eight 1-CPU pods and one under `karpenter.sh/do-not-disrupt: "true"` on one node; at 5m seven
+/// of the eight go, leaving the node underutilized.
+fn underutilized_with_a_protected_pod() -> Simulation {
     let np = NODEPOOL.replace("values: [m5, c5]", "values: [m5, c5, r5]");
     let protected = deployment("keep", 1, "1").replace(
         "    metadata: {labels: {app: keep}}",
         "    metadata: {labels: {app: keep}, annotations: {karpenter.sh/do-not-disrupt: \"true\"}}",
     );
-    let steps = "  - {at: 5m, scale: {kind: Deployment, name: inflate, replicas: 1}}\n";
-    let mut s = sim(&[&np, &deployment("inflate", 8, "1"), &protected, &scenario(steps)]);
+    sim(&[&np, &deployment("inflate", 8, "1"), &protected, &scenario(SCALE_TO_ONE)])
+}
+
+const SCALE_TO_ONE: &str = "  - {at: 5m, scale: {kind: Deployment, name: inflate, replicas: 1}}\n";
+
+#[test]
+fn disruption_blockers_and_spot_to_spot_are_explained() {
+    // A pod under do-not-disrupt keeps an underutilized node; the log says which pod.
+    let mut s = underutilized_with_a_protected_pod();
     s.run_until(SimTime::from_secs(900));
     assert!(reasons(&s, "Disrupting").is_empty());
     let blocked: Vec<&Event> = s.events().iter().filter(|e| e.reason.name() == "DisruptionBlocked").collect();
@@ -448,7 +455,7 @@ fn disruption_blockers_and_spot_to_spot_are_explained() {
 
     // A spot node is not replaced by a cheaper spot node: SpotToSpotConsolidation is off.
     let spot = NODEPOOL.replace("values: [on-demand]", "values: [spot]");
-    let mut s = sim(&[&spot, &deployment("inflate", 8, "1"), &scenario(steps)]);
+    let mut s = sim(&[&spot, &deployment("inflate", 8, "1"), &scenario(SCALE_TO_ONE)]);
     s.run_until(SimTime::from_secs(900));
     assert!(reasons(&s, "Disrupting").is_empty());
     assert!(
@@ -462,13 +469,7 @@ fn disruption_blockers_and_spot_to_spot_are_explained() {
 
 #[test]
 fn a_node_explains_why_it_stays_and_what_removing_it_would_do() {
-    let np = NODEPOOL.replace("values: [m5, c5]", "values: [m5, c5, r5]");
-    let protected = deployment("keep", 1, "1").replace(
-        "    metadata: {labels: {app: keep}}",
-        "    metadata: {labels: {app: keep}, annotations: {karpenter.sh/do-not-disrupt: \"true\"}}",
-    );
-    let steps = "  - {at: 5m, scale: {kind: Deployment, name: inflate, replicas: 1}}\n";
-    let mut s = sim(&[&np, &deployment("inflate", 8, "1"), &protected, &scenario(steps)]);
+    let mut s = underutilized_with_a_protected_pod();
     s.run_until(SimTime::from_secs(600));
     assert!(s.explain_node("no-such-node").is_none());
     let e = s.explain_node("ip-10-0-1-1").expect("a Karpenter node");
