@@ -30,9 +30,10 @@ pub struct SimulateArgs {
     /// without it, one provisioning round.
     #[arg(long, value_name = "DURATION")]
     until: Option<String>,
-    /// With --until: explain `node/NAME` (why it stays or goes, and what removing it would do) or
-    /// `nodepool/NAME` (usage against limits, disruptions allowed now and over the next 7 days)
-    /// at the end time; repeatable.
+    /// With --until: explain `pod/[NAMESPACE/]NAME` (where it stands; if pending, what a round now
+    /// would do with it or why it cannot), `node/NAME` (why it stays or goes, and what removing it
+    /// would do) or `nodepool/NAME` (usage against limits, disruptions allowed now and over the
+    /// next 7 days) at the end time; repeatable.
     #[arg(long, value_name = "KIND/NAME", requires = "until")]
     explain: Vec<String>,
 }
@@ -302,6 +303,7 @@ struct TimelineReport<'a> {
 #[derive(Serialize)]
 #[serde(tag = "kind")]
 enum Explained {
+    Pod { pod: String, standing: simulation::PodStanding },
     Node(NodeExplanation),
     NodePool(NodePoolExplanation),
 }
@@ -313,6 +315,13 @@ fn explanations(sim: &simulation::Simulation, asked: &[String]) -> Result<Vec<Ex
         .map(|a| {
             let (kind, name) = a.split_once('/').unwrap_or(("", a));
             match kind.to_ascii_lowercase().as_str() {
+                "pod" | "pods" | "po" => {
+                    let (namespace, pod) = name.split_once('/').unwrap_or(("default", name));
+                    let standing = sim.explain_pod(namespace, pod).ok_or_else(|| {
+                        Failure::Input(format!("--explain {a}: no pod {namespace}/{pod} at {}", sim.now()))
+                    })?;
+                    Ok(Explained::Pod { pod: format!("{namespace}/{pod}"), standing })
+                }
                 "node" | "nodes" | "no" => sim.explain_node(name).map(Explained::Node).ok_or_else(|| {
                     Failure::Input(format!(
                         "--explain {a}: no node {name:?} managed by Karpenter at {} (see the node table)",
@@ -323,7 +332,9 @@ fn explanations(sim: &simulation::Simulation, asked: &[String]) -> Result<Vec<Ex
                     .explain_nodepool(name)
                     .map(Explained::NodePool)
                     .ok_or_else(|| Failure::Input(format!("--explain {a}: no NodePool {name:?}"))),
-                _ => Err(Failure::Input(format!("--explain {a:?}: expected node/NAME or nodepool/NAME"))),
+                _ => Err(Failure::Input(format!(
+                    "--explain {a:?}: expected pod/[NAMESPACE/]NAME, node/NAME or nodepool/NAME"
+                ))),
             }
         })
         .collect()
@@ -460,6 +471,9 @@ fn timeline_text(
     for e in explained {
         let _ = writeln!(out);
         match e {
+            Explained::Pod { pod, standing } => {
+                let _ = writeln!(out, "Pod {pod}: {standing}");
+            }
             Explained::Node(n) => out.push_str(&render_node(n)),
             // Every NodePool is above already.
             Explained::NodePool(_) => {}

@@ -210,7 +210,21 @@ fn until_reports_disruptions_nodepools_and_explanations() {
     assert!(text(&out.stderr).contains("no node \"ip-10-0-1-1\""), "{}", text(&out.stderr));
     let out = plugin(&["simulate", "-f", file, "--until", "20m", "--explain", "pod/x"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("expected node/NAME or nodepool/NAME"), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("no pod default/x"), "{}", text(&out.stderr));
+    let out = plugin(&["simulate", "-f", file, "--until", "20m", "--explain", "deployment/x"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("expected pod/[NAMESPACE/]NAME, node/NAME or nodepool/NAME"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // A pod: running where, or what a round would do with it.
+    let out = plugin(&["simulate", "-f", file, "--until", "20m", "-o", "json", "--explain", "pod/default/inflate-10"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(report["explanations"][0]["kind"], "Pod");
+    assert_eq!(report["explanations"][0]["standing"]["state"], "running");
+    assert_eq!(report["explanations"][0]["standing"]["node"], "ip-10-0-1-2");
 }
 
 #[test]

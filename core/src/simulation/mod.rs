@@ -21,6 +21,7 @@ mod disruption;
 pub mod events;
 mod kube_scheduler;
 mod lifecycle;
+mod pods;
 mod steps;
 mod termination;
 mod workloads;
@@ -41,6 +42,7 @@ pub use clock::{Clock, Duration, SimTime};
 pub use cost::{CostPoint, CostSummary};
 pub use disruption::Disruption;
 pub use events::{Event, EventType, Involved, OfferingRef, Reason, RemovalCause};
+pub use pods::PodStanding;
 
 /// How long things take. The defaults put a new node Ready about a minute after its first pod
 /// went pending, as users see on EKS (docs/simulation.md).

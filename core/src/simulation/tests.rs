@@ -559,3 +559,29 @@ fn a_cheaper_replacement_must_still_meet_min_values() {
         "{why:?}"
     );
 }
+
+#[test]
+fn a_pod_says_where_it_stands() {
+    // Five 1-CPU pods, at most 4 CPUs in the NodePool: one c5.xlarge holds three, the rest wait.
+    let np = NODEPOOL
+        .replace("spec:\n  template:", "spec:\n  limits: {cpu: \"4\"}\n  template:")
+        .replace("values: [m5, c5]", "values: [c5]");
+    let mut s = sim(&[&np, &deployment("inflate", 5, "1")]);
+    assert!(s.explain_pod("default", "nope").is_none());
+    // Nominated to the in-flight NodeClaim before it is Ready.
+    s.run_until(SimTime::from_secs(10));
+    let nominated = s.explain_pod("default", "inflate-0").unwrap();
+    assert!(matches!(&nominated, PodStanding::WouldBind { target } if target.starts_with("default-")), "{nominated:?}");
+    s.run_until(SimTime::from_secs(300));
+    let running = s.explain_pod("default", "inflate-0").unwrap();
+    assert!(matches!(&running, PodStanding::Running { node } if node == "ip-10-0-1-1"), "{running:?}");
+    let pending = &s.snapshot().pending;
+    assert!(!pending.is_empty(), "the limit holds some back");
+    let (ns, name) = pending[0].split_once('/').unwrap();
+    let held = s.explain_pod(ns, name).unwrap();
+    let PodStanding::Unschedulable { headline, .. } = &held else { panic!("{held:?}") };
+    assert!(headline.contains("limits"), "{headline}");
+    assert!(held.to_string().contains(name), "{held}");
+    let json = serde_json::to_value(&held).unwrap();
+    assert_eq!(json["state"], "unschedulable");
+}
