@@ -116,7 +116,7 @@ impl FeatureGates {
 
 /// A timed action: `at` (a Go duration after the start, e.g. `90s`, `5m`, `1h30m`) and exactly one
 /// action.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Step {
     pub at: String,

@@ -12,7 +12,10 @@ fn describe(step: &Step) -> String {
         return format!("scale {} {}/{} to {}", s.kind, s.namespace, s.name, s.replicas);
     }
     if let Some(a) = &step.apply {
-        return format!("apply {} object(s)", a.len());
+        return match a.len() {
+            0 => "apply edited objects".into(),
+            n => format!("apply {n} object(s)"),
+        };
     }
     if let Some(d) = &step.delete {
         return match &d.namespace {
@@ -32,14 +35,38 @@ fn describe(step: &Step) -> String {
 impl Simulation {
     pub(super) fn run_step(&mut self, i: usize) {
         let Some(step) = self.objects.scenario.as_ref().and_then(|s| s.spec.steps.get(i)).cloned() else { return };
-        let action = describe(&step);
+        let objects = self.step_objects.get(&i).cloned();
+        let _ = self.carry_out(&step, objects, &format!("step {i}"));
+    }
+
+    /// Takes `step`'s action now (its `at` is ignored), as the playground's buttons do; `objects`
+    /// are what an `apply` step applies (as loaded from YAML). Logged like a Scenario step; the
+    /// controllers react before this returns.
+    pub fn act(&mut self, step: &Step, objects: Option<Manifests>) -> Result<(), String> {
+        let outcome = self.carry_out(step, objects, "action");
+        self.settle();
+        outcome
+    }
+
+    /// Applies `objects` now (an edited NodePool, EC2NodeClass, workload…), as an `apply` step.
+    pub fn apply(&mut self, objects: Manifests) -> Result<(), String> {
+        self.act(&Step { apply: Some(Vec::new()), ..Step::default() }, Some(objects))
+    }
+
+    fn carry_out(&mut self, step: &Step, objects: Option<Manifests>, source: &str) -> Result<(), String> {
+        let action = describe(step);
         let outcome = if let Some(s) = &step.scale {
             self.scale(&s.kind, &s.namespace, &s.name, s.replicas).map(|from| {
                 self.emit(Involved::workload(&s.kind, &s.namespace, &s.name), Reason::Scaled { from, to: s.replicas });
             })
         } else if step.apply.is_some() {
-            self.apply_step_objects(i);
-            Ok(())
+            match objects {
+                Some(m) => {
+                    self.apply_objects(m, source);
+                    Ok(())
+                }
+                None => Err("no objects to apply".into()),
+            }
         } else if let Some(d) = &step.delete {
             self.delete_object(d)
         } else if let Some(x) = &step.interrupt {
@@ -50,15 +77,16 @@ impl Simulation {
         } else {
             Err("the step has no action".into())
         };
-        match outcome {
+        match &outcome {
             Ok(()) => self.emit(Involved::scenario(), Reason::StepApplied { action }),
-            Err(why) => self.emit(Involved::scenario(), Reason::StepFailed { action, why }),
+            Err(why) => self.emit(Involved::scenario(), Reason::StepFailed { action, why: why.clone() }),
         }
         // Whatever changed, pending pods get another look (kube-scheduler re-queues them on
         // cluster events, which wakes the provisioner).
         if self.objects.pods.iter().any(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_none())) {
             self.batch.trigger(self.now);
         }
+        outcome
     }
 
     fn capacity_shortage(&mut self, u: &CapacityShortage) {
@@ -146,11 +174,10 @@ impl Simulation {
     }
 
     /// An `apply` step: objects replace those of the same kind and name, or are added.
-    fn apply_step_objects(&mut self, i: usize) {
-        let Some(mut m) = self.step_objects.get(&i).cloned() else { return };
+    fn apply_objects(&mut self, mut m: Manifests, source: &str) {
         self.config_epoch += 1;
         for note in m.convert_legacy() {
-            self.notes.insert(format!("step {i}: {note}"));
+            self.notes.insert(format!("{source}: {note}"));
         }
         let Manifests {
             nodepools,

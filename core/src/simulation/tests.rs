@@ -585,3 +585,34 @@ fn a_pod_says_where_it_stands() {
     let json = serde_json::to_value(&held).unwrap();
     assert_eq!(json["state"], "unschedulable");
 }
+
+#[test]
+fn actions_taken_now_are_steps_without_a_time() {
+    use crate::manifest::scenario::{ScaleAction, Step};
+    let mut s = sim(&[NODEPOOL, &deployment("inflate", 1, "1")]);
+    s.run_until(SimTime::from_secs(120));
+    let scale = Step {
+        scale: Some(ScaleAction {
+            kind: "Deployment".into(),
+            namespace: "default".into(),
+            name: "inflate".into(),
+            replicas: 3,
+        }),
+        ..Step::default()
+    };
+    s.act(&scale, None).unwrap();
+    assert_eq!(s.snapshot().pending.len(), 2, "the controller created two pods at once");
+    assert!(s.events().iter().any(|e| e.message == "scale Deployment default/inflate to 3"));
+    // A failing action is an error and a StepFailed event.
+    let missing =
+        Step { scale: Some(ScaleAction { name: "nope".into(), ..scale.scale.clone().unwrap() }), ..Step::default() };
+    assert!(s.act(&missing, None).is_err());
+    assert_eq!(reasons(&s, "StepFailed").len(), 1);
+    // An edited NodePool: its template label is static drift.
+    let edited =
+        NODEPOOL.replace("  template:\n    spec:", "  template:\n    metadata: {labels: {team: a}}\n    spec:");
+    s.apply(load(&edited).unwrap()).unwrap();
+    s.run_until(SimTime::from_secs(200));
+    assert!(s.events().iter().any(|e| e.message == "apply edited objects"));
+    assert!(!reasons(&s, "Drifted").is_empty(), "{:?}", s.events().iter().map(ToString::to_string).collect::<Vec<_>>());
+}
