@@ -1,0 +1,203 @@
+//! The playground's session over the core simulation, in plain Rust so that it is tested natively;
+//! `lib.rs` exposes it to JavaScript. Translation only: every decision is carpentry-core's.
+
+use carpentry_core::manifest::scenario::Step;
+use carpentry_core::manifest::{self, Manifests};
+use carpentry_core::simulation::{SimTime, Simulation, Timings};
+use serde::Serialize;
+
+/// A loaded scenario running on the simulated clock.
+pub struct Session {
+    sim: Simulation,
+    /// Notes on the input: legacy manifests converted, assumptions made.
+    notes: Vec<String>,
+}
+
+/// What the page draws at a moment.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct State {
+    /// Milliseconds since the start.
+    pub now_ms: u64,
+    /// The same, as Go prints durations (`1m2s`).
+    pub time: SimTime,
+    pub start: String,
+    #[serde(flatten)]
+    pub snapshot: carpentry_core::simulation::Snapshot,
+    pub cost: carpentry_core::simulation::CostSummary,
+    pub events: usize,
+    pub notes: Vec<String>,
+}
+
+impl Session {
+    /// Loads YAML text (any number of documents, legacy kinds converted with a note each).
+    /// Errors name the document, object, field and line.
+    pub fn load(yaml: &str) -> Result<Session, String> {
+        let mut m: Manifests = manifest::load(yaml).map_err(|e| e.to_string())?;
+        let mut notes: Vec<String> = m
+            .convert_legacy()
+            .into_iter()
+            .map(|n| format!("converted {}: {}: {}", n.object, n.field, n.message))
+            .collect();
+        let sim = Simulation::new(&m, None, Timings::default()).map_err(|e| e.to_string())?;
+        notes.extend(sim.notes().map(str::to_string));
+        Ok(Session { sim, notes })
+    }
+
+    pub fn now_ms(&self) -> u64 {
+        self.sim.now().millis()
+    }
+
+    /// Runs everything due up to `ms` after the start.
+    pub fn run_until(&mut self, ms: u64) {
+        self.sim.run_until(SimTime(ms));
+    }
+
+    /// Runs the next moment at which something happens; false when nothing is left to do.
+    pub fn step(&mut self) -> bool {
+        self.sim.step()
+    }
+
+    pub fn next_event_ms(&self) -> Option<u64> {
+        self.sim.next_event_time().map(SimTime::millis)
+    }
+
+    pub fn state(&self) -> State {
+        let mut notes = self.notes.clone();
+        for n in self.sim.notes() {
+            if !notes.iter().any(|x| x == n) {
+                notes.push(n.to_string());
+            }
+        }
+        State {
+            now_ms: self.now_ms(),
+            time: self.sim.now(),
+            start: self.sim.clock().rfc3339(SimTime::ZERO),
+            snapshot: self.sim.snapshot(),
+            cost: self.sim.cost(),
+            events: self.sim.events().len(),
+            notes,
+        }
+    }
+
+    /// The events from index `from` on (the page keeps what it has already drawn).
+    pub fn events_since(&self, from: usize) -> &[carpentry_core::simulation::Event] {
+        self.sim.events().get(from..).unwrap_or(&[])
+    }
+
+    pub fn disruptions(&self) -> &[carpentry_core::simulation::Disruption] {
+        self.sim.disruptions()
+    }
+
+    pub fn explain_pod(&self, namespace: &str, name: &str) -> Result<carpentry_core::simulation::PodStanding, String> {
+        self.sim.explain_pod(namespace, name).ok_or_else(|| format!("no pod {namespace}/{name}"))
+    }
+
+    pub fn explain_node(&self, name: &str) -> Result<carpentry_core::disruption::explain::NodeExplanation, String> {
+        self.sim.explain_node(name).ok_or_else(|| format!("no node {name} managed by Karpenter"))
+    }
+
+    pub fn explain_nodepool(
+        &self,
+        name: &str,
+    ) -> Result<carpentry_core::disruption::explain::NodePoolExplanation, String> {
+        self.sim.explain_nodepool(name).ok_or_else(|| format!("no NodePool {name}"))
+    }
+
+    /// A Scenario step's action taken now (`scale`, `delete`, `interrupt`, `unavailableOffering`;
+    /// `at` is ignored), as JSON.
+    pub fn act(&mut self, step_json: &str) -> Result<(), String> {
+        let mut value: serde_json::Value = serde_json::from_str(step_json).map_err(|e| format!("action: {e}"))?;
+        if let Some(map) = value.as_object_mut() {
+            map.entry("at").or_insert_with(|| "0s".into());
+        }
+        let step: Step = serde_json::from_value(value).map_err(|e| format!("action: {e}"))?;
+        if step.apply.is_some() {
+            return Err("action: use apply with YAML text to apply objects".into());
+        }
+        self.sim.act(&step, None)
+    }
+
+    /// Applies edited objects (YAML text) now.
+    pub fn apply(&mut self, yaml: &str) -> Result<(), String> {
+        let m = manifest::load(yaml).map_err(|e| e.to_string())?;
+        self.sim.apply(m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INFLATE: &str = "apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+      - {key: karpenter.k8s.aws/instance-cpu, operator: In, values: [\"2\"]}
+      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: inflate, namespace: default}
+spec:
+  replicas: 0
+  selector: {matchLabels: {app: inflate}}
+  template:
+    metadata: {labels: {app: inflate}}
+    spec:
+      containers: [{name: c, image: pause, resources: {requests: {cpu: \"1\"}}}]
+";
+
+    #[test]
+    fn the_inflate_example_scales_and_explains() {
+        let mut s = Session::load(INFLATE).unwrap();
+        s.act(r#"{"scale": {"kind": "Deployment", "name": "inflate", "replicas": 3}}"#).unwrap();
+        assert_eq!(s.state().snapshot.pending.len(), 3);
+        s.run_until(120_000);
+        let state = s.state();
+        assert_eq!(state.snapshot.nodes.len(), 3, "one 2-vCPU node per 1-CPU pod");
+        assert!(state.snapshot.nodes.iter().all(|n| n.price > 0.0 && n.instance_type.is_some()));
+        assert_eq!(state.time.to_string(), "+2m0s");
+        let json = serde_json::to_value(&state).unwrap();
+        assert_eq!(json["nowMs"], 120_000);
+        assert!(json["pricePerHour"].as_f64().unwrap() > 0.0);
+        // Events are read incrementally.
+        let all = s.events_since(0).len();
+        assert_eq!(s.events_since(all).len(), 0);
+        assert!(s.events_since(all + 10).is_empty());
+        // Explanations.
+        assert!(matches!(
+            s.explain_pod("default", "inflate-0").unwrap(),
+            carpentry_core::simulation::PodStanding::Running { .. }
+        ));
+        let node = &state.snapshot.nodes[0].name;
+        assert!(!s.explain_node(node).unwrap().checks.is_empty());
+        assert_eq!(s.explain_nodepool("default").unwrap().nodepool, "default");
+        assert!(s.explain_pod("default", "nope").is_err());
+    }
+
+    #[test]
+    fn bad_input_and_bad_actions_are_errors_not_panics() {
+        let err = Session::load("kind: NodePool\napiVersion: karpenter.sh/v1\nspec: {template: 3}\n").err().unwrap();
+        assert!(err.contains("document 1"), "{err}");
+        let mut s = Session::load(INFLATE).unwrap();
+        assert!(s.act("{").unwrap_err().starts_with("action:"));
+        assert!(s.act(r#"{"scale": {"kind": "Deployment", "name": "nope", "replicas": 1}}"#).is_err());
+        assert!(s.act(r#"{"launch": {}}"#).unwrap_err().contains("unknown field"));
+        assert!(s.apply("kind: [").is_err());
+        // An edit applied now: the NodePool template gains a label, and launched nodes drift.
+        s.act(r#"{"scale": {"kind": "Deployment", "name": "inflate", "replicas": 1}}"#).unwrap();
+        s.run_until(120_000);
+        let edited = INFLATE.replace(
+            "  template:\n    spec:\n      nodeClassRef",
+            "  template:\n    metadata: {labels: {team: a}}\n    spec:\n      nodeClassRef",
+        );
+        s.apply(&edited).unwrap();
+        s.run_until(130_000);
+        assert!(s.events_since(0).iter().any(|e| e.reason.name() == "Drifted"));
+    }
+}
