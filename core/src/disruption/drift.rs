@@ -152,14 +152,13 @@ impl Expected {
     }
 }
 
-/// Whether (and why) a launched NodeClaim is drifted from its NodePool and EC2NodeClass now.
-pub fn drifted(nc: &NodeClaim, np: &NodePool, nodeclass: &EC2NodeClassSpec) -> Option<DriftReason> {
-    Expected::new(np, nodeclass).drifted(nc)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn drifted(nc: &NodeClaim, np: &NodePool, nodeclass: &EC2NodeClassSpec) -> Option<DriftReason> {
+        Expected::new(np, nodeclass).drifted(nc)
+    }
 
     fn load(text: &str) -> crate::manifest::Manifests {
         crate::manifest::load(text).unwrap()

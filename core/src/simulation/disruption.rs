@@ -87,10 +87,7 @@ impl Simulation {
             .iter()
             .filter_map(|(name, m)| {
                 let node = m.node.clone()?;
-                let quiet_since = match (m.last_pod_event, m.initialized) {
-                    (Some(a), Some(b)) => Some(a.max(b)),
-                    (a, b) => a.or(b),
-                };
+                let quiet_since = m.quiet_since();
                 Some(NodeFacts {
                     node,
                     nodeclaim: name.clone(),
@@ -198,10 +195,7 @@ impl Simulation {
         // The same quantities `facts` gives the rules, without building them: this runs on every
         // pass, and most passes end here.
         for m in self.machines.values().filter(|m| m.node.is_some()) {
-            let quiet_since = match (m.last_pod_event, m.initialized) {
-                (Some(a), Some(b)) => Some(a.max(b)),
-                (a, b) => a.or(b),
-            };
+            let quiet_since = m.quiet_since();
             let quiet = after
                 .get(m.nodepool.as_str())
                 .copied()

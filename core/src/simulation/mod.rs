@@ -154,6 +154,17 @@ struct Machine {
     drift_checked: Option<u64>,
 }
 
+impl Machine {
+    /// Since when its consolidateAfter window runs: the last pod event, or initialization if
+    /// later (upstream: `lastPodEventTime`, else the Initialized transition).
+    fn quiet_since(&self) -> Option<SimTime> {
+        match (self.last_pod_event, self.initialized) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
 /// Something due at a time.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Timer {
