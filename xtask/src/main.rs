@@ -95,6 +95,11 @@ fn test(args: TestArgs) -> Result<()> {
     })?;
     util::step("testenv: build the test control plane (tests/testenv)", || testenv::ensure_built().map(drop))?;
     util::step("fidelity: build the upstream oracle (tests/oracle)", || fidelity::ensure_built().map(drop))?;
+    util::step("scenario runner builds natively and for wasm32-wasip1 (the parity test runs both)", || {
+        let build = ["build", "--locked", "--release", "-p", "carpentry-scenario-runner"];
+        util::cargo(&build)?;
+        util::cargo(&[&build[..], &["--target", "wasm32-wasip1"]].concat())
+    })?;
     util::step("tests", || util::cargo(&["test", "--workspace", "--locked"]))?;
     // Benchmarks are compiled and each run once (no timing) so they cannot rot.
     util::step("benches compile and run once", || {

@@ -47,12 +47,13 @@ pub fn have(program: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// The wasm target and the lint components (rust-toolchain.toml names them; rustup installs them
-/// on first use, but an explicit step gives a clear error when rustup is missing).
+/// The wasm targets and the lint components (rust-toolchain.toml names the browser's target and the
+/// components; rustup installs them on first use, but an explicit step gives a clear error when
+/// rustup is missing). `wasm32-wasip1` is for the parity test's scenario runner (docs/parity.md).
 pub fn ensure_rust_toolchain() -> Result<()> {
     if have("rustup") {
-        step("rustup: wasm32 target, rustfmt, clippy", || {
-            run(Command::new("rustup").args(["target", "add", "wasm32-unknown-unknown"]))?;
+        step("rustup: wasm32 targets, rustfmt, clippy", || {
+            run(Command::new("rustup").args(["target", "add", "wasm32-unknown-unknown", "wasm32-wasip1"]))?;
             run(Command::new("rustup").args(["component", "add", "rustfmt", "clippy"]))
         })?;
     }
