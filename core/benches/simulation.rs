@@ -92,5 +92,24 @@ fn diurnal(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, consolidation_decision, diurnal);
+/// The playground's recompute of its 1,000-pod example: the YAML loaded, the pods created and the
+/// first provisioning round run (what the browser test times in Chromium; this is the native
+/// figure beside it).
+fn playground_recompute(c: &mut Criterion) {
+    let text = include_str!("../../web/examples/thousand-pods.yaml");
+    let mut group = c.benchmark_group("playground-recompute");
+    group.sample_size(20);
+    group.bench_function("1000-pods-first-round", |b| {
+        b.iter(|| {
+            let mut m = load(text).unwrap();
+            m.convert_legacy();
+            let mut sim = Simulation::new(&m, None, Timings::default()).unwrap();
+            sim.run_until(SimTime::from_secs(2));
+            black_box(sim.snapshot().nodes.len())
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, consolidation_decision, diurnal, playground_recompute);
 criterion_main!(benches);

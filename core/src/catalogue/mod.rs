@@ -196,6 +196,11 @@ pub struct InstanceType {
     pub capacity: ResourceList,
     pub overhead: Overhead,
     pub offerings: Vec<Offering>,
+    /// [`InstanceType::allocatable`], computed once: scheduling reads it for every option of
+    /// every round. Capacity and overhead are never changed after construction.
+    pub(crate) allocatable_memo: std::sync::OnceLock<ResourceList>,
+    /// Allocatable and capacity laid out for fit checks, computed once.
+    pub(crate) packed_memo: std::sync::OnceLock<(crate::resources::Packed, crate::resources::Packed)>,
 }
 
 /// Offering compatibility with one requirement set, memoised per shared offering-requirement
@@ -237,9 +242,18 @@ impl<'a> OfferingCompatibility<'a> {
 impl InstanceType {
     /// `capacity − (kubeReserved + systemReserved + evictionThreshold)`, for the resources in
     /// capacity (upstream `resources.Subtract`, which ignores keys only in the overhead).
-    pub fn allocatable(&self) -> ResourceList {
-        let overhead = self.overhead.total();
-        self.capacity.iter().map(|(k, v)| (k.clone(), overhead.get(k).map_or(*v, |o| *v - *o))).collect()
+    pub fn allocatable(&self) -> &ResourceList {
+        self.allocatable_memo.get_or_init(|| {
+            let overhead = self.overhead.total();
+            self.capacity.iter().map(|(k, v)| (k.clone(), overhead.get(k).map_or(*v, |o| *v - *o))).collect()
+        })
+    }
+
+    /// [`allocatable`](Self::allocatable) and capacity as [`crate::resources::Packed`] lists.
+    pub fn packed(&self) -> &(crate::resources::Packed, crate::resources::Packed) {
+        self.packed_memo.get_or_init(|| {
+            (crate::resources::Packed::new(self.allocatable()), crate::resources::Packed::new(&self.capacity))
+        })
     }
 
     /// The offerings that can be launched.
@@ -549,7 +563,15 @@ impl Catalogue {
                 });
             }
         }
-        InstanceType { name: info.name.clone(), requirements, capacity, overhead, offerings }
+        InstanceType {
+            name: info.name.clone(),
+            requirements,
+            capacity,
+            overhead,
+            offerings,
+            allocatable_memo: Default::default(),
+            packed_memo: Default::default(),
+        }
     }
 }
 

@@ -133,12 +133,12 @@ fn worked_example_m5_large_al2023() {
     assert_eq!(res(&t.overhead.eviction_threshold, "ephemeral-storage"), q("2Gi"));
     assert!(t.overhead.system_reserved.is_empty());
     let a = t.allocatable();
-    assert_eq!(res(&a, "cpu"), q("1930m"));
-    assert_eq!(res(&a, "memory"), q("6903Mi"));
-    assert_eq!(res(&a, "ephemeral-storage"), q("17Gi"));
-    assert_eq!(res(&a, "pods"), q("29"));
-    assert_eq!(res(&a, "memory").to_string(), "6903Mi");
-    assert_eq!(res(&a, "ephemeral-storage").to_string(), "17Gi");
+    assert_eq!(res(a, "cpu"), q("1930m"));
+    assert_eq!(res(a, "memory"), q("6903Mi"));
+    assert_eq!(res(a, "ephemeral-storage"), q("17Gi"));
+    assert_eq!(res(a, "pods"), q("29"));
+    assert_eq!(res(a, "memory").to_string(), "6903Mi");
+    assert_eq!(res(a, "ephemeral-storage").to_string(), "17Gi");
     assert_eq!(res(&t.capacity, "vpc.amazonaws.com/pod-eni"), q("9"));
     assert_eq!(res(&t.capacity, "nvidia.com/gpu"), q("0"));
     assert!(!t.capacity.contains_key("vpc.amazonaws.com/PrivateIPv4Address"));
@@ -220,8 +220,8 @@ fn kube_and_system_reserved_overrides() {
     assert_eq!(res(&t.overhead.kube_reserved, "cpu"), q("200m"));
     assert_eq!(res(&t.overhead.kube_reserved, "memory"), q("574Mi"));
     let a = t.allocatable();
-    assert_eq!(res(&a, "cpu"), q("1800m"));
-    assert_eq!(res(&a, "memory"), q("6803Mi"));
+    assert_eq!(res(a, "cpu"), q("1800m"));
+    assert_eq!(res(a, "memory"), q("6803Mi"));
     assert!(!a.contains_key("pid"), "keys only in the overhead are not allocatable");
 }
 
@@ -238,8 +238,8 @@ fn eviction_hard_overrides_including_percentages() {
     assert_eq!(res(&t.overhead.eviction_threshold, "memory"), Quantity::from_units(794_506_036));
     assert_eq!(res(&t.overhead.eviction_threshold, "ephemeral-storage"), Quantity::from_units(3_221_225_472));
     let a = t.allocatable();
-    assert_eq!(res(&a, "memory"), Quantity::from_units(7_945_060_352 - 574 * 1024 * 1024 - 794_506_036));
-    assert_eq!(res(&a, "ephemeral-storage"), q("16Gi"));
+    assert_eq!(res(a, "memory"), Quantity::from_units(7_945_060_352 - 574 * 1024 * 1024 - 794_506_036));
+    assert_eq!(res(a, "ephemeral-storage"), q("16Gi"));
 
     let spec = with_kubelet(EC2NodeClassSpec::default(), |k| {
         k.eviction_hard = BTreeMap::from([
@@ -252,7 +252,7 @@ fn eviction_hard_overrides_including_percentages() {
     let t = get(&spec, "m5.large");
     assert_eq!(res(&t.overhead.eviction_threshold, "memory"), q("500Mi"));
     assert_eq!(res(&t.overhead.eviction_threshold, "ephemeral-storage"), q("0"));
-    assert_eq!(res(&t.allocatable(), "memory"), q("6503Mi"));
+    assert_eq!(res(t.allocatable(), "memory"), q("6503Mi"));
 
     let bad = with_kubelet(EC2NodeClassSpec::default(), |k| {
         k.eviction_hard = BTreeMap::from([("memory.available".to_string(), "lots".to_string())]);
@@ -460,7 +460,7 @@ fn instance_types_are_sorted_and_consistent() {
     for t in &types {
         assert_eq!(label(t, labels::INSTANCE_TYPE).as_deref(), Some(t.name.as_str()));
         let a = t.allocatable();
-        assert!(!res(&a, "cpu").is_negative(), "{}", t.name);
+        assert!(!res(a, "cpu").is_negative(), "{}", t.name);
         assert!(!t.offerings.is_empty());
     }
 }

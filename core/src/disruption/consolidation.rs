@@ -395,7 +395,7 @@ impl Room {
                     if !it.requirements.is_compatible(&reqs, crate::requirements::AllowUndefined::WellKnownLabels) {
                         continue;
                     }
-                    types.push((cpu_mem(&it.allocatable()), offerings.cheapest(it)));
+                    types.push((cpu_mem(it.allocatable()), offerings.cheapest(it)));
                 }
             }
         }

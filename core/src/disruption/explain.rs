@@ -287,6 +287,8 @@ pub struct NodePoolExplanation {
     pub allowed: Vec<budgets::Allowance>,
     /// The next 7 days, at today's node count.
     pub timeline: Vec<budgets::BudgetSegment>,
+    /// The instance types it may launch now (offerings marked unavailable left out), cheapest first.
+    pub instance_types: crate::scheduling::nodeclaim_template::AllowedInstanceTypes,
 }
 
 /// How far ahead a NodePool explanation looks at its budgets.
@@ -296,8 +298,22 @@ pub const BUDGET_HORIZON: i64 = 7 * 86_400;
 pub fn explain_nodepool(view: &View<'_>, name: &str) -> Option<NodePoolExplanation> {
     let np = view.objects.nodepools.iter().find(|np| np.name() == name)?;
     let (nodes, disrupting) = view.budget_counts(name);
+    let input = view.input().ok();
     let used =
-        view.input().ok().and_then(|input| crate::scheduling::nodepool_usage(&input).remove(name)).unwrap_or_default();
+        input.as_ref().and_then(|input| crate::scheduling::nodepool_usage(input).remove(name)).unwrap_or_default();
+    let instance_types = input
+        .as_ref()
+        .and_then(|input| input.nodepools.iter().find(|p| p.nodepool.name() == name))
+        .and_then(|p| {
+            let template = crate::scheduling::NodeClaimTemplate::new(&p.nodepool).ok()?;
+            Some(template.prefilter(&p.instance_types).allowed())
+        })
+        .unwrap_or(crate::scheduling::nodeclaim_template::AllowedInstanceTypes {
+            count: 0,
+            rejected: 0,
+            cheapest: Vec::new(),
+            min_values_shortfall: None,
+        });
     let mut names: Vec<&String> = used.keys().chain(np.spec.limits.keys()).collect();
     names.sort();
     names.dedup();
@@ -319,7 +335,15 @@ pub fn explain_nodepool(view: &View<'_>, name: &str) -> Option<NodePoolExplanati
         .map(|reason| budgets::allowance(np, reason, nodes, disrupting, view.now))
         .collect();
     let timeline = budgets::timeline(np, nodes, disrupting, view.now, BUDGET_HORIZON);
-    Some(NodePoolExplanation { nodepool: name.to_string(), nodes, disrupting, usage, allowed, timeline })
+    Some(NodePoolExplanation {
+        nodepool: name.to_string(),
+        nodes,
+        disrupting,
+        usage,
+        allowed,
+        timeline,
+        instance_types,
+    })
 }
 
 /// The explanation as text: one line per fact.
@@ -348,6 +372,24 @@ pub fn render_nodepool(e: &NodePoolExplanation) -> String {
             None => "no limit".to_string(),
         };
         let _ = writeln!(s, "  allowed now for {}: {why}", a.reason.as_str());
+    }
+    let t = &e.instance_types;
+    let _ = writeln!(s, "  instance types allowed: {} ({} left out)", t.count, t.rejected);
+    if let Some(shortfall) = &t.min_values_shortfall {
+        let _ = writeln!(s, "    minValues cannot be met ({shortfall}): nothing is launched");
+    }
+    for it in t.cheapest.iter().take(5) {
+        let _ = writeln!(
+            s,
+            "    {} ({} vCPU, {}): ${:.4}/hour {} in {}{}",
+            it.name,
+            it.cpu,
+            it.memory,
+            it.price,
+            it.capacity_type,
+            it.zone,
+            if it.price_synthetic { " (synthetic spot price)" } else { "" }
+        );
     }
     let _ = writeln!(s, "  budgets over the next 7 days (Empty / Drifted / Underutilized):");
     let n = |v: Option<i64>| v.map_or("-".to_string(), |v| v.to_string());

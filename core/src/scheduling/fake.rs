@@ -78,6 +78,8 @@ pub fn instance_type(name: &str, cpu: i64, memory: Quantity, pods: i64, arch: &s
         capacity,
         overhead: Overhead { kube_reserved, ..Default::default() },
         offerings,
+        allocatable_memo: Default::default(),
+        packed_memo: Default::default(),
     }
 }
 

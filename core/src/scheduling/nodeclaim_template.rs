@@ -7,7 +7,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::api::nodepool::NodePool;
-use crate::catalogue::{InstanceType, Offering};
+use crate::catalogue::{InstanceType, Offering, OfferingCompatibility};
 use crate::labels;
 use crate::quantity::Quantity;
 use crate::requirements::{AllowUndefined, IncompatibleReason, Operator, Requirement, RequirementError, Requirements};
@@ -44,12 +44,25 @@ impl NodeClaimTemplate {
     /// instance type left out. Survivors are ordered by their cheapest compatible available
     /// offering, then by name (upstream sorts by price only, unstably; see docs/divergences.md).
     pub fn prefilter<'a>(&self, instance_types: &'a [InstanceType]) -> Prefilter<'a> {
+        self.filter(instance_types, true)
+    }
+
+    /// [`prefilter`](Self::prefilter) without the reasons (`rejected` stays empty): what the
+    /// scheduler needs every round, without building a conflict report per instance type left out.
+    pub fn prefilter_survivors<'a>(&self, instance_types: &'a [InstanceType]) -> Prefilter<'a> {
+        self.filter(instance_types, false)
+    }
+
+    fn filter<'a>(&self, instance_types: &'a [InstanceType], with_reasons: bool) -> Prefilter<'a> {
         let mut options = Vec::new();
         let mut rejected = Vec::new();
+        // Offerings share one requirement set per zone and capacity type: test each set once.
+        let compatibility = OfferingCompatibility::new(&self.requirements);
         for it in instance_types {
-            match self.option(it) {
+            match self.option(it, &compatibility, with_reasons) {
                 Ok(option) => options.push(option),
-                Err(reason) => rejected.push((it, reason)),
+                Err(Some(reason)) => rejected.push((it, reason)),
+                Err(None) => {}
             }
         }
         options.sort_by(|a, b| {
@@ -62,37 +75,127 @@ impl NodeClaimTemplate {
         Prefilter { options, rejected, min_values }
     }
 
-    fn option<'a>(&self, it: &'a InstanceType) -> Result<InstanceTypeOption<'a>, Rejection> {
+    /// The instance type as an option, or why not (`None` when reasons are not wanted).
+    fn option<'a>(
+        &self,
+        it: &'a InstanceType,
+        compatibility: &OfferingCompatibility<'_>,
+        with_reasons: bool,
+    ) -> Result<InstanceTypeOption<'a>, Option<Rejection>> {
         // upstream `compatible()`: instance types are checked on shared keys only (Intersects).
-        it.requirements.intersects(&self.requirements).map_err(Rejection::Requirements)?;
+        if !it.requirements.has_intersection(&self.requirements) {
+            return Err(with_reasons
+                .then(|| it.requirements.intersects(&self.requirements).err().map(Rejection::Requirements))
+                .flatten());
+        }
         let mut offerings: Vec<&Offering> = Vec::new();
-        let mut first_incompatible = None;
         let mut unavailable = 0usize;
+        let mut incompatible = 0usize;
         for offering in &it.offerings {
             if !offering.available {
                 unavailable += 1;
-                continue;
-            }
-            match self.requirements.compatible(&offering.requirements, AllowUndefined::WellKnownLabels) {
-                Ok(()) => offerings.push(offering),
-                Err(reason) => {
-                    first_incompatible.get_or_insert(reason);
-                }
+            } else if compatibility.test(&offering.requirements) {
+                offerings.push(offering);
+            } else {
+                incompatible += 1;
             }
         }
         if offerings.is_empty() {
-            return Err(Rejection::NoCompatibleOffering { unavailable, incompatible: first_incompatible });
+            if !with_reasons {
+                return Err(None);
+            }
+            let first_incompatible = (incompatible > 0)
+                .then(|| {
+                    it.offerings.iter().filter(|o| o.available).find_map(|o| {
+                        self.requirements.compatible(&o.requirements, AllowUndefined::WellKnownLabels).err()
+                    })
+                })
+                .flatten();
+            return Err(Some(Rejection::NoCompatibleOffering { unavailable, incompatible: first_incompatible }));
         }
         for (resource, limit) in &self.limits {
             let capacity = it.capacity.get(resource).copied().unwrap_or(Quantity::ZERO);
             if capacity > *limit {
-                return Err(Rejection::ExceedsLimits { resource: resource.clone(), capacity, limit: *limit });
+                return Err(with_reasons.then(|| Rejection::ExceedsLimits {
+                    resource: resource.clone(),
+                    capacity,
+                    limit: *limit,
+                }));
             }
         }
         offerings
             .sort_by(|a, b| a.price.partial_cmp(&b.price).unwrap_or(Ordering::Equal).then_with(|| a.zone.cmp(&b.zone)));
         let cheapest = offerings[0].price;
         Ok(InstanceTypeOption { instance_type: it, offerings, cheapest })
+    }
+}
+
+/// How many instance types a NodePool may launch and the cheapest of them, as a NodePool
+/// explanation shows it ("which types does this NodePool allow, at what price?").
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AllowedInstanceTypes {
+    /// Instance types that survive the prefilter (upstream's scheduler-construction filter).
+    pub count: usize,
+    /// Instance types left out (requirements, no available offering, larger than a limit).
+    pub rejected: usize,
+    /// The cheapest survivors, cheapest first (at most [`ALLOWED_TYPES_SHOWN`]).
+    pub cheapest: Vec<AllowedInstanceType>,
+    /// The minValues shortfall, if the survivors cannot meet it (upstream launches nothing then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_values_shortfall: Option<String>,
+}
+
+/// One allowed instance type with its cheapest compatible available offering.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AllowedInstanceType {
+    pub name: String,
+    pub cpu: String,
+    pub memory: String,
+    pub capacity_type: String,
+    pub zone: String,
+    /// USD per hour.
+    pub price: f64,
+    /// Spot prices are synthetic (no registry ships real ones).
+    pub price_synthetic: bool,
+    /// Zones with a compatible available offering.
+    pub zones: usize,
+}
+
+/// How many allowed instance types an explanation lists.
+pub const ALLOWED_TYPES_SHOWN: usize = 25;
+
+impl Prefilter<'_> {
+    /// The summary a NodePool explanation carries.
+    pub fn allowed(&self) -> AllowedInstanceTypes {
+        let cheapest = self
+            .options
+            .iter()
+            .take(ALLOWED_TYPES_SHOWN)
+            .map(|o| {
+                let it = o.instance_type;
+                let get = |r: &str| it.capacity.get(r).map(|q| q.to_string()).unwrap_or_default();
+                let best = o.offerings[0];
+                let zones: BTreeSet<&str> = o.offerings.iter().map(|x| x.zone.as_str()).collect();
+                AllowedInstanceType {
+                    name: it.name.clone(),
+                    cpu: get("cpu"),
+                    memory: get("memory"),
+                    capacity_type: best.capacity_type.to_string(),
+                    zone: best.zone.clone(),
+                    price: best.price,
+                    price_synthetic: matches!(best.price_source, crate::catalogue::PriceSource::SyntheticSpot),
+                    zones: zones.len(),
+                }
+            })
+            .collect();
+        AllowedInstanceTypes {
+            count: self.options.len(),
+            rejected: self.rejected.len(),
+            cheapest,
+            min_values_shortfall: self.min_values.as_ref().err().map(|s| s.to_string()),
+        }
     }
 }
 

@@ -208,8 +208,7 @@ pub struct Results {
 #[derive(Debug, Clone)]
 struct TypeOption {
     it: usize,
-    allocatable: ResourceList,
-    /// `allocatable` laid out for the narrowing loop.
+    /// The instance type's allocatable, laid out for the narrowing loop.
     packed: resources::Packed,
     /// The instance type's capacity, laid out for limit checks.
     capacity: resources::Packed,
@@ -572,7 +571,7 @@ fn build_template(
     // Prefilter without limits: limits are applied per new NodeClaim against what remains (§1.6).
     let mut unlimited = base.clone();
     unlimited.limits.clear();
-    let prefilter = unlimited.prefilter(&instance_types);
+    let prefilter = unlimited.prefilter_survivors(&instance_types);
     if prefilter.options.is_empty() {
         return Err("NodePool requirements filtered out all compatible available instance types".into());
     }
@@ -592,9 +591,8 @@ fn build_template(
         .iter()
         .zip(group_of)
         .map(|(&it, group)| {
-            let allocatable = instance_types[it].allocatable();
-            let capacity = resources::Packed::new(&instance_types[it].capacity);
-            TypeOption { it, packed: resources::Packed::new(&allocatable), allocatable, capacity, group, name_rank: 0 }
+            let (packed, capacity) = instance_types[it].packed().clone();
+            TypeOption { it, packed, capacity, group, name_rank: 0 }
         })
         .collect();
     let mut by_name: Vec<usize> = (0..options.len()).collect();
@@ -1729,14 +1727,15 @@ impl Round<'_> {
                 continue;
             }
             let total = resources::merge(&pod.requests, &group.overhead);
-            for (k, v) in &option.allocatable {
+            let allocatable = it.allocatable();
+            for (k, v) in allocatable {
                 let slot = largest.entry(k.clone()).or_insert((*v, it.name.clone()));
                 if *v > slot.0 {
                     *slot = (*v, it.name.clone());
                 }
             }
-            if !resources::fits(&total, &option.allocatable) {
-                let exceeded = resources::exceeded(&total, &option.allocatable);
+            if !resources::fits(&total, allocatable) {
+                let exceeded = resources::exceeded(&total, allocatable);
                 lose(&mut f, it, "resources", Some(exceeded.join(", ")));
                 if first_short.is_none() {
                     if let Some(r) = exceeded.first() {

@@ -979,7 +979,7 @@ mod properties {
             for nc in &r.nodeclaims {
                 let launch = nc.launch.as_ref().expect("a launch");
                 let it = types.iter().find(|t| t.name == launch.instance_type).unwrap();
-                prop_assert!(resources::fits(&nc.requests, &it.allocatable()));
+                prop_assert!(resources::fits(&nc.requests, it.allocatable()));
                 if nc.nodepool == "plain" {
                     plain_cpu += it.capacity["cpu"];
                     plain_memory += it.capacity["memory"];

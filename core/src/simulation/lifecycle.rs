@@ -317,7 +317,7 @@ impl Simulation {
                 it
             })
             .collect();
-        let packed: Vec<Packed> = types.iter().map(|it| Packed::new(&it.allocatable())).collect();
+        let packed: Vec<Packed> = types.iter().map(|it| Packed::new(it.allocatable())).collect();
         let mut no_reservations = BTreeMap::new();
         cloudprovider::launch(&plan.requirements, &plan.requests, types.iter().zip(packed.iter()), &mut no_reservations)
     }
@@ -370,7 +370,7 @@ impl Simulation {
                 }
             }
             nc.status = Some(NodeClaimStatus {
-                allocatable: it.map(InstanceType::allocatable).unwrap_or_default(),
+                allocatable: it.map(|it| it.allocatable().clone()).unwrap_or_default(),
                 capacity: it.map(|it| it.capacity.clone()).unwrap_or_default(),
                 conditions: vec![condition(conditions::LAUNCHED, at)],
                 image_id: String::new(),

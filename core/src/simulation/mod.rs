@@ -43,6 +43,7 @@ pub use cost::{CostPoint, CostSummary};
 pub use disruption::Disruption;
 pub use events::{Event, EventType, Involved, OfferingRef, Reason, RemovalCause};
 pub use pods::PodStanding;
+pub use workloads::WorkloadView;
 
 /// How long things take. The defaults put a new node Ready about a minute after its first pod
 /// went pending, as users see on EKS (docs/simulation.md).
@@ -229,6 +230,24 @@ pub struct NodeView {
     pub price: f64,
     pub price_synthetic: bool,
     pub pods: Vec<String>,
+    /// CPU (cores) and memory (bytes): what its pods request and what it can allocate (0 until
+    /// the instance type is known).
+    pub requested: NodeResources,
+    pub allocatable: NodeResources,
+}
+
+/// CPU in cores and memory in bytes, as a viewer draws utilization.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct NodeResources {
+    pub cpu: f64,
+    pub memory: f64,
+}
+
+impl NodeResources {
+    fn of(list: &crate::resources::ResourceList) -> NodeResources {
+        let get = |k: &str| list.get(k).map_or(0.0, crate::quantity::Quantity::as_f64);
+        NodeResources { cpu: get("cpu"), memory: get("memory") }
+    }
 }
 
 /// Where a node is in its life.
@@ -573,6 +592,7 @@ impl Simulation {
     pub fn snapshot(&self) -> Snapshot {
         let mut nodes = Vec::new();
         let mut by_node: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        let mut requested: BTreeMap<&str, NodeResources> = BTreeMap::new();
         let mut pending = Vec::new();
         let mut running = 0;
         for p in &self.objects.pods {
@@ -581,6 +601,13 @@ impl Simulation {
                 Some(n) => {
                     running += 1;
                     by_node.entry(n).or_default().push(key);
+                    // Pods with unparseable requests never bind (validation), so none is lost here.
+                    if let Ok(r) = crate::resources::pod_requests(p) {
+                        let add = NodeResources::of(&r);
+                        let total = requested.entry(n).or_default();
+                        total.cpu += add.cpu;
+                        total.memory += add.memory;
+                    }
                 }
                 None => pending.push(key),
             }
@@ -603,7 +630,17 @@ impl Simulation {
             }
             let shown = m.node.clone().unwrap_or_else(|| name.clone());
             let pods = m.node.as_deref().and_then(|n| by_node.get(n)).cloned().unwrap_or_default();
+            let allocatable = self
+                .objects
+                .nodeclaims
+                .iter()
+                .find(|nc| nc.name() == name)
+                .and_then(|nc| nc.status.as_ref())
+                .map(|st| NodeResources::of(&st.allocatable))
+                .unwrap_or_default();
             nodes.push(NodeView {
+                requested: m.node.as_deref().and_then(|n| requested.get(n)).copied().unwrap_or_default(),
+                allocatable,
                 name: shown,
                 nodeclaim: Some(name.clone()),
                 nodepool: Some(m.nodepool.clone()),
@@ -625,7 +662,16 @@ impl Simulation {
             }
             let labels = node.metadata.labels.clone().unwrap_or_default();
             let price = cost::node_price(self.catalogue, &self.region, &labels);
+            let allocatable = node
+                .status
+                .as_ref()
+                .and_then(|st| st.allocatable.as_ref())
+                .and_then(|a| crate::resources::from_k8s(a).ok())
+                .map(|a| NodeResources::of(&a))
+                .unwrap_or_default();
             nodes.push(NodeView {
+                requested: requested.get(name.as_str()).copied().unwrap_or_default(),
+                allocatable,
                 pods: by_node.get(name.as_str()).cloned().unwrap_or_default(),
                 name,
                 nodeclaim: None,

@@ -49,7 +49,29 @@ impl Workload {
     }
 }
 
+/// A workload and the replicas its controller keeps, as a viewer lists them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct WorkloadView {
+    pub kind: &'static str,
+    pub namespace: String,
+    pub name: String,
+    pub replicas: i32,
+}
+
 impl Simulation {
+    /// The Deployments, ReplicaSets and StatefulSets whose pods are kept, with their replicas now.
+    pub fn workloads(&self) -> Vec<WorkloadView> {
+        self.workloads
+            .iter()
+            .map(|w| WorkloadView {
+                kind: w.kind,
+                namespace: w.namespace.clone(),
+                name: w.name.clone(),
+                replicas: w.replicas,
+            })
+            .collect()
+    }
+
     /// The workloads' replicas, as PodDisruptionBudgets read them.
     pub(super) fn pdb_scales(&self) -> crate::disruption::pdb::Scales {
         self.workloads

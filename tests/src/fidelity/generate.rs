@@ -240,7 +240,7 @@ impl Gen<'_> {
             )
         };
         let capacity = quantities(&it.capacity);
-        let allocatable = quantities(&it.allocatable());
+        let allocatable = quantities(it.allocatable());
         let name = format!("ip-10-0-{i}-1.ec2.internal");
         let claim = format!("{nodepool}-x{i:04}");
         let labels = json!({
