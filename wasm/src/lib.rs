@@ -3,7 +3,7 @@
 
 use wasm_bindgen::prelude::*;
 
-mod session;
+pub mod session;
 
 pub use session::Session;
 
@@ -77,6 +77,17 @@ impl Playground {
     #[wasm_bindgen(js_name = explainNodePool)]
     pub fn explain_nodepool(&self, name: &str) -> Result<JsValue, JsValue> {
         to_js(&self.0.explain_nodepool(name).map_err(err)?)
+    }
+
+    /// The instance types NodePool `name` may launch now: count, left out, the cheapest with prices.
+    #[wasm_bindgen(js_name = instanceTypes)]
+    pub fn instance_types(&self, name: &str) -> Result<JsValue, JsValue> {
+        to_js(&self.0.instance_types(name).map_err(err)?)
+    }
+
+    /// The workloads whose replicas can be scaled, with their replicas now.
+    pub fn workloads(&self) -> Result<JsValue, JsValue> {
+        to_js(&self.0.workloads())
     }
 
     /// A Scenario step's action (JSON) taken now: scale, delete, interrupt, unavailableOffering.

@@ -123,6 +123,112 @@ impl Session {
         let m = manifest::load(yaml).map_err(|e| e.to_string())?;
         self.sim.apply(m)
     }
+
+    /// The instance types NodePool `name` may launch now, cheapest first.
+    pub fn instance_types(
+        &self,
+        name: &str,
+    ) -> Result<carpentry_core::scheduling::nodeclaim_template::AllowedInstanceTypes, String> {
+        self.explain_nodepool(name).map(|e| e.instance_types)
+    }
+
+    /// The scalable workloads (Deployments, ReplicaSets, StatefulSets) and their replicas now.
+    pub fn workloads(&self) -> Vec<Workload> {
+        self.sim.workloads()
+    }
+
+    /// NodePool names, in the order of the input.
+    pub fn nodepools(&self) -> Vec<String> {
+        self.sim.objects().nodepools.iter().map(|np| np.name().to_string()).collect()
+    }
+
+    /// EC2NodeClasses with their AMI selection, as the drift form shows them.
+    pub fn nodeclasses(&self) -> Vec<NodeClassSummary> {
+        self.sim
+            .objects()
+            .nodeclasses
+            .iter()
+            .map(|nc| NodeClassSummary {
+                name: nc.metadata.name.clone().unwrap_or_default(),
+                ami: nc
+                    .spec
+                    .ami_selector_terms
+                    .iter()
+                    .map(|t| serde_json::to_string(t).unwrap_or_default())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+            .collect()
+    }
+
+    /// The EC2NodeClass `name` with its AMI selection replaced by `alias` (e.g. `al2023@v20250101`),
+    /// as JSON text for [`Session::apply`]: the edit a user makes to roll out an AMI.
+    pub fn pin_ami(&self, name: &str, alias: &str) -> Result<String, String> {
+        let alias = alias.trim();
+        if !alias.contains('@') {
+            return Err(format!("AMI alias {alias:?}: expected family@version, e.g. al2023@v20250101"));
+        }
+        let mut nc = self
+            .sim
+            .objects()
+            .nodeclasses
+            .iter()
+            .find(|nc| nc.metadata.name.as_deref() == Some(name))
+            .cloned()
+            .ok_or_else(|| format!("no EC2NodeClass {name}"))?;
+        nc.status = None;
+        nc.spec.ami_selector_terms = vec![carpentry_core::api::ec2nodeclass::AmiSelectorTerm {
+            alias: Some(alias.to_string()),
+            ..Default::default()
+        }];
+        serde_json::to_string(&nc).map_err(|e| e.to_string())
+    }
+
+    /// NodePool `name`'s disruption budgets as JSON text (what the budget editor starts from).
+    pub fn budgets(&self, name: &str) -> Result<String, String> {
+        let np = self.nodepool(name)?;
+        serde_json::to_string(&np.spec.disruption.budgets).map_err(|e| e.to_string())
+    }
+
+    /// NodePool `name` with its budgets replaced by `budgets_json` (a JSON list), as JSON text for
+    /// [`Session::apply`]. Malformed budgets are errors here; invalid ones are the core's to reject.
+    pub fn with_budgets(&self, name: &str, budgets_json: &str) -> Result<String, String> {
+        let mut np = self.nodepool(name)?.clone();
+        np.status = None;
+        np.spec.disruption.budgets = serde_json::from_str(budgets_json).map_err(|e| format!("budgets: {e}"))?;
+        serde_json::to_string(&np).map_err(|e| e.to_string())
+    }
+
+    fn nodepool(&self, name: &str) -> Result<&carpentry_core::api::nodepool::NodePool, String> {
+        self.sim.objects().nodepools.iter().find(|np| np.name() == name).ok_or_else(|| format!("no NodePool {name}"))
+    }
+
+    /// Pending pod (`namespace/name`) → its latest scheduling event, the one-line reason a viewer
+    /// shows beside it (Karpenter's `FailedScheduling` or `Nominated`).
+    pub fn pending_reasons(&self) -> std::collections::BTreeMap<String, String> {
+        let pending: std::collections::BTreeSet<String> = self.sim.snapshot().pending.into_iter().collect();
+        let mut out = std::collections::BTreeMap::new();
+        for e in self.sim.events().iter().rev() {
+            if e.object.kind != "Pod" || !matches!(e.reason.name(), "FailedScheduling" | "Nominated") {
+                continue;
+            }
+            let key = format!("{}/{}", e.object.namespace.as_deref().unwrap_or("default"), e.object.name);
+            if pending.contains(&key) {
+                out.entry(key).or_insert_with(|| e.message.clone());
+            }
+        }
+        out
+    }
+}
+
+/// A workload the playground can scale.
+pub use carpentry_core::simulation::WorkloadView as Workload;
+
+/// An EC2NodeClass and its AMI selector terms (JSON, one per term).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeClassSummary {
+    pub name: String,
+    pub ami: String,
 }
 
 #[cfg(test)]
@@ -177,6 +283,16 @@ spec:
         let node = &state.snapshot.nodes[0].name;
         assert!(!s.explain_node(node).unwrap().checks.is_empty());
         assert_eq!(s.explain_nodepool("default").unwrap().nodepool, "default");
+        let types = s.instance_types("default").unwrap();
+        assert!(types.count > 5 && types.cheapest.iter().all(|t| t.cpu == "2" && t.capacity_type == "on-demand"));
+        assert!(types.cheapest.windows(2).all(|w| w[0].price <= w[1].price), "cheapest first");
+        assert_eq!(s.workloads()[0].replicas, 3);
+        let pinned = s.pin_ami("default", "al2023@v20260101").unwrap_err();
+        assert!(pinned.contains("no EC2NodeClass"), "{pinned}");
+        let budgets = s.with_budgets("default", r#"[{"nodes": "0"}]"#).unwrap();
+        s.apply(&budgets).unwrap();
+        assert!(s.budgets("default").unwrap().contains(r#""nodes":"0""#));
+        assert!(s.with_budgets("default", "[{").unwrap_err().starts_with("budgets:"));
         assert!(s.explain_pod("default", "nope").is_err());
     }
 

@@ -86,9 +86,11 @@ fn test(args: TestArgs) -> Result<()> {
     util::step("the committed EC2 catalogue is what the generator produces", || {
         catalog::run(catalog::CatalogArgs::check())
     })?;
+    // The browser end-to-end test (tests/tests/browser.rs) drives Debian's Chromium.
+    util::ensure_debian_packages(&["chromium", "chromium-driver"])?;
     util::step("playground bundle builds (cargo xtask play --build-only)", || {
         let dist = play::build_bundle()?;
-        for file in ["index.html", "carpentry_wasm.js", "carpentry_wasm_bg.wasm"] {
+        for file in ["index.html", "carpentry_web.js", "carpentry_web_bg.wasm"] {
             anyhow::ensure!(dist.join(file).is_file(), "{file} is missing from {}", dist.display());
         }
         Ok(())

@@ -31,13 +31,15 @@ pub fn build_bundle() -> Result<PathBuf> {
     util::ensure_rust_toolchain()?;
     let bindgen_version = locked_version("wasm-bindgen")?;
     ensure_wasm_bindgen_cli(&bindgen_version)?;
-    util::step("build carpentry-wasm (release, wasm32)", || {
-        util::cargo(&["build", "--locked", "--release", "-p", "carpentry-wasm", "--target", "wasm32-unknown-unknown"])
+    util::step("build carpentry-web (release, wasm32)", || {
+        util::cargo(&["build", "--locked", "--release", "-p", "carpentry-web", "--target", "wasm32-unknown-unknown"])
     })?;
     let dist = PathBuf::from("web/dist");
+    // Start clean: files of an older layout must not linger on a static host.
+    let _ = std::fs::remove_dir_all(&dist);
     std::fs::create_dir_all(&dist)?;
     let target_dir = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
-    let wasm = Path::new(&target_dir).join("wasm32-unknown-unknown/release/carpentry_wasm.wasm");
+    let wasm = Path::new(&target_dir).join("wasm32-unknown-unknown/release/carpentry_web.wasm");
     util::step("wasm-bindgen", || {
         util::run(
             Command::new("wasm-bindgen")
@@ -46,8 +48,44 @@ pub fn build_bundle() -> Result<PathBuf> {
                 .arg(&wasm),
         )
     })?;
+    optimize(&dist.join("carpentry_web_bg.wasm"))?;
     std::fs::copy("web/static/index.html", dist.join("index.html")).context("copy index.html")?;
+    let size = std::fs::metadata(dist.join("carpentry_web_bg.wasm")).map(|m| m.len()).unwrap_or(0);
+    eprintln!("playground wasm: {:.2} MB", size as f64 / 1e6);
     Ok(dist)
+}
+
+/// The post-MVP features rustc's wasm32-unknown-unknown target enables by default (and that every
+/// current browser supports).
+const WASM_FEATURES: &[&str] = &[
+    "--enable-bulk-memory",
+    "--enable-sign-ext",
+    "--enable-mutable-globals",
+    "--enable-nontrapping-float-to-int",
+    "--enable-reference-types",
+    "--enable-multivalue",
+];
+
+/// Shrinks the wasm with binaryen's wasm-opt when it is installed (Debian's `binaryen`); the
+/// bundle works without it, only larger.
+fn optimize(wasm: &Path) -> Result<()> {
+    if util::output(Command::new("wasm-opt").arg("--version")).is_err() {
+        eprintln!("wasm-opt not found (apt-get install binaryen): the wasm is left unoptimized");
+        return Ok(());
+    }
+    let optimized = wasm.with_extension("opt.wasm");
+    // Rust's wasm32 target emits post-MVP features that wasm-opt must be told it may keep. An
+    // older binaryen that cannot read them (Debian 12's 108 stops at `table.fill`) is not an
+    // error: the unoptimized module is what rustc and wasm-bindgen made, and it works.
+    let ran = util::run(Command::new("wasm-opt").args(["-Oz"]).args(WASM_FEATURES).arg(wasm).arg("-o").arg(&optimized));
+    match ran {
+        Ok(()) => std::fs::rename(&optimized, wasm).context("replace the wasm with its optimized build")?,
+        Err(e) => {
+            let _ = std::fs::remove_file(&optimized);
+            eprintln!("wasm-opt could not optimize the module; it is left as built ({e:#})");
+        }
+    }
+    Ok(())
 }
 
 /// The version of a package pinned in Cargo.lock (wasm-bindgen-cli must match the library exactly).

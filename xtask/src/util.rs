@@ -59,3 +59,31 @@ pub fn ensure_rust_toolchain() -> Result<()> {
     }
     Ok(())
 }
+
+/// Installs Debian packages that are missing (`dpkg -s` decides), as root or through sudo. The
+/// browser tests need Debian's `chromium` and `chromium-driver`.
+pub fn ensure_debian_packages(packages: &[&str]) -> Result<()> {
+    let missing: Vec<&str> = packages
+        .iter()
+        .copied()
+        .filter(|p| !Command::new("dpkg").args(["-s", p]).output().is_ok_and(|o| o.status.success()))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    if !have("apt-get") {
+        bail!("missing Debian packages {}: this machine has no apt-get; install them by hand", missing.join(" "));
+    }
+    let root = output(Command::new("id").arg("-u")).is_ok_and(|u| u.trim() == "0");
+    let sudo: &[&str] = if root { &[] } else { &["sudo"] };
+    step(&format!("apt-get install {}", missing.join(" ")), || {
+        let apt = |args: &[&str]| {
+            let mut all: Vec<&str> = sudo.to_vec();
+            all.push("apt-get");
+            all.extend_from_slice(args);
+            run(Command::new(all[0]).args(&all[1..]).env("DEBIAN_FRONTEND", "noninteractive"))
+        };
+        apt(&["update", "-qq"])?;
+        apt(&[&["install", "-y", "-qq", "--no-install-recommends"], &missing[..]].concat())
+    })
+}
