@@ -218,7 +218,14 @@ impl App {
     fn initial() -> (Recording, Option<String>) {
         let fragment = web_sys::window().and_then(|w| w.location().hash().ok()).unwrap_or_default();
         match share::from_fragment(&fragment) {
-            Some(Ok(r)) => return (r, None),
+            Some(Ok(r)) => {
+                // The link has been read: from now on local storage follows what the user does,
+                // and a reload restores that rather than the link's moment.
+                if let Some(h) = web_sys::window().and_then(|w| w.history().ok()) {
+                    let _ = h.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some("#"));
+                }
+                return (r, None);
+            }
             Some(Err(e)) => return (Self::example("inflate"), Some(e)),
             None => {}
         }
