@@ -150,7 +150,7 @@ impl App {
         self.workloads = session.workloads();
         self.nodeclasses = session.nodeclasses();
         self.nodepools = session.nodepools();
-        self.reasons = session.pending_reasons();
+        self.reasons = session.pending_reasons(&state.snapshot.pending);
         if self.ami_class.is_empty() {
             self.ami_class = self.nodeclasses.first().map(|n| n.name.clone()).unwrap_or_default();
         }

@@ -308,12 +308,7 @@ pub fn explain_nodepool(view: &View<'_>, name: &str) -> Option<NodePoolExplanati
             let template = crate::scheduling::NodeClaimTemplate::new(&p.nodepool).ok()?;
             Some(template.prefilter(&p.instance_types).allowed())
         })
-        .unwrap_or(crate::scheduling::nodeclaim_template::AllowedInstanceTypes {
-            count: 0,
-            rejected: 0,
-            cheapest: Vec::new(),
-            min_values_shortfall: None,
-        });
+        .unwrap_or_default();
     let mut names: Vec<&String> = used.keys().chain(np.spec.limits.keys()).collect();
     names.sort();
     names.dedup();

@@ -132,7 +132,7 @@ impl NodeClaimTemplate {
 
 /// How many instance types a NodePool may launch and the cheapest of them, as a NodePool
 /// explanation shows it ("which types does this NodePool allow, at what price?").
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AllowedInstanceTypes {
     /// Instance types that survive the prefilter (upstream's scheduler-construction filter).
