@@ -1,10 +1,16 @@
 //! `kubectl karpenter`: Karpenter's decisions, explained. An adapter over carpentry-core: it reads
 //! files, calls the engine and renders; it holds no Karpenter rules.
 
+mod cluster;
+mod common;
 mod convert;
+mod explain;
 mod input;
 mod simulate;
+mod snapshot;
+mod source;
 mod types;
+mod whatif;
 
 use std::process::ExitCode;
 
@@ -32,6 +38,17 @@ enum Command {
     /// existing nodes, and why the others stay pending. Exit 0 when every provisionable pod is placed, 1 when some are not
     /// (unschedulable, or deferred to a later round by reserved capacity).
     Simulate(simulate::SimulateArgs),
+    /// Explain a pod (why it is pending, where it would go), a node (why it stays or goes) or a
+    /// NodePool (usage, limits, budgets, instance types), from the cluster or --from-file.
+    /// Exit 0: the pod is running or schedulable; 1: it cannot be scheduled; 2: an error.
+    Explain(explain::ExplainArgs),
+    /// Apply the objects in a file on top of the cluster's state, in simulation only, and report
+    /// what Karpenter would do: new NodeClaims and their cost, pods left pending and why, nodes
+    /// that drift and their replacement under the budgets, the cost delta. Nothing is written.
+    Whatif(whatif::WhatifArgs),
+    /// Write the cluster state Karpenter looks at as a scenario file (redacted), for --from-file
+    /// and the playground.
+    Snapshot(snapshot::SnapshotArgs),
 }
 
 /// How a command failed: bad input (exit 2) or anything else (exit 1).
@@ -54,6 +71,9 @@ fn main() -> ExitCode {
         Command::Convert(args) => convert::run(args),
         Command::Types(args) => types::run(args),
         Command::Simulate(args) => simulate::run(args),
+        Command::Explain(args) => explain::run(args),
+        Command::Whatif(args) => whatif::run(args),
+        Command::Snapshot(args) => snapshot::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

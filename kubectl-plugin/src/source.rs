@@ -1,0 +1,107 @@
+//! Where a command's cluster state comes from: the live cluster (`cluster`, list calls only) or
+//! `--from-file` (a `snapshot` or manifests). Both end as the same [`Manifests`], so a command
+//! answers the same on a cluster and on its snapshot.
+
+use carpentry_core::catalogue::Catalogue;
+use carpentry_core::manifest::scenario::Scenario;
+use carpentry_core::manifest::Manifests;
+
+use crate::common::ReadArgs;
+use crate::{input, Failure};
+
+/// The region label every node carries (well-known, set by the cloud provider).
+const REGION_LABEL: &str = "topology.kubernetes.io/region";
+
+/// A cluster state, ready for the core.
+pub struct ClusterState {
+    /// Legacy objects converted; `scenario` set (start time = when the state was read, region).
+    pub manifests: Manifests,
+    pub catalogue: &'static Catalogue,
+    /// Where it came from: `context NAME (SERVER)` or the files.
+    pub source: String,
+    /// Assumptions made reading it (conversions, the region's origin), for stderr.
+    pub notes: Vec<String>,
+}
+
+impl ClusterState {
+    pub fn region(&self) -> &str {
+        self.manifests.scenario.as_ref().map_or("us-east-1", |s| s.spec.region.as_str())
+    }
+}
+
+/// Reads the state the flags name.
+pub fn read(common: &ReadArgs) -> Result<ClusterState, Failure> {
+    let catalogue = catalogue(common)?;
+    let (mut manifests, source, start) = if common.from_file.is_empty() {
+        let live = crate::cluster::read_live(common)?;
+        (live.manifests, live.source, Some(live.read_at))
+    } else {
+        let mut manifests = Manifests::default();
+        for file in &common.from_file {
+            let m = input::load(file)?;
+            manifests.merge(m).map_err(|e| Failure::Input(format!("{file}: {e}")))?;
+        }
+        (manifests, common.from_file.join(", "), None)
+    };
+    let mut notes: Vec<String> = manifests
+        .convert_legacy()
+        .into_iter()
+        .map(|n| format!("converted {}: {}: {}", n.object, n.field, n.message))
+        .collect();
+    let had_scenario = manifests.scenario.is_some();
+    let scenario = manifests.scenario.get_or_insert_with(|| Scenario {
+        api_version: "carpentry.dev/v1alpha1".into(),
+        kind: "Scenario".into(),
+        metadata: None,
+        spec: Default::default(),
+    });
+    if let Some(start) = start {
+        scenario.spec.start_time = Some(start);
+    }
+    // The region: the flag, else the file's Scenario's (`snapshot` writes one), else the nodes'
+    // label (the most common one, ties by name), else the default.
+    let region = match &common.region {
+        Some(r) => r.clone(),
+        None if had_scenario => manifests.scenario.as_ref().map(|s| s.spec.region.clone()).unwrap_or_default(),
+        None => match region_of_nodes(&manifests) {
+            Some(r) => r,
+            None => {
+                notes.push(
+                    "no node has a topology.kubernetes.io/region label: using us-east-1 (--region to choose)".into(),
+                );
+                "us-east-1".into()
+            }
+        },
+    };
+    if catalogue.zones(&region).is_none() {
+        return Err(Failure::Input(format!(
+            "region {region:?} is not in the catalogue (it has: {})",
+            catalogue.regions().collect::<Vec<_>>().join(", ")
+        )));
+    }
+    if let Some(s) = manifests.scenario.as_mut() {
+        s.spec.region = region;
+    }
+    Ok(ClusterState { manifests, catalogue, source, notes })
+}
+
+fn region_of_nodes(m: &Manifests) -> Option<String> {
+    let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
+    for n in &m.nodes {
+        if let Some(r) = n.metadata.labels.as_ref().and_then(|l| l.get(REGION_LABEL)) {
+            *counts.entry(r.as_str()).or_default() += 1;
+        }
+    }
+    // Most nodes first; among equals the first by name (BTreeMap order, max_by keeps the last max).
+    counts.into_iter().rev().max_by_key(|(_, n)| *n).map(|(r, _)| r.to_string())
+}
+
+fn catalogue(common: &ReadArgs) -> Result<&'static Catalogue, Failure> {
+    let Some(path) = &common.catalog else { return Ok(Catalogue::embedded()) };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Failure::Input(format!("--catalog {}: cannot read it: {e}", path.display())))?;
+    let catalogue = Catalogue::from_json(&text)
+        .map_err(|e| Failure::Input(format!("--catalog {}: not a catalogue: {e}", path.display())))?;
+    // One catalogue per process, used until it exits.
+    Ok(Box::leak(Box::new(catalogue)))
+}
