@@ -6,6 +6,7 @@ mod common;
 mod convert;
 mod explain;
 mod input;
+mod render;
 mod simulate;
 mod snapshot;
 mod source;

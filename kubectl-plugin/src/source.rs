@@ -21,6 +21,9 @@ pub struct ClusterState {
     pub source: String,
     /// Assumptions made reading it (conversions, the region's origin), for stderr.
     pub notes: Vec<String>,
+    /// The namespace a pod name without `-n` is looked up in: the kubeconfig context's, else
+    /// `default`.
+    pub default_namespace: String,
 }
 
 impl ClusterState {
@@ -82,7 +85,7 @@ pub fn read(common: &ReadArgs) -> Result<ClusterState, Failure> {
     if let Some(s) = manifests.scenario.as_mut() {
         s.spec.region = region;
     }
-    Ok(ClusterState { manifests, catalogue, source, notes })
+    Ok(ClusterState { manifests, catalogue, source, notes, default_namespace: "default".into() })
 }
 
 fn region_of_nodes(m: &Manifests) -> Option<String> {

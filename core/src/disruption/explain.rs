@@ -289,6 +289,30 @@ pub struct NodePoolExplanation {
     pub timeline: Vec<budgets::BudgetSegment>,
     /// The instance types it may launch now (offerings marked unavailable left out), cheapest first.
     pub instance_types: crate::scheduling::nodeclaim_template::AllowedInstanceTypes,
+    /// Its drifted nodes, oldest drift first: drift replaces them as the Drifted budget allows.
+    pub drifted: Vec<DriftedNode>,
+    /// Its nodes whose expireAfter runs out within the next 7 days, soonest first (expiration
+    /// ignores budgets).
+    pub expiring: Vec<ExpiringNode>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DriftedNode {
+    pub node: String,
+    pub reason: super::DriftReason,
+    /// Since when (RFC 3339).
+    pub since: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExpiringNode {
+    pub node: String,
+    /// RFC 3339.
+    pub at: String,
+    /// Already past: Karpenter is deleting it.
+    pub expired: bool,
 }
 
 /// How far ahead a NodePool explanation looks at its budgets.
@@ -330,6 +354,21 @@ pub fn explain_nodepool(view: &View<'_>, name: &str) -> Option<NodePoolExplanati
         .map(|reason| budgets::allowance(np, reason, nodes, disrupting, view.now))
         .collect();
     let timeline = budgets::timeline(np, nodes, disrupting, view.now, BUDGET_HORIZON);
+    let mine = || view.nodes.iter().filter(|f| f.nodepool == name);
+    let mut drifted: Vec<(i64, DriftedNode)> = mine()
+        .filter_map(|f| {
+            let (reason, since) = f.drifted?;
+            Some((since, DriftedNode { node: f.node.clone(), reason, since: time(since) }))
+        })
+        .collect();
+    drifted.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.node.cmp(&b.1.node)));
+    let mut expiring: Vec<(i64, ExpiringNode)> = mine()
+        .filter_map(|f| {
+            let at = f.expires_at.filter(|at| *at <= view.now + BUDGET_HORIZON)?;
+            Some((at, ExpiringNode { node: f.node.clone(), at: time(at), expired: at <= view.now }))
+        })
+        .collect();
+    expiring.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.node.cmp(&b.1.node)));
     Some(NodePoolExplanation {
         nodepool: name.to_string(),
         nodes,
@@ -338,6 +377,8 @@ pub fn explain_nodepool(view: &View<'_>, name: &str) -> Option<NodePoolExplanati
         allowed,
         timeline,
         instance_types,
+        drifted: drifted.into_iter().map(|(_, d)| d).collect(),
+        expiring: expiring.into_iter().map(|(_, e)| e).collect(),
     })
 }
 
@@ -385,6 +426,19 @@ pub fn render_nodepool(e: &NodePoolExplanation) -> String {
             it.zone,
             if it.price_synthetic { " (synthetic spot price)" } else { "" }
         );
+    }
+    if !e.drifted.is_empty() {
+        let _ = writeln!(s, "  drifted ({}), replaced as the Drifted budget allows:", e.drifted.len());
+        for d in &e.drifted {
+            let _ = writeln!(s, "    {}: {} (since {})", d.node, d.reason, d.since);
+        }
+    }
+    if !e.expiring.is_empty() {
+        let _ = writeln!(s, "  expiring within 7 days ({}), regardless of budgets:", e.expiring.len());
+        for x in &e.expiring {
+            let when = if x.expired { "expired at" } else { "expires at" };
+            let _ = writeln!(s, "    {}: {when} {}", x.node, x.at);
+        }
     }
     let _ = writeln!(s, "  budgets over the next 7 days (Empty / Drifted / Underutilized):");
     let n = |v: Option<i64>| v.map_or("-".to_string(), |v| v.to_string());
@@ -443,7 +497,11 @@ pub fn render_node(e: &NodeExplanation) -> String {
         if !r.not_moved.is_empty() {
             let _ = writeln!(s, "    not moved: {}", r.not_moved.join(", "));
         }
-        let _ = writeln!(s, "    saves ${:.4}/hour", r.savings_per_hour);
+        if r.savings_per_hour < 0.0 {
+            let _ = writeln!(s, "    costs ${:.4}/hour more", -r.savings_per_hour);
+        } else {
+            let _ = writeln!(s, "    saves ${:.4}/hour", r.savings_per_hour);
+        }
     }
     s
 }

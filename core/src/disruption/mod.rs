@@ -48,6 +48,8 @@ pub struct NodeFacts {
     pub last_pod_event: Option<i64>,
     /// Drifted, and since when.
     pub drifted: Option<(DriftReason, i64)>,
+    /// When its `expireAfter` runs out (epoch seconds; `None`: never).
+    pub expires_at: Option<i64>,
 }
 
 /// The cluster as disruption reads it.

@@ -460,6 +460,34 @@ impl NodePoolVerdict {
     }
 }
 
+/// One NodePool's answer for a pod checked on its own: it passes (with the instance types that
+/// fit, as a funnel) or fails on its first constraint (with a fix when there is one).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodePoolCheck {
+    pub nodepool: String,
+    pub passes: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<NodePoolFailure>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<Fix>,
+    /// For a passing NodePool: how many of its instance types survive each test, and the cheapest
+    /// that fit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub funnel: Option<Funnel>,
+}
+
+/// A pending pod checked on its own against the cluster as it is, before a round places anything
+/// (the round itself may then put it with other pods): which existing nodes could take it, why
+/// the others cannot (grouped), and every NodePool's answer in weight order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodEvaluation {
+    pub existing_nodes_fitting: Vec<String>,
+    pub existing_nodes: Vec<RejectionGroup>,
+    pub nodepools: Vec<NodePoolCheck>,
+}
+
 /// Why a pod stays pending after the round.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]

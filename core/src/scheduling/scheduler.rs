@@ -76,6 +76,9 @@ pub struct Options {
     /// Karpenter provisions for, not what kube-scheduler binds (a `kubernetes.io/hostname`
     /// nodeSelector is fine for kube-scheduler).
     pub kube_scheduler: bool,
+    /// Check this pending pod on its own against every existing node and NodePool before the
+    /// round (`Results::evaluation`): the grid `explain pod` shows, with passing NodePools too.
+    pub evaluate: Option<PodRef>,
 }
 
 /// What a consolidation simulation knows beyond the cluster (upstream v1.14+: consolidateAfter
@@ -98,6 +101,7 @@ impl Default for Options {
             now: None,
             consolidation: None,
             kube_scheduler: false,
+            evaluate: None,
         }
     }
 }
@@ -202,6 +206,10 @@ pub struct Results {
     pub relaxed: Vec<RelaxedPod>,
     /// Things the round could not take into account, said plainly.
     pub notes: Vec<String>,
+    /// The pod of `Options::evaluate`, checked on its own before the round (`None`: not asked,
+    /// or the pod is not pending and provisionable).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evaluation: Option<explain::PodEvaluation>,
 }
 
 /// An instance type a NodePool may launch, with what packing needs.
@@ -341,6 +349,7 @@ pub fn schedule(input: &Input) -> Results {
         skipped_nodepools: Vec::new(),
         relaxed: Vec::new(),
         notes: Vec::new(),
+        evaluation: None,
     };
     let (daemons, daemon_errors) = daemons::daemons(&input.daemonsets);
     for (name, e) in daemon_errors {
@@ -515,6 +524,10 @@ pub fn schedule(input: &Input) -> Results {
         relaxed: Vec::new(),
         reservations,
     };
+    results.evaluation = input.options.evaluate.as_ref().and_then(|target| {
+        let p = round.pods.iter().position(|d| &d.pod_ref == target)?;
+        Some(round.evaluate(p))
+    });
     let failed = round.solve();
     round.finish(failed, &mut results);
     for pod in dra {
@@ -1564,29 +1577,88 @@ impl Round<'_> {
         // if no limit applied), then the limits: a limit is only the reason when lifting it would
         // let the pod schedule. (Upstream checks limits first and reports only the last error.)
         for t in 0..self.templates.len() {
-            let name = self.templates[t].name.clone();
-            let unlimited = self.fresh_claim(t, (0..self.templates[t].options.len() as u32).collect());
-            let failure = match self.claim_can_add(&unlimited, p, prefs, &requirements, &tolerations) {
-                Err(rejection) => self.pool_failure(t, &unlimited, (p, prefs), &requirements, rejection),
-                // The pod fits some instance types; if the limits leave none of those, the limit
-                // is the reason, measured on the types that fit the pod.
-                Ok(fitting) => match self.new_claim(t) {
-                    Err(limits) => match *limits {
-                        NodePoolFailure::ExceedsLimits { .. } => exceeds_limits(&self.templates[t], &fitting.options),
-                        other => other,
-                    },
-                    Ok(claim) => match self.claim_can_add(&claim, p, prefs, &requirements, &tolerations) {
-                        Ok(_) => continue,
-                        Err(ClaimRejection::InstanceTypes { .. }) => {
-                            exceeds_limits(&self.templates[t], &fitting.options)
-                        }
-                        Err(rejection) => self.pool_failure(t, &claim, (p, prefs), &requirements, rejection),
-                    },
-                },
-            };
-            e.nodepools.push(NodePoolVerdict::new(&name, failure));
+            if let Err(failure) = self.nodepool_verdict(t, p, prefs, &requirements, &tolerations) {
+                e.nodepools.push(NodePoolVerdict::new(&self.templates[t].name, failure));
+            }
         }
         e
+    }
+
+    /// NodePool `t`'s answer for the pod on a fresh NodeClaim: the NodeClaim (within the limits)
+    /// that takes it, or the first constraint it fails.
+    fn nodepool_verdict(
+        &self,
+        t: usize,
+        p: usize,
+        prefs: &Preferences,
+        requirements: &Requirements,
+        tolerations: &[k8s_openapi::api::core::v1::Toleration],
+    ) -> Result<Claim, NodePoolFailure> {
+        let unlimited = self.fresh_claim(t, (0..self.templates[t].options.len() as u32).collect());
+        match self.claim_can_add(&unlimited, p, prefs, requirements, tolerations) {
+            Err(rejection) => Err(self.pool_failure(t, &unlimited, (p, prefs), requirements, rejection)),
+            // The pod fits some instance types; if the limits leave none of those, the limit
+            // is the reason, measured on the types that fit the pod.
+            Ok(fitting) => match self.new_claim(t) {
+                Err(limits) => Err(match *limits {
+                    NodePoolFailure::ExceedsLimits { .. } => exceeds_limits(&self.templates[t], &fitting.options),
+                    other => other,
+                }),
+                Ok(claim) => match self.claim_can_add(&claim, p, prefs, requirements, tolerations) {
+                    Ok(_) => Ok(claim),
+                    Err(ClaimRejection::InstanceTypes { .. }) => {
+                        Err(exceeds_limits(&self.templates[t], &fitting.options))
+                    }
+                    Err(rejection) => Err(self.pool_failure(t, &claim, (p, prefs), requirements, rejection)),
+                },
+            },
+        }
+    }
+
+    /// The pod on its own, before the round places anything: each existing node's answer
+    /// (grouped by reason) and each NodePool's, passing ones with their instance-type funnel.
+    fn evaluate(&self, p: usize) -> explain::PodEvaluation {
+        let prefs = Preferences::default();
+        let pod = &self.pods[p];
+        let requirements = pod.requirements(&prefs);
+        let tolerations = pod.tolerations(&prefs);
+        let mut fitting = Vec::new();
+        let mut rejections = Vec::new();
+        for n in &self.nodes {
+            match self.node_can_add(n, p, &prefs, &requirements, &tolerations) {
+                Ok(_) => fitting.push(n.name.clone()),
+                Err(r) => rejections.push((n.name.clone(), r)),
+            }
+        }
+        let nodepools = (0..self.templates.len())
+            .map(|t| {
+                let name = self.templates[t].name.clone();
+                match self.nodepool_verdict(t, p, &prefs, &requirements, &tolerations) {
+                    Ok(claim) => explain::NodePoolCheck {
+                        nodepool: name,
+                        passes: true,
+                        failure: None,
+                        fix: None,
+                        funnel: Some(self.funnel(&claim, pod, &requirements)),
+                    },
+                    Err(failure) => {
+                        let verdict = NodePoolVerdict::new(&name, failure);
+                        explain::NodePoolCheck {
+                            nodepool: name,
+                            passes: false,
+                            failure: Some(verdict.failure),
+                            fix: verdict.fix,
+                            funnel: None,
+                        }
+                    }
+                }
+            })
+            .collect();
+        explain::PodEvaluation {
+            existing_nodes_fitting: fitting,
+            existing_nodes: explain::group_rejections(rejections),
+            nodepools,
+        }
     }
 
     fn pool_failure(

@@ -83,11 +83,17 @@ impl Simulation {
             .filter(|nc| nc.spec.termination_grace_period.is_some())
             .map(|nc| nc.name())
             .collect();
+        let expire_after: BTreeMap<&str, u64> = self
+            .objects
+            .nodeclaims
+            .iter()
+            .filter_map(|nc| Some((nc.name(), nc.spec.expire_after.as_seconds()?)))
+            .collect();
         self.machines
             .iter()
             .filter_map(|(name, m)| {
                 let node = m.node.clone()?;
-                let quiet_since = m.quiet_since();
+                let quiet_since = m.quiet_since(&self.clock);
                 Some(NodeFacts {
                     node,
                     nodeclaim: name.clone(),
@@ -99,8 +105,16 @@ impl Simulation {
                     price: m.launch.as_ref().map_or(0.0, |l| l.price),
                     capacity_type: m.launch.as_ref().map(|l| l.capacity_type.clone()).unwrap_or_default(),
                     instance_type: m.launch.as_ref().map(|l| l.instance_type.clone()).unwrap_or_default(),
-                    last_pod_event: quiet_since.map(epoch),
-                    drifted: m.drifted.map(|(r, t)| (r, epoch(t))),
+                    last_pod_event: quiet_since,
+                    expires_at: expire_after.get(name.as_str()).map(|after| {
+                        let created = m.before_start.and_then(|b| b.created).unwrap_or_else(|| epoch(m.created));
+                        created + *after as i64
+                    }),
+                    drifted: m.drifted.map(|(r, t)| {
+                        // Drifted before the start (the Drifted condition of an adopted NodeClaim).
+                        let before = m.before_start.and_then(|b| b.drifted_since).filter(|_| t == SimTime::ZERO);
+                        (r, before.unwrap_or_else(|| epoch(t)))
+                    }),
                 })
             })
             .collect()
@@ -142,6 +156,9 @@ impl Simulation {
                     m.drifted = Some((reason, self.now));
                     self.emit(Involved::nodeclaim(&name), Reason::Drifted { why: reason.to_string() });
                 }
+                // Karpenter's own Drifted condition (before the start) stands: carpentry's hashes
+                // cannot tell it wrong.
+                (None, Some(_)) if m.before_start.is_some_and(|b| b.drifted_by_karpenter) => {}
                 (None, Some(_)) => m.drifted = None,
                 _ => {}
             }
@@ -195,12 +212,12 @@ impl Simulation {
         // The same quantities `facts` gives the rules, without building them: this runs on every
         // pass, and most passes end here.
         for m in self.machines.values().filter(|m| m.node.is_some()) {
-            let quiet_since = m.quiet_since();
+            let quiet_since = m.quiet_since(&self.clock);
             let quiet = after
                 .get(m.nodepool.as_str())
                 .copied()
                 .flatten()
-                .is_some_and(|a| quiet_since.is_some_and(|t| self.now >= t.plus(Duration::secs(a))));
+                .is_some_and(|a| quiet_since.is_some_and(|t| now >= t + a as i64));
             let nominated = m.nominated_until.is_some_and(|u| u > self.now);
             out.push(quiet as u64 | (nominated as u64) << 1 | (m.drifted.is_some() as u64) << 2);
         }

@@ -14,6 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use crate::api::nodeclaim::{conditions, NodeClaim, NodeClaimSpec, NodeClaimStatus, ResourceRequirements};
 use crate::api::Condition;
 use crate::catalogue::InstanceType;
+use crate::disruption::DriftReason;
 use crate::labels;
 use crate::requirements::Requirements;
 use crate::resources::{Packed, ResourceList};
@@ -21,7 +22,7 @@ use crate::scheduling::cloudprovider::{self, Launch};
 use crate::scheduling::PlannedNodeClaim;
 
 use super::events::{Involved, OfferingRef, Reason};
-use super::{Machine, RoundSummary, SimTime, Simulation, Timer};
+use super::{BeforeStart, Machine, RoundSummary, SimTime, Simulation, Timer};
 
 /// What CreateFleet is asked for: the NodeClaim's instance types (in its option order), its
 /// requirements and requests.
@@ -275,6 +276,7 @@ impl Simulation {
                 drifted: None,
                 disrupting: false,
                 drift_checked: None,
+                before_start: None,
             },
         );
         self.schedule_timer(self.now.plus(self.timings.launch), Timer::Launch(name.clone()));
@@ -510,7 +512,11 @@ impl Simulation {
     /// latency; those with a Node are running capacity.
     pub(super) fn adopt_existing_capacity(&mut self) {
         let claims = self.objects.nodeclaims.clone();
-        for nc in &claims {
+        let start = self.clock.start_epoch;
+        let epoch_of = |text: &Option<String>| {
+            text.as_deref().and_then(crate::catalogue::reservations::parse_time).map(|t| t.min(start))
+        };
+        for (index, nc) in claims.iter().enumerate() {
             let name = nc.name().to_string();
             let status = nc.status.clone().unwrap_or_default();
             let labels = nc.metadata.labels.clone().unwrap_or_default();
@@ -530,10 +536,46 @@ impl Simulation {
             }
             let launch = crate::simulation::cost::launch_from_labels(self.catalogue, &self.region, &labels);
             let initialized = node.is_some();
+            let condition = |kind: &str| status.conditions.iter().find(|c| c.type_ == kind && c.status == "True");
+            let drifted = condition(conditions::DRIFTED).map(|c| {
+                let reason = match c.reason.as_deref() {
+                    Some("NodePoolDrifted") => DriftReason::NodePoolDrifted,
+                    Some("RequirementsDrifted") => DriftReason::RequirementsDrifted,
+                    Some("AMIDrift") => DriftReason::AMIDrift,
+                    // The AWS provider's other reasons (subnets, security groups, capacity
+                    // reservations) are the EC2NodeClass changing under the node.
+                    _ => DriftReason::NodeClassDrift,
+                };
+                (reason, epoch_of(&c.last_transition_time))
+            });
+            let before_start = BeforeStart {
+                created: nc.metadata.creation_timestamp.as_ref().map(|t| t.0.as_second().min(start)),
+                initialized: condition(conditions::INITIALIZED).and_then(|c| epoch_of(&c.last_transition_time)),
+                last_pod_event: epoch_of(&status.last_pod_event_time),
+                drifted_since: drifted.and_then(|(_, since)| since),
+                drifted_by_karpenter: drifted.is_some(),
+            };
+            // The drift stamps become this simulation's own hashes of the NodePool and
+            // EC2NodeClass as they are now: later edits (apply steps, `whatif`) drift it by
+            // comparison with them; drift before the start is the Drifted condition above.
+            let pool = labels.get(labels::NODEPOOL).cloned().unwrap_or_default();
+            if let Some(np) = self.objects.nodepools.iter().find(|np| np.name() == pool) {
+                let class = self.objects.nodeclass_for(np).map(|c| c.spec.clone()).unwrap_or_default();
+                let stamps = crate::disruption::drift::stamps(np, &class);
+                if let Some(nc) = self.objects.nodeclaims.get_mut(index) {
+                    nc.metadata.annotations.get_or_insert_with(Default::default).extend(stamps);
+                }
+            }
+            // upstream: a NodeClaim expires expireAfter after its creation, whenever that was.
+            if let Some(after) = nc.spec.expire_after.as_seconds() {
+                let created = before_start.created.unwrap_or(start);
+                let due = (created + after as i64 - start).max(0) as u64;
+                self.schedule_timer(SimTime::from_secs(due), Timer::Expire(name.clone()));
+            }
             self.machines.insert(
                 name.clone(),
                 Machine {
-                    nodepool: labels.get(labels::NODEPOOL).cloned().unwrap_or_default(),
+                    nodepool: pool,
                     created: SimTime::ZERO,
                     launch,
                     launched: Some(SimTime::ZERO),
@@ -544,9 +586,10 @@ impl Simulation {
                     plan: LaunchPlan::default(),
                     last_pod_event: None,
                     nominated_until: None,
-                    drifted: None,
+                    drifted: drifted.map(|(reason, _)| (reason, SimTime::ZERO)),
                     disrupting: false,
                     drift_checked: None,
+                    before_start: Some(before_start),
                 },
             );
             if node.is_none() {

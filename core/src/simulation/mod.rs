@@ -24,6 +24,7 @@ mod lifecycle;
 mod pods;
 mod steps;
 mod termination;
+mod whatif;
 mod workloads;
 
 #[cfg(test)]
@@ -42,7 +43,8 @@ pub use clock::{Clock, Duration, SimTime};
 pub use cost::{CostPoint, CostSummary};
 pub use disruption::Disruption;
 pub use events::{Event, EventType, Involved, OfferingRef, Reason, RemovalCause};
-pub use pods::PodStanding;
+pub use pods::{report_pod, NodeClaimPlan, PodReport, PodStanding, TypePrice};
+pub use whatif::{whatif, CostDelta, DriftedNodeClaim, LaunchedNodeClaim, PendingPod, RemovedNode, Unedited, WhatIf};
 pub use workloads::WorkloadView;
 
 /// How long things take. The defaults put a new node Ready about a minute after its first pod
@@ -153,13 +155,38 @@ struct Machine {
     disrupting: bool,
     /// The configuration (`Simulation::config_epoch`) drift was last checked against.
     drift_checked: Option<u64>,
+    /// For a NodeClaim that existed at the start: its history before it.
+    before_start: Option<BeforeStart>,
+}
+
+/// What an adopted NodeClaim (in the input, launched) tells of its past, in epoch seconds: a
+/// snapshot of a live cluster has nodes that are days old, quiet for hours and drifted already.
+#[derive(Debug, Clone, Copy, Default)]
+struct BeforeStart {
+    /// `metadata.creationTimestamp` (expiration counts from it).
+    created: Option<i64>,
+    /// The Initialized condition's last transition.
+    initialized: Option<i64>,
+    /// `status.lastPodEventTime`.
+    last_pod_event: Option<i64>,
+    /// The `Drifted` condition Karpenter set (its reason and when): kept, as Karpenter's verdict
+    /// on hashes carpentry does not compute the way upstream does (docs/divergences.md).
+    drifted_since: Option<i64>,
+    drifted_by_karpenter: bool,
 }
 
 impl Machine {
-    /// Since when its consolidateAfter window runs: the last pod event, or initialization if
-    /// later (upstream: `lastPodEventTime`, else the Initialized transition).
-    fn quiet_since(&self) -> Option<SimTime> {
-        match (self.last_pod_event, self.initialized) {
+    /// Since when its consolidateAfter window runs, in epoch seconds: the last pod event, or
+    /// initialization if later (upstream: `lastPodEventTime`, else the Initialized transition).
+    fn quiet_since(&self, clock: &Clock) -> Option<i64> {
+        let before = self.before_start.unwrap_or_default();
+        let last = self.last_pod_event.map(|t| clock.epoch_seconds(t)).or(before.last_pod_event);
+        let initialized = match (self.initialized, before.initialized) {
+            // Adopted as initialized at the start: its real transition, when known.
+            (Some(SimTime::ZERO), Some(at)) => Some(at),
+            (t, _) => t.map(|t| clock.epoch_seconds(t)),
+        };
+        match (last, initialized) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
         }
@@ -328,11 +355,42 @@ impl Simulation {
     /// given, else the Scenario's; the start instant is the Scenario's `startTime`, else
     /// [`clock::DEFAULT_START`].
     pub fn new(manifests: &Manifests, region: Option<&str>, timings: Timings) -> Result<Simulation, SimulationError> {
+        Simulation::with_catalogue(manifests, region, timings, Catalogue::embedded())
+    }
+
+    /// [`Simulation::new`] over another instance-type catalogue.
+    pub fn with_catalogue(
+        manifests: &Manifests,
+        region: Option<&str>,
+        timings: Timings,
+        catalogue: &'static Catalogue,
+    ) -> Result<Simulation, SimulationError> {
+        let mut sim = Simulation::unsettled(manifests, region, timings, catalogue)?;
+        sim.settle();
+        Ok(sim)
+    }
+
+    /// The cluster exactly as read, at its start: nothing bound, launched or reconciled yet (the
+    /// first step does that). For explaining a snapshot of a live cluster, where kube-scheduler
+    /// and the controllers have already had their say about the pods as they are.
+    pub fn observe(
+        manifests: &Manifests,
+        region: Option<&str>,
+        catalogue: &'static Catalogue,
+    ) -> Result<Simulation, SimulationError> {
+        Simulation::unsettled(manifests, region, Timings::default(), catalogue)
+    }
+
+    fn unsettled(
+        manifests: &Manifests,
+        region: Option<&str>,
+        timings: Timings,
+        catalogue: &'static Catalogue,
+    ) -> Result<Simulation, SimulationError> {
         let timings = match &manifests.scenario {
             Some(s) => timings.with_overrides(&s.spec.timings),
             None => timings,
         };
-        let catalogue = Catalogue::embedded();
         let start = manifests.scenario.as_ref().and_then(|s| s.spec.start_time.clone());
         let clock =
             Clock::new(start.as_deref()).ok_or_else(|| SimulationError::StartTime(start.unwrap_or_default()))?;
@@ -387,7 +445,6 @@ impl Simulation {
         }
         sim.step_objects = manifests.step_objects.clone();
         sim.schedule_timer(SimTime::ZERO.plus(disruption::POLL), Timer::Disruption);
-        sim.settle();
         Ok(sim)
     }
 
