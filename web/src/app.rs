@@ -1157,7 +1157,12 @@ fn explain_node(ctx: &Context<App>, e: &NodeExplanation, pods: &[String]) -> Htm
         <>
             <h3>{ format!("Node {}", e.node) }</h3>
             <p>{ format!("NodeClaim {}, NodePool {}, {}/hour.", e.nodeclaim, e.nodepool, view::price(e.price, false)) }</p>
-            <p class="verdict">{ if e.disruptable { "Every check passes: consolidation may remove or replace it." } else { "It stays: a check below fails." } }</p>
+            <p class="verdict">{ match (e.drift_replaces_now, e.disruptable) {
+                (Some(true), _) => "It is drifted: drift replaces it now.",
+                (Some(false), _) => "It is drifted, but a check below holds its replacement back.",
+                (None, true) => "Every check passes: consolidation may remove or replace it.",
+                (None, false) => "It stays: a check below fails.",
+            } }</p>
             <table class="checks">
                 <thead><tr><th>{ "check" }</th><th>{ "result" }</th><th>{ "detail" }</th></tr></thead>
                 <tbody>{ for e.checks.iter().map(|c| html! {

@@ -53,6 +53,10 @@ pub struct NodeExplanation {
     pub checks: Vec<Check>,
     /// Every check passed for the graceful methods (emptiness, consolidation).
     pub disruptable: bool,
+    /// For a drifted node: whether drift replaces it now (its checks and the Drifted budget
+    /// allow it; consolidateAfter and the consolidation policy do not apply to drift).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drift_replaces_now: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub removal: Option<Removal>,
 }
@@ -160,12 +164,36 @@ pub fn explain_node(view: &View<'_>, index: usize) -> NodeExplanation {
         };
         checks.push(check("disruption budget allows it", a.allowed > 0, detail));
     }
+    let mut drift_replaces_now = None;
     if let Some((why, since)) = f.drifted {
         checks.push(check(
             "drifted (drift replaces it regardless of consolidation)",
             true,
             format!("{why} since {}", time(since)),
         ));
+        if let Some(np) = nodepool {
+            let (counted, disrupting) = view.budget_counts(np.name());
+            let a = budgets::allowance(np, BudgetReason::Drifted, counted, disrupting, view.now);
+            checks.push(check(
+                "Drifted budget allows it",
+                a.allowed > 0,
+                format!("{} allowed for Drifted ({disrupting} disrupting)", a.allowed),
+            ));
+            // The checks drift shares with consolidation (upstream's candidate filter), and its
+            // own budget.
+            let shared = [
+                "initialized",
+                "not being deleted",
+                "not nominated",
+                "node has no karpenter.sh/do-not-disrupt",
+                "NodePool exists",
+                "no pod has karpenter.sh/do-not-disrupt",
+                "PodDisruptionBudgets allow evicting its pods",
+                "Drifted budget allows it",
+            ];
+            drift_replaces_now =
+                Some(checks.iter().filter(|c| shared.contains(&c.condition.as_str())).all(|c| c.passed));
+        }
     }
     let removal = nodepool.map(|np| {
         let candidate = Candidate {
@@ -200,7 +228,7 @@ pub fn explain_node(view: &View<'_>, index: usize) -> NodeExplanation {
             });
         }
     }
-    let disruptable = checks.iter().all(|c| c.passed);
+    let disruptable = checks.iter().filter(|c| c.condition != "Drifted budget allows it").all(|c| c.passed);
     NodeExplanation {
         node: f.node.clone(),
         nodeclaim: f.nodeclaim.clone(),
@@ -208,6 +236,7 @@ pub fn explain_node(view: &View<'_>, index: usize) -> NodeExplanation {
         price: f.price,
         checks,
         disruptable,
+        drift_replaces_now,
         removal,
     }
 }
@@ -461,10 +490,12 @@ pub fn render_node(e: &NodeExplanation) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
     let saves = e.removal.as_ref().map_or(0.0, |r| r.savings_per_hour);
-    let verdict = match (e.disruptable, saves > 0.0) {
-        (true, true) => "passes every check, and removing it saves money: consolidation may take it",
-        (true, false) => "passes every check, but removing it would save nothing: consolidation leaves it",
-        (false, _) => "stays: a check fails",
+    let verdict = match (e.drift_replaces_now, e.disruptable, saves > 0.0) {
+        (Some(true), _, _) => "is drifted: drift replaces it now (the checks drift makes pass)",
+        (Some(false), _, _) => "is drifted, but a check holds its replacement back",
+        (None, true, true) => "passes every check, and removing it saves money: consolidation may take it",
+        (None, true, false) => "passes every check, but removing it would save nothing: consolidation leaves it",
+        (None, false, _) => "stays: a check fails",
     };
     let _ = writeln!(
         s,
