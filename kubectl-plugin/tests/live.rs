@@ -164,7 +164,9 @@ fn quantities(pairs: &[(&str, &str)]) -> Value {
 
 struct Objects {
     ns: String,
+    class: String,
     nodepool: String,
+    nodeclaim: String,
     node: String,
     running: &'static str,
     /// Karpenter would launch a node for it (kube-scheduler cannot place it: too big).
@@ -269,7 +271,9 @@ async fn create_objects(env: &TestEnv, client: &Client) -> Result<Objects> {
 
     let objects = Objects {
         ns: ns.clone(),
+        class,
         nodepool,
+        nodeclaim,
         node: node.clone(),
         running: "web",
         launchable: "big",
@@ -452,6 +456,13 @@ async fn snapshot_and_explain_agree_with_the_live_cluster() -> Result<()> {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains(&format!("NodePool/{broken}, field spec.template.spec.bogusField")), "{stderr}");
 
+    // Our cluster-scoped objects go (the environment may be shared; the namespace stays, as
+    // every test's does).
+    let dp = Default::default();
+    Api::<Node>::all(client.clone()).delete(&o.node, &dp).await?;
+    Api::<DynamicObject>::all_with(client.clone(), &NODECLAIM.resource()).delete(&o.nodeclaim, &dp).await?;
+    pools.delete(&o.nodepool, &dp).await?;
+    Api::<DynamicObject>::all_with(client.clone(), &NODECLASS.resource()).delete(&o.class, &dp).await?;
     std::fs::remove_dir_all(&dir)?;
     Ok(())
 }
