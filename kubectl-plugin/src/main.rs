@@ -15,6 +15,10 @@ mod whatif;
 
 use std::process::ExitCode;
 
+/// See Cargo.toml: a faster allocator for the many small values of a large snapshot.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]

@@ -218,9 +218,11 @@ fn whatif_reports_the_edit_against_the_unedited_cluster() {
     assert_eq!(v["applied"][0], "NodePool/general");
     // The m5.xlarge node no longer meets the NodePool's requirements: drifted and replaced.
     assert_eq!(v["drifted"][0]["nodeclaim"], "general-abcde");
-    assert!(v["disruptions"].as_array().unwrap().iter().any(|d| d["reason"] == "Drifted"
-        && d["nodes"][0] == NODE_OLD
-        && d["decision"] == "replace"));
+    assert!(v["disruptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|d| d["reason"] == "Drifted" && d["nodes"][0] == NODE_OLD && d["decision"] == "replace"));
     // Only c-category types launch with the edit.
     for l in v["launched"].as_array().unwrap() {
         assert!(l["instanceType"].as_str().unwrap().starts_with('c'), "{l}");
@@ -282,7 +284,32 @@ fn help_speaks_as_kubectl_karpenter() {
     let (status, stdout, _) = run(&["explain", "--help"]);
     assert_eq!(status, 0);
     assert!(stdout.contains("Usage: kubectl karpenter explain"), "{stdout}");
-    for flag in ["--kubeconfig", "--context", "--namespace", "--all-namespaces", "--from-file", "--no-headers", "--color"] {
+    for flag in
+        ["--kubeconfig", "--context", "--namespace", "--all-namespaces", "--from-file", "--no-headers", "--color"]
+    {
         assert!(stdout.contains(flag), "{flag} missing from\n{stdout}");
+    }
+}
+
+#[path = "common/large.rs"]
+mod large;
+
+/// The scale of the performance target (500 nodes, 5,000 pods): the answer is right (timing is
+/// the benchmark's business: benches/explain.rs).
+#[test]
+fn explains_a_pod_of_a_500_node_5000_pod_snapshot() {
+    let path = std::env::temp_dir().join(format!("carpentry-large-{}.yaml", std::process::id()));
+    std::fs::write(&path, large::snapshot(500, 9, 500)).unwrap();
+    let file = path.to_str().unwrap();
+    let (status, stdout, stderr) = run(&["explain", "pod", "batch-7", "-n", "apps", "--from-file", file, "-o", "json"]);
+    assert_eq!(status, 0, "{stderr}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    // 9 × 600m + the agent's 100m leave 2,410m of 7,910m: no node takes 3 CPUs.
+    assert_eq!(v["evaluation"]["existingNodesFitting"].as_array().unwrap().len(), 0);
+    assert_eq!(v["evaluation"]["existingNodes"][0]["count"], 500);
+    assert_eq!(v["verdict"], "wouldLaunch");
+    assert_eq!(v["nodeclaim"]["nodepool"], "default");
+    if std::env::var_os("KEEP_LARGE").is_none() {
+        let _ = std::fs::remove_file(&path);
     }
 }

@@ -166,6 +166,11 @@ impl Manifests {
     /// Appends another input (several `-f` files form one input). Like a single file, the
     /// combination may hold each object once and at most one Scenario.
     pub fn merge(&mut self, other: Manifests) -> Result<(), MergeError> {
+        // The first input: nothing to combine (and a large snapshot's origins need no re-insert).
+        if self.is_empty() {
+            *self = other;
+            return Ok(());
+        }
         // Destructured exhaustively so that a new kind of object cannot be dropped silently.
         let Manifests {
             nodepools,
@@ -223,6 +228,59 @@ impl Manifests {
         self.origins.extend(origins);
         self.warnings.extend(warnings);
         Ok(())
+    }
+
+    /// Nothing at all: no object, Scenario, step, expectation or warning.
+    pub fn is_empty(&self) -> bool {
+        // Destructured exhaustively so that a new kind of object is not forgotten here.
+        let Manifests {
+            nodepools,
+            nodeclaims,
+            nodeclasses,
+            legacy,
+            pods,
+            nodes,
+            deployments,
+            replicasets,
+            statefulsets,
+            jobs,
+            daemonsets,
+            pdbs,
+            pvcs,
+            pvs,
+            storageclasses,
+            csinodes,
+            priorityclasses,
+            namespaces,
+            scenario,
+            step_objects,
+            expectations,
+            origins,
+            warnings,
+        } = self;
+        nodepools.is_empty()
+            && nodeclaims.is_empty()
+            && nodeclasses.is_empty()
+            && legacy.is_empty()
+            && pods.is_empty()
+            && nodes.is_empty()
+            && deployments.is_empty()
+            && replicasets.is_empty()
+            && statefulsets.is_empty()
+            && jobs.is_empty()
+            && daemonsets.is_empty()
+            && pdbs.is_empty()
+            && pvcs.is_empty()
+            && pvs.is_empty()
+            && storageclasses.is_empty()
+            && csinodes.is_empty()
+            && priorityclasses.is_empty()
+            && namespaces.is_empty()
+            && scenario.is_none()
+            && step_objects.is_empty()
+            && expectations.is_empty()
+            && origins.is_empty()
+            && warnings.is_empty()
     }
 
     /// Converts the legacy objects to v1 and adds them to the v1 lists; returns the conversion
@@ -493,7 +551,7 @@ fn decode<T: DeserializeOwned + Serialize>(
     }
     let back = serde_json::to_value(&object).unwrap_or(Value::Null);
     let mut unknown = Vec::new();
-    unknown_fields(value, &back, String::new(), &mut unknown);
+    unknown_fields(value, &back, &mut String::new(), &mut unknown);
     if unknown.is_empty() {
         Ok(object)
     } else {
@@ -507,26 +565,47 @@ fn decode<T: DeserializeOwned + Serialize>(
     }
 }
 
-/// Paths of keys present (and non-empty) in `original` but absent after the round trip.
-fn unknown_fields(original: &Value, back: &Value, path: String, out: &mut Vec<String>) {
+/// Paths of keys present (and non-empty) in `original` but absent after the round trip. `path`
+/// is one buffer extended and cut back as the walk goes (most objects have no unknown field, and
+/// a path string per key was most of the loading time of a large snapshot).
+fn unknown_fields(original: &Value, back: &Value, path: &mut String, out: &mut Vec<String>) {
     match (original, back) {
         (Value::Object(a), Value::Object(b)) => {
             for (key, value) in a {
-                let child = yaml::child_key(&path, key);
+                let len = path.len();
+                push_key(path, key);
                 match b.get(key) {
-                    Some(bv) => unknown_fields(value, bv, child, out),
+                    Some(bv) => unknown_fields(value, bv, path, out),
                     None if value.is_null() => {}
-                    None => out.push(child),
+                    None => out.push(path.clone()),
                 }
+                path.truncate(len);
             }
         }
         (Value::Array(a), Value::Array(b)) => {
             for (i, (av, bv)) in a.iter().zip(b).enumerate() {
-                unknown_fields(av, bv, yaml::child_index(&path, i), out);
+                let len = path.len();
+                push_index(path, i);
+                unknown_fields(av, bv, path, out);
+                path.truncate(len);
             }
         }
         _ => {}
     }
+}
+
+/// `path` + `.key` (as [`yaml::child_key`]).
+fn push_key(path: &mut String, key: &str) {
+    if !path.is_empty() {
+        path.push('.');
+    }
+    path.push_str(key);
+}
+
+/// `path` + `[index]` (as [`yaml::child_index`]).
+fn push_index(path: &mut String, index: usize) {
+    use std::fmt::Write as _;
+    let _ = write!(path, "[{index}]");
 }
 
 fn push_plain<T: DeserializeOwned + Serialize>(
@@ -538,7 +617,7 @@ fn push_plain<T: DeserializeOwned + Serialize>(
     match decode::<T>(value, ctx, true) {
         Ok(o) => {
             let mut bad = Vec::new();
-            check_quantities(value, String::new(), false, &mut bad);
+            check_quantities(value, &mut String::new(), false, &mut bad);
             if bad.is_empty() {
                 into.push(o);
                 return true;
@@ -562,31 +641,37 @@ const QUANTITY_MAPS: [&str; 7] =
 
 fn check_quantities(
     value: &Value,
-    path: String,
+    path: &mut String,
     in_quantity_map: bool,
     bad: &mut Vec<(String, crate::quantity::QuantityError)>,
 ) {
     match value {
         Value::Object(map) => {
             for (key, v) in map {
-                let child = yaml::child_key(&path, key);
+                let len = path.len();
                 if in_quantity_map {
-                    let text = match v {
-                        Value::String(s) => s.clone(),
-                        Value::Number(n) => n.to_string(),
-                        other => other.to_string(),
+                    let parsed = match v {
+                        Value::String(s) => crate::quantity::Quantity::parse(s),
+                        Value::Number(n) => crate::quantity::Quantity::parse(&n.to_string()),
+                        other => crate::quantity::Quantity::parse(&other.to_string()),
                     };
-                    if let Err(e) = crate::quantity::Quantity::parse(&text) {
-                        bad.push((child, e));
+                    if let Err(e) = parsed {
+                        push_key(path, key);
+                        bad.push((path.clone(), e));
                     }
                 } else if key != "metadata" {
-                    check_quantities(v, child, QUANTITY_MAPS.contains(&key.as_str()), bad);
+                    push_key(path, key);
+                    check_quantities(v, path, QUANTITY_MAPS.contains(&key.as_str()), bad);
                 }
+                path.truncate(len);
             }
         }
         Value::Array(items) if !in_quantity_map => {
             for (i, v) in items.iter().enumerate() {
-                check_quantities(v, yaml::child_index(&path, i), false, bad);
+                let len = path.len();
+                push_index(path, i);
+                check_quantities(v, path, false, bad);
+                path.truncate(len);
             }
         }
         _ => {}

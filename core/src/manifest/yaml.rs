@@ -5,7 +5,7 @@
 //! Scalars are typed as the Kubernetes YAML reader types them: plain `true`/`false`, `null`/`~`/
 //! empty, integers and floats become JSON booleans, null and numbers; quoted scalars stay strings.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Map, Number, Value};
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser, Tag};
@@ -32,7 +32,7 @@ pub struct Document {
     pub start: Position,
     pub value: Value,
     /// `spec.template.spec.requirements[0].key` → position of that key (or sequence item).
-    pub positions: BTreeMap<String, Position>,
+    pub positions: HashMap<String, Position>,
 }
 
 impl Document {
@@ -118,7 +118,7 @@ struct Builder {
     start: Option<Position>,
     stack: Vec<Frame>,
     root: Option<Value>,
-    positions: BTreeMap<String, Position>,
+    positions: HashMap<String, Position>,
     anchors: BTreeMap<usize, Value>,
     error: Option<SyntaxError>,
 }
@@ -134,19 +134,35 @@ impl Builder {
         }
     }
 
-    /// The path a new node would get, and records its position. For a map in "waiting for a key"
-    /// state, returns None: the node is a key.
-    fn path_for_new_node(&mut self, mark: &Marker) -> Option<String> {
+    /// Places a new node: records a sequence item's position; `None` when the node is a mapping
+    /// key. (The path string is built only for containers, in [`Builder::new_node_path`]: most
+    /// nodes are scalars, and a discarded path per scalar was a large part of loading a snapshot.)
+    fn place_new_node(&mut self, mark: &Marker) -> Option<()> {
         match self.stack.last() {
-            None => Some(String::new()),
+            None => Some(()),
             Some(Frame::Seq { items, path, .. }) => {
                 let p = child_index(path, items.len());
-                self.positions.entry(p.clone()).or_insert(position(mark));
-                Some(p)
+                self.positions.entry(p).or_insert(position(mark));
+                Some(())
             }
-            Some(Frame::Map { pending_key: Some(key), path, .. }) => Some(child_key(path, key)),
+            Some(Frame::Map { pending_key: Some(_), .. }) => Some(()),
             Some(Frame::Map { pending_key: None, .. }) => None,
         }
+    }
+
+    /// The path of the node just placed by [`Builder::place_new_node`].
+    fn new_node_path(&self) -> String {
+        match self.stack.last() {
+            Some(Frame::Seq { items, path, .. }) => child_index(path, items.len()),
+            Some(Frame::Map { pending_key: Some(key), path, .. }) => child_key(path, key),
+            _ => String::new(),
+        }
+    }
+
+    /// [`Builder::place_new_node`] with the path, for a container.
+    fn path_for_new_node(&mut self, mark: &Marker) -> Option<String> {
+        self.place_new_node(mark)?;
+        Some(self.new_node_path())
     }
 
     fn finish_node(&mut self, value: Value, anchor: usize, mark: &Marker) {
@@ -174,7 +190,7 @@ impl Builder {
     }
 
     fn on_scalar(&mut self, text: String, style: TScalarStyle, anchor: usize, tag: Option<Tag>, mark: &Marker) {
-        match self.path_for_new_node(mark) {
+        match self.place_new_node(mark) {
             Some(_) => {
                 let value = typed_scalar(text, style, tag.as_ref());
                 self.finish_node(value, anchor, mark);
@@ -292,7 +308,7 @@ impl MarkedEventReceiver for Builder {
             Event::Scalar(text, style, anchor, tag) => self.on_scalar(text, style, anchor, tag, &mark),
             Event::Alias(anchor) => {
                 let value = self.anchors.get(&anchor).cloned();
-                match (value, self.path_for_new_node(&mark)) {
+                match (value, self.place_new_node(&mark)) {
                     (Some(v), Some(_)) => self.finish_node(v, 0, &mark),
                     (Some(Value::String(key)), None) => self.on_scalar(key, TScalarStyle::Plain, 0, None, &mark),
                     (Some(_), None) => self.fail(&mark, "an alias used as a mapping key must name a string".into()),
