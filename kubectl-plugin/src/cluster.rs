@@ -29,7 +29,6 @@ pub struct LiveRead {
     pub read_at: String,
     /// The context's namespace (`default` when it sets none): where `explain pod NAME` without
     /// `-n` looks, as kubectl does.
-    #[allow(dead_code)] // for source.rs's ClusterState::default_namespace
     pub default_namespace: String,
 }
 

@@ -35,8 +35,10 @@ impl ClusterState {
 /// Reads the state the flags name.
 pub fn read(common: &ReadArgs) -> Result<ClusterState, Failure> {
     let catalogue = catalogue(common)?;
+    let mut default_namespace = "default".to_string();
     let (mut manifests, source, start) = if common.from_file.is_empty() {
         let live = crate::cluster::read_live(common)?;
+        default_namespace = live.default_namespace;
         (live.manifests, live.source, Some(live.read_at))
     } else {
         let mut manifests = Manifests::default();
@@ -85,7 +87,7 @@ pub fn read(common: &ReadArgs) -> Result<ClusterState, Failure> {
     if let Some(s) = manifests.scenario.as_mut() {
         s.spec.region = region;
     }
-    Ok(ClusterState { manifests, catalogue, source, notes, default_namespace: "default".into() })
+    Ok(ClusterState { manifests, catalogue, source, notes, default_namespace })
 }
 
 fn region_of_nodes(m: &Manifests) -> Option<String> {

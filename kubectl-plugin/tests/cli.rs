@@ -106,3 +106,19 @@ spec:
     assert_eq!(alloc["ephemeral-storage"], "17Gi");
     assert_eq!(alloc["pods"], "29");
 }
+
+#[test]
+fn krew_manifest_template_names_the_binary_for_every_platform() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/krew/karpenter.yaml")).unwrap();
+    let manifest: serde_yaml::Value = serde_yaml::from_str(&text).expect("valid YAML");
+    assert_eq!(manifest["kind"], "Plugin");
+    assert_eq!(manifest["metadata"]["name"], "karpenter", "kubectl karpenter ↔ plugin name karpenter");
+    let platforms = manifest["spec"]["platforms"].as_sequence().unwrap();
+    assert!(platforms.len() >= 4);
+    for p in platforms {
+        let bin = p["bin"].as_str().unwrap();
+        assert!(bin == "kubectl-karpenter" || bin == "kubectl-karpenter.exe", "{bin}");
+        assert!(p["files"].as_sequence().unwrap().iter().any(|f| f["from"] == bin), "{bin} is not in the archive");
+        assert!(p["uri"].as_str().unwrap().contains("vVERSION"));
+    }
+}

@@ -1578,7 +1578,7 @@ impl Round<'_> {
         // let the pod schedule. (Upstream checks limits first and reports only the last error.)
         for t in 0..self.templates.len() {
             if let Err(failure) = self.nodepool_verdict(t, p, prefs, &requirements, &tolerations) {
-                e.nodepools.push(NodePoolVerdict::new(&self.templates[t].name, failure));
+                e.nodepools.push(NodePoolVerdict::new(&self.templates[t].name, *failure));
             }
         }
         e
@@ -1593,23 +1593,25 @@ impl Round<'_> {
         prefs: &Preferences,
         requirements: &Requirements,
         tolerations: &[k8s_openapi::api::core::v1::Toleration],
-    ) -> Result<Claim, NodePoolFailure> {
+    ) -> Result<Claim, Box<NodePoolFailure>> {
         let unlimited = self.fresh_claim(t, (0..self.templates[t].options.len() as u32).collect());
         match self.claim_can_add(&unlimited, p, prefs, requirements, tolerations) {
-            Err(rejection) => Err(self.pool_failure(t, &unlimited, (p, prefs), requirements, rejection)),
+            Err(rejection) => Err(Box::new(self.pool_failure(t, &unlimited, (p, prefs), requirements, rejection))),
             // The pod fits some instance types; if the limits leave none of those, the limit
             // is the reason, measured on the types that fit the pod.
             Ok(fitting) => match self.new_claim(t) {
                 Err(limits) => Err(match *limits {
-                    NodePoolFailure::ExceedsLimits { .. } => exceeds_limits(&self.templates[t], &fitting.options),
-                    other => other,
+                    NodePoolFailure::ExceedsLimits { .. } => {
+                        Box::new(exceeds_limits(&self.templates[t], &fitting.options))
+                    }
+                    _ => limits,
                 }),
                 Ok(claim) => match self.claim_can_add(&claim, p, prefs, requirements, tolerations) {
                     Ok(_) => Ok(claim),
                     Err(ClaimRejection::InstanceTypes { .. }) => {
-                        Err(exceeds_limits(&self.templates[t], &fitting.options))
+                        Err(Box::new(exceeds_limits(&self.templates[t], &fitting.options)))
                     }
-                    Err(rejection) => Err(self.pool_failure(t, &claim, (p, prefs), requirements, rejection)),
+                    Err(rejection) => Err(Box::new(self.pool_failure(t, &claim, (p, prefs), requirements, rejection))),
                 },
             },
         }
@@ -1642,7 +1644,7 @@ impl Round<'_> {
                         funnel: Some(self.funnel(&claim, pod, &requirements)),
                     },
                     Err(failure) => {
-                        let verdict = NodePoolVerdict::new(&name, failure);
+                        let verdict = NodePoolVerdict::new(&name, *failure);
                         explain::NodePoolCheck {
                             nodepool: name,
                             passes: false,

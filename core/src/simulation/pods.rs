@@ -176,10 +176,10 @@ fn standing(
     if let Some(i) = results.ignored.iter().find(|i| is_it(&i.pod)) {
         return PodStanding::Ignored { reason: i.reason.to_string() };
     }
-    if let Some(e) = results.existing_nodes.iter().find(|e| e.pods.iter().any(|p| is_it(p))) {
+    if let Some(e) = results.existing_nodes.iter().find(|e| e.pods.iter().any(is_it)) {
         return PodStanding::WouldBind { target: e.name.clone() };
     }
-    if let Some(c) = results.nodeclaims.iter().find(|c| c.pods.iter().any(|p| is_it(p))) {
+    if let Some(c) = results.nodeclaims.iter().find(|c| c.pods.iter().any(is_it)) {
         return PodStanding::WouldLaunch {
             nodepool: c.nodepool.clone(),
             instance_type: c.launch.as_ref().map(|l| l.instance_type.clone()),
