@@ -1,9 +1,10 @@
 //! Reading a live cluster with kube-rs: one list call per kind, no watches, no writes.
 //!
 //! The objects are listed as JSON (paginated, 500 a page, as kubectl does), given their
-//! `apiVersion`/`kind`, stripped of `metadata.managedFields`, and loaded by the same
-//! [`carpentry_core::manifest::load`] that reads `--from-file`: a command answers the same on a
-//! cluster and on its snapshot.
+//! `apiVersion`/`kind`, stripped of `metadata.managedFields`, and loaded by the loader that reads
+//! `--from-file` ([`carpentry_core::manifest::load_from_api_server`]: the same, except that a
+//! newer API server's Kubernetes fields are warnings), so a command answers the same on a cluster
+//! and on its snapshot.
 //!
 //! Authentication is kube-rs's kubeconfig loader: client certificates, bearer tokens and token
 //! files, exec credential plugins (`aws eks get-token`, `aws-iam-authenticator`,
@@ -140,7 +141,7 @@ async fn read(common: &ReadArgs) -> Result<LiveRead, Failure> {
         return Err(Failure::Input(describe_failures(&failed, &context, &server)));
     }
     let text = documents(listed);
-    let manifests = manifest::load(&text).map_err(|e| {
+    let manifests = manifest::load_from_api_server(&text).map_err(|e| {
         let mut message = String::new();
         for p in &e.problems {
             let object = p.object.as_ref().map_or_else(|| format!("document {}", p.document), ToString::to_string);
@@ -148,8 +149,8 @@ async fn read(common: &ReadArgs) -> Result<LiveRead, Failure> {
             let _ = writeln!(message, "error: {source}: {object}{field}: {}", p.message);
         }
         message.push_str(
-            "the cluster's objects do not read as Kubernetes v1.36 and Karpenter v1.14 objects (a newer API \
-             server or Karpenter, or an object its CRD's schema does not check); please report it, naming the field",
+            "the cluster's Karpenter objects do not read as Karpenter v1.14.1 objects (a newer Karpenter, or an \
+             object its CRD's schema does not check); please report it, naming the field",
         );
         Failure::Input(message)
     })?;

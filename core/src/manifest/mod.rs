@@ -316,6 +316,18 @@ impl Manifests {
 
 /// Loads every document of `text`. Fails with every problem found if any document is invalid.
 pub fn load(text: &str) -> Result<Manifests, LoadError> {
+    load_with(text, false)
+}
+
+/// Loads objects as an API server returns them (a live read): a field of a Kubernetes kind that
+/// Kubernetes 1.36 does not have (a newer server's) is a warning and is ignored, as kubectl
+/// ignores it; Karpenter's kinds stay strict (carpentry reproduces v1.14.1), and so does
+/// everything else.
+pub fn load_from_api_server(text: &str) -> Result<Manifests, LoadError> {
+    load_with(text, true)
+}
+
+fn load_with(text: &str, newer_kubernetes_fields_allowed: bool) -> Result<Manifests, LoadError> {
     let documents = match yaml::parse_documents(text) {
         Ok(d) => d,
         Err(e) => {
@@ -332,7 +344,7 @@ pub fn load(text: &str) -> Result<Manifests, LoadError> {
             })
         }
     };
-    let mut loader = Loader::default();
+    let mut loader = Loader { newer_kubernetes_fields_allowed, ..Loader::default() };
     for doc in &documents {
         loader.document(doc);
     }
@@ -350,6 +362,8 @@ struct Loader {
     manifests: Manifests,
     problems: Vec<Problem>,
     warnings: Vec<Problem>,
+    /// See [`load_from_api_server`].
+    newer_kubernetes_fields_allowed: bool,
 }
 
 /// The object being decoded: its document, list item, identity and path prefix.
@@ -454,6 +468,7 @@ impl Loader {
         let group = api_version.split_once('/').map_or("", |(g, _)| g);
         let m = &mut self.manifests;
         let problems = &mut self.problems;
+        let mut lenient = self.newer_kubernetes_fields_allowed.then_some(&mut self.warnings);
         let accepted = match (api_version.as_str(), kind.as_str()) {
             ("karpenter.sh/v1", "NodePool") => push_validated(value, &ctx, problems, &mut m.nodepools),
             ("karpenter.sh/v1", "NodeClaim") => push_validated(value, &ctx, problems, &mut m.nodeclaims),
@@ -470,20 +485,30 @@ impl Loader {
             ("karpenter.k8s.aws/v1alpha1", "AWSNodeTemplate") => {
                 push_legacy(value, &ctx, problems, &mut m.legacy, LegacyObject::AWSNodeTemplateV1Alpha1)
             }
-            ("v1", "Pod") => push_plain(value, &ctx, problems, &mut m.pods),
-            ("v1", "Node") => push_plain(value, &ctx, problems, &mut m.nodes),
-            ("v1", "Namespace") => push_plain(value, &ctx, problems, &mut m.namespaces),
-            ("v1", "PersistentVolumeClaim") => push_plain(value, &ctx, problems, &mut m.pvcs),
-            ("v1", "PersistentVolume") => push_plain(value, &ctx, problems, &mut m.pvs),
-            ("apps/v1", "Deployment") => push_plain(value, &ctx, problems, &mut m.deployments),
-            ("apps/v1", "ReplicaSet") => push_plain(value, &ctx, problems, &mut m.replicasets),
-            ("apps/v1", "StatefulSet") => push_plain(value, &ctx, problems, &mut m.statefulsets),
-            ("apps/v1", "DaemonSet") => push_plain(value, &ctx, problems, &mut m.daemonsets),
-            ("batch/v1", "Job") => push_plain(value, &ctx, problems, &mut m.jobs),
-            ("policy/v1", "PodDisruptionBudget") => push_plain(value, &ctx, problems, &mut m.pdbs),
-            ("storage.k8s.io/v1", "StorageClass") => push_plain(value, &ctx, problems, &mut m.storageclasses),
-            ("storage.k8s.io/v1", "CSINode") => push_plain(value, &ctx, problems, &mut m.csinodes),
-            ("scheduling.k8s.io/v1", "PriorityClass") => push_plain(value, &ctx, problems, &mut m.priorityclasses),
+            ("v1", "Pod") => push_plain(value, &ctx, problems, lenient.as_deref_mut(), &mut m.pods),
+            ("v1", "Node") => push_plain(value, &ctx, problems, lenient.as_deref_mut(), &mut m.nodes),
+            ("v1", "Namespace") => push_plain(value, &ctx, problems, lenient.as_deref_mut(), &mut m.namespaces),
+            ("v1", "PersistentVolumeClaim") => push_plain(value, &ctx, problems, lenient.as_deref_mut(), &mut m.pvcs),
+            ("v1", "PersistentVolume") => push_plain(value, &ctx, problems, lenient.as_deref_mut(), &mut m.pvs),
+            ("apps/v1", "Deployment") => push_plain(value, &ctx, problems, lenient.as_deref_mut(), &mut m.deployments),
+            ("apps/v1", "ReplicaSet") => push_plain(value, &ctx, problems, lenient.as_deref_mut(), &mut m.replicasets),
+            ("apps/v1", "StatefulSet") => {
+                push_plain(value, &ctx, problems, lenient.as_deref_mut(), &mut m.statefulsets)
+            }
+            ("apps/v1", "DaemonSet") => push_plain(value, &ctx, problems, lenient.as_deref_mut(), &mut m.daemonsets),
+            ("batch/v1", "Job") => push_plain(value, &ctx, problems, lenient.as_deref_mut(), &mut m.jobs),
+            ("policy/v1", "PodDisruptionBudget") => {
+                push_plain(value, &ctx, problems, lenient.as_deref_mut(), &mut m.pdbs)
+            }
+            ("storage.k8s.io/v1", "StorageClass") => {
+                push_plain(value, &ctx, problems, lenient.as_deref_mut(), &mut m.storageclasses)
+            }
+            ("storage.k8s.io/v1", "CSINode") => {
+                push_plain(value, &ctx, problems, lenient.as_deref_mut(), &mut m.csinodes)
+            }
+            ("scheduling.k8s.io/v1", "PriorityClass") => {
+                push_plain(value, &ctx, problems, lenient.as_deref_mut(), &mut m.priorityclasses)
+            }
             (scenario::API_VERSION, scenario::KIND) => {
                 let accepted = push_scenario(value, &ctx, problems, &mut m.scenario);
                 if accepted {
@@ -531,10 +556,13 @@ impl Loader {
 /// empty lists when serializing; k8s-openapi types accept unknown fields silently but keep empty
 /// lists. So for the latter (`roundtrip_check`), every non-null key lost in a round trip is an
 /// unknown field.
+/// Decodes one object. With `roundtrip_check`, fields the type drops are unknown fields: errors,
+/// or warnings pushed to `newer_fields` when it is given (see [`load_from_api_server`]).
 fn decode<T: DeserializeOwned + Serialize>(
     value: &Value,
     ctx: &Ctx<'_>,
     roundtrip_check: bool,
+    newer_fields: Option<&mut Vec<Problem>>,
 ) -> Result<T, Vec<Problem>> {
     let object: T = match serde_path_to_error::deserialize(value) {
         Ok(o) => o,
@@ -553,6 +581,15 @@ fn decode<T: DeserializeOwned + Serialize>(
     let mut unknown = Vec::new();
     unknown_fields(value, &back, &mut String::new(), &mut unknown);
     if unknown.is_empty() {
+        Ok(object)
+    } else if let Some(warnings) = newer_fields {
+        warnings.extend(unknown.into_iter().map(|path| {
+            ctx.problem(
+                ProblemKind::UnknownField,
+                Some(&path),
+                "a field Kubernetes 1.36 does not have (a newer API server's); ignored".into(),
+            )
+        }));
         Ok(object)
     } else {
         Err(unknown
@@ -612,9 +649,10 @@ fn push_plain<T: DeserializeOwned + Serialize>(
     value: &Value,
     ctx: &Ctx<'_>,
     problems: &mut Vec<Problem>,
+    newer_fields: Option<&mut Vec<Problem>>,
     into: &mut Vec<T>,
 ) -> bool {
-    match decode::<T>(value, ctx, true) {
+    match decode::<T>(value, ctx, true, newer_fields) {
         Ok(o) => {
             let mut bad = Vec::new();
             check_quantities(value, &mut String::new(), false, &mut bad);
@@ -684,7 +722,7 @@ fn push_validated<T: DeserializeOwned + Serialize + Validate>(
     problems: &mut Vec<Problem>,
     into: &mut Vec<T>,
 ) -> bool {
-    match decode::<T>(value, ctx, false) {
+    match decode::<T>(value, ctx, false, None) {
         Ok(o) => {
             let errors = o.validate();
             if errors.is_empty() {
@@ -707,7 +745,7 @@ fn push_scenario(
     problems: &mut Vec<Problem>,
     into: &mut Option<scenario::Scenario>,
 ) -> bool {
-    match decode::<scenario::Scenario>(value, ctx, false) {
+    match decode::<scenario::Scenario>(value, ctx, false, None) {
         Ok(s) => {
             let errors = s.validate();
             if !errors.is_empty() {
@@ -740,7 +778,7 @@ fn push_legacy<T: DeserializeOwned + Serialize>(
     into: &mut Vec<(ObjectRef, LegacyObject)>,
     wrap: fn(T) -> LegacyObject,
 ) -> bool {
-    match decode::<T>(value, ctx, false) {
+    match decode::<T>(value, ctx, false, None) {
         Ok(o) => {
             into.push((ctx.object.clone().expect("set before decoding"), wrap(o)));
             true

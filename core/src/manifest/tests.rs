@@ -268,3 +268,22 @@ fn merging_inputs_rejects_duplicates_and_second_scenarios() {
     a.merge(load(scenario).unwrap()).unwrap();
     assert_eq!(a.merge(load(scenario).unwrap()).unwrap_err(), MergeError::SecondScenario);
 }
+
+#[test]
+fn an_api_servers_newer_kubernetes_fields_are_warnings_karpenters_stay_errors() {
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\nspec:\n  containers: [{name: c, image: x}]\n  futureField: {enabled: true}\n";
+    // A file is strict: an unknown field is an error naming it.
+    let err = load(pod).unwrap_err();
+    assert_eq!(err.problems[0].kind, ProblemKind::UnknownField);
+    assert_eq!(err.problems[0].field.as_deref(), Some("spec.futureField"));
+    // An API server's answer: the pod loads, the field is a located warning.
+    let m = load_from_api_server(pod).unwrap();
+    assert_eq!(m.pods.len(), 1);
+    assert_eq!(m.warnings.len(), 1);
+    assert_eq!(m.warnings[0].kind, ProblemKind::UnknownField);
+    assert_eq!(m.warnings[0].field.as_deref(), Some("spec.futureField"));
+    assert_eq!(m.warnings[0].position.line, 6);
+    // Karpenter's kinds stay strict either way.
+    let nodepool = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: np}\nspec:\n  futureField: 1\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n      requirements: []\n";
+    assert!(load_from_api_server(nodepool).is_err());
+}
