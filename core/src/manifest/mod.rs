@@ -507,7 +507,7 @@ impl Loader {
                 push_plain(value, &ctx, problems, lenient.as_deref_mut(), &mut m.csinodes)
             }
             ("scheduling.k8s.io/v1", "PriorityClass") => {
-                push_plain(value, &ctx, problems, lenient.as_deref_mut(), &mut m.priorityclasses)
+                push_plain(value, &ctx, problems, lenient, &mut m.priorityclasses)
             }
             (scenario::API_VERSION, scenario::KIND) => {
                 let accepted = push_scenario(value, &ctx, problems, &mut m.scenario);
