@@ -105,7 +105,7 @@ fn test(args: TestArgs) -> Result<()> {
     util::step("tests", || util::cargo(&["test", "--workspace", "--locked"]))?;
     // Benchmarks are compiled and each run once (no timing) so they cannot rot.
     util::step("benches compile and run once", || {
-        util::cargo(&["test", "--locked", "-p", "carpentry-core", "--benches"])
+        util::cargo(&["test", "--locked", "-p", "carpentry-core", "-p", "kubectl-karpenter", "--benches"])
     })?;
     eprintln!("xtask test: all steps passed in {:.0?}", started.elapsed());
     Ok(())

@@ -328,25 +328,20 @@ pub fn load_from_api_server(text: &str) -> Result<Manifests, LoadError> {
 }
 
 fn load_with(text: &str, newer_kubernetes_fields_allowed: bool) -> Result<Manifests, LoadError> {
-    let documents = match yaml::parse_documents(text) {
-        Ok(d) => d,
-        Err(e) => {
-            return Err(LoadError {
-                problems: vec![Problem {
-                    kind: ProblemKind::Syntax,
-                    document: e.document.max(1),
-                    object: None,
-                    field: None,
-                    position: e.position,
-                    message: e.message,
-                }],
-                warnings: Vec::new(),
-            })
-        }
-    };
     let mut loader = Loader { newer_kubernetes_fields_allowed, ..Loader::default() };
-    for doc in &documents {
-        loader.document(doc);
+    // Each document is loaded as soon as it is parsed, and its values and positions dropped.
+    if let Err(e) = yaml::each_document(text, &mut |doc| loader.document(&doc)) {
+        return Err(LoadError {
+            problems: vec![Problem {
+                kind: ProblemKind::Syntax,
+                document: e.document.max(1),
+                object: None,
+                field: None,
+                position: e.position,
+                message: e.message,
+            }],
+            warnings: Vec::new(),
+        });
     }
     if loader.problems.is_empty() {
         let mut manifests = loader.manifests;
@@ -552,19 +547,29 @@ impl Loader {
 
 /// Decodes `value` into `T`, reporting type errors and fields `T` does not have.
 ///
-/// Our own API types reject unknown fields while deserializing (`deny_unknown_fields`) and skip
-/// empty lists when serializing; k8s-openapi types accept unknown fields silently but keep empty
-/// lists. So for the latter (`roundtrip_check`), every non-null key lost in a round trip is an
-/// unknown field.
-/// Decodes one object. With `roundtrip_check`, fields the type drops are unknown fields: errors,
-/// or warnings pushed to `newer_fields` when it is given (see [`load_from_api_server`]).
+/// Our own API types reject unknown fields while deserializing (`deny_unknown_fields`);
+/// k8s-openapi types accept and drop them. So for the latter (`roundtrip_check`), every non-null
+/// field the type ignores is an unknown field: an error, or a warning pushed to `newer_fields`
+/// when it is given (see [`load_from_api_server`]).
 fn decode<T: DeserializeOwned + Serialize>(
     value: &Value,
     ctx: &Ctx<'_>,
     roundtrip_check: bool,
     newer_fields: Option<&mut Vec<Problem>>,
 ) -> Result<T, Vec<Problem>> {
-    let object: T = match serde_path_to_error::deserialize(value) {
+    let mut unknown: Vec<String> = Vec::new();
+    let decoded = if roundtrip_check {
+        // Fields the type ignores, reported as they are skipped (null ones are as good as absent).
+        let mut ignored = |path: serde_ignored::Path<'_>| {
+            if let Some(p) = present_field(&path, value) {
+                unknown.push(p);
+            }
+        };
+        serde_path_to_error::deserialize(serde_ignored::Deserializer::new(value, &mut ignored))
+    } else {
+        serde_path_to_error::deserialize(value)
+    };
+    let object: T = match decoded {
         Ok(o) => o,
         Err(e) => {
             let path = e.path().to_string();
@@ -574,12 +579,6 @@ fn decode<T: DeserializeOwned + Serialize>(
             return Err(vec![ctx.problem(kind, Some(&path), inner)]);
         }
     };
-    if !roundtrip_check {
-        return Ok(object);
-    }
-    let back = serde_json::to_value(&object).unwrap_or(Value::Null);
-    let mut unknown = Vec::new();
-    unknown_fields(value, &back, &mut String::new(), &mut unknown);
     if unknown.is_empty() {
         Ok(object)
     } else if let Some(warnings) = newer_fields {
@@ -602,33 +601,39 @@ fn decode<T: DeserializeOwned + Serialize>(
     }
 }
 
-/// Paths of keys present (and non-empty) in `original` but absent after the round trip. `path`
-/// is one buffer extended and cut back as the walk goes (most objects have no unknown field, and
-/// a path string per key was most of the loading time of a large snapshot).
-fn unknown_fields(original: &Value, back: &Value, path: &mut String, out: &mut Vec<String>) {
-    match (original, back) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (key, value) in a {
-                let len = path.len();
-                push_key(path, key);
-                match b.get(key) {
-                    Some(bv) => unknown_fields(value, bv, path, out),
-                    None if value.is_null() => {}
-                    None => out.push(path.clone()),
-                }
-                path.truncate(len);
+/// The field path (`spec.containers[0].x`, as problems name fields) of an ignored field, unless
+/// its value in `original` is null.
+fn present_field(path: &serde_ignored::Path<'_>, original: &Value) -> Option<String> {
+    fn walk<'p>(path: &'p serde_ignored::Path<'p>, out: &mut Vec<&'p serde_ignored::Path<'p>>) {
+        match path {
+            serde_ignored::Path::Root => {}
+            serde_ignored::Path::Seq { parent, .. } | serde_ignored::Path::Map { parent, .. } => {
+                walk(parent, out);
+                out.push(path);
             }
+            serde_ignored::Path::Some { parent }
+            | serde_ignored::Path::NewtypeStruct { parent }
+            | serde_ignored::Path::NewtypeVariant { parent } => walk(parent, out),
         }
-        (Value::Array(a), Value::Array(b)) => {
-            for (i, (av, bv)) in a.iter().zip(b).enumerate() {
-                let len = path.len();
-                push_index(path, i);
-                unknown_fields(av, bv, path, out);
-                path.truncate(len);
-            }
-        }
-        _ => {}
     }
+    let mut segments = Vec::new();
+    walk(path, &mut segments);
+    let mut text = String::new();
+    let mut at = original;
+    for segment in segments {
+        match segment {
+            serde_ignored::Path::Seq { index, .. } => {
+                push_index(&mut text, *index);
+                at = at.get(*index)?;
+            }
+            serde_ignored::Path::Map { key, .. } => {
+                push_key(&mut text, key);
+                at = at.get(key.as_str())?;
+            }
+            _ => {}
+        }
+    }
+    (!at.is_null()).then_some(text)
 }
 
 /// `path` + `.key` (as [`yaml::child_key`]).

@@ -85,20 +85,29 @@ pub struct SyntaxError {
 
 /// Parses a multi-document stream. Empty documents are dropped.
 pub fn parse_documents(text: &str) -> Result<Vec<Document>, SyntaxError> {
-    let mut builder = Builder::default();
+    let mut documents = Vec::new();
+    each_document(text, &mut |d| documents.push(d))?;
+    Ok(documents)
+}
+
+/// Parses a multi-document stream, handing each non-empty document to `sink` as soon as it is
+/// read (a large snapshot is never held as values and positions all at once). On a syntax error
+/// the documents already handed over are followed by the error.
+pub fn each_document(text: &str, sink: &mut dyn FnMut(Document)) -> Result<(), SyntaxError> {
+    let mut builder = Builder::new(sink);
     let mut parser = Parser::new_from_str(text);
     if let Err(e) = parser.load(&mut builder, true) {
         let marker = e.marker();
         return Err(SyntaxError {
-            document: builder.documents.len() + usize::from(builder.in_document),
+            document: builder.count + usize::from(builder.in_document),
             position: position(marker),
             message: e.info().to_string(),
         });
     }
-    if let Some(err) = builder.error {
-        return Err(err);
+    match builder.error {
+        Some(err) => Err(err),
+        None => Ok(()),
     }
-    Ok(builder.documents.into_iter().filter(|d| !d.value.is_null()).collect())
 }
 
 fn position(m: &Marker) -> Position {
@@ -111,9 +120,10 @@ enum Frame {
     Map { map: Map<String, Value>, path: String, anchor: usize, pending_key: Option<String> },
 }
 
-#[derive(Default)]
-struct Builder {
-    documents: Vec<Document>,
+struct Builder<'a> {
+    /// Documents finished so far.
+    count: usize,
+    sink: &'a mut dyn FnMut(Document),
     in_document: bool,
     start: Option<Position>,
     stack: Vec<Frame>,
@@ -123,9 +133,23 @@ struct Builder {
     error: Option<SyntaxError>,
 }
 
-impl Builder {
+impl<'a> Builder<'a> {
+    fn new(sink: &'a mut dyn FnMut(Document)) -> Builder<'a> {
+        Builder {
+            count: 0,
+            sink,
+            in_document: false,
+            start: None,
+            stack: Vec::new(),
+            root: None,
+            positions: HashMap::new(),
+            anchors: BTreeMap::new(),
+            error: None,
+        }
+    }
+
     fn document_index(&self) -> usize {
-        self.documents.len() + 1
+        self.count + 1
     }
 
     fn fail(&mut self, mark: &Marker, message: String) {
@@ -279,7 +303,7 @@ fn looks_like_float(text: &str) -> bool {
     mantissa_ok && exponent_ok
 }
 
-impl MarkedEventReceiver for Builder {
+impl MarkedEventReceiver for Builder<'_> {
     fn on_event(&mut self, ev: Event, mark: Marker) {
         if self.error.is_some() {
             return;
@@ -298,12 +322,12 @@ impl MarkedEventReceiver for Builder {
                 self.in_document = false;
                 let index = self.document_index();
                 let start = self.start.take().unwrap_or(Position { line: 1, column: 1 });
-                self.documents.push(Document {
-                    index,
-                    start,
-                    value: self.root.take().unwrap_or(Value::Null),
-                    positions: std::mem::take(&mut self.positions),
-                });
+                self.count += 1;
+                let value = self.root.take().unwrap_or(Value::Null);
+                let positions = std::mem::take(&mut self.positions);
+                if !value.is_null() {
+                    (self.sink)(Document { index, start, value, positions });
+                }
             }
             Event::Scalar(text, style, anchor, tag) => self.on_scalar(text, style, anchor, tag, &mark),
             Event::Alias(anchor) => {
