@@ -46,6 +46,9 @@ pub struct Header<'a> {
     /// Where the state came from (`context NAME (SERVER)` or the files).
     pub source: &'a str,
     pub region: &'a str,
+    /// Where prices come from (`embedded (generated DATE)` or the `--catalog` file); spot prices
+    /// are synthetic in both (marked where shown).
+    pub catalogue: &'a str,
     /// The moment explained (RFC 3339): when the state was read.
     pub time: String,
     pub notes: &'a [String],
@@ -137,6 +140,11 @@ pub fn run(args: ExplainArgs) -> Result<(), Failure> {
                 Output::Json | Output::Yaml => render::structured(&answer, out.output),
                 Output::Text | Output::Wide => {
                     print!("{}", paint.headline(&render_nodepool(&explanation)));
+                    println!(
+                        "Prices: {} catalogue, region {}; spot prices are synthetic.",
+                        state.catalogue_source,
+                        state.region()
+                    );
                     Ok(())
                 }
             }
@@ -156,6 +164,7 @@ fn header<'a>(state: &'a ClusterState, sim: &Simulation, kind: &'static str) -> 
         api_version: API_VERSION,
         source: &state.source,
         region: state.region(),
+        catalogue: &state.catalogue_source,
         time: sim.clock().rfc3339(SimTime::ZERO),
         notes: &state.notes,
     }
@@ -222,6 +231,7 @@ fn explain_pod(state: &ClusterState, common: &CommonArgs, name: &str, paint: Pai
             api_version: API_VERSION,
             source: &state.source,
             region: state.region(),
+            catalogue: &state.catalogue_source,
             time: clock.rfc3339(SimTime::ZERO),
             notes: &notes,
         },
@@ -237,6 +247,13 @@ fn explain_pod(state: &ClusterState, common: &CommonArgs, name: &str, paint: Pai
                 eprintln!("note: {n}");
             }
             print!("{}", pod_text(&report, out.output == Output::Wide, out.no_headers, paint));
+            if report.nodeclaim.is_some() || report.evaluation.is_some() {
+                println!(
+                    "Prices: {} catalogue, region {}; spot prices are synthetic.",
+                    state.catalogue_source,
+                    state.region()
+                );
+            }
         }
     }
     if schedulable {

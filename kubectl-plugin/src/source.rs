@@ -17,6 +17,9 @@ pub struct ClusterState {
     /// Legacy objects converted; `scenario` set (start time = when the state was read, region).
     pub manifests: Manifests,
     pub catalogue: &'static Catalogue,
+    /// Where prices come from: `embedded (generated DATE)` or the `--catalog` file; spot prices
+    /// are synthetic either way.
+    pub catalogue_source: String,
     /// Where it came from: `context NAME (SERVER)` or the files.
     pub source: String,
     /// Assumptions made reading it (conversions, the region's origin), for stderr.
@@ -87,7 +90,11 @@ pub fn read(common: &ReadArgs) -> Result<ClusterState, Failure> {
     if let Some(s) = manifests.scenario.as_mut() {
         s.spec.region = region;
     }
-    Ok(ClusterState { manifests, catalogue, source, notes, default_namespace })
+    let catalogue_source = match &common.catalog {
+        Some(path) => format!("{} (generated {})", path.display(), catalogue.provenance().generated_at),
+        None => format!("embedded (generated {})", catalogue.provenance().generated_at),
+    };
+    Ok(ClusterState { manifests, catalogue, catalogue_source, source, notes, default_namespace })
 }
 
 fn region_of_nodes(m: &Manifests) -> Option<String> {

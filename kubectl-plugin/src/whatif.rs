@@ -70,6 +70,7 @@ pub fn run(args: WhatifArgs) -> Result<(), Failure> {
         api_version: API_VERSION,
         source: &state.source,
         region: state.region(),
+        catalogue: &state.catalogue_source,
         time: start,
         notes: &notes,
     };
@@ -81,6 +82,11 @@ pub fn run(args: WhatifArgs) -> Result<(), Failure> {
                 eprintln!("note: {n}");
             }
             print!("{}", text(&result, out.output == Output::Wide, Paint::new(out.colour())));
+            println!(
+                "Prices: {} catalogue, region {}; spot prices are synthetic.",
+                state.catalogue_source,
+                state.region()
+            );
         }
     }
     // Like `explain pod`, usable as a gate: 1 when pods are left pending at the end.

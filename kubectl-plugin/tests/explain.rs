@@ -49,7 +49,7 @@ fn set(keys: &[&'static str]) -> BTreeSet<&'static str> {
     keys.iter().copied().collect()
 }
 
-const HEADER: [&str; 6] = ["kind", "apiVersion", "source", "region", "time", "notes"];
+const HEADER: [&str; 7] = ["kind", "apiVersion", "source", "region", "catalogue", "time", "notes"];
 
 #[test]
 fn explain_pod_text_is_golden_and_exit_codes_gate() {
@@ -73,6 +73,7 @@ fn explain_pod_json_has_the_documented_shape() {
     assert_eq!(v["apiVersion"], "carpentry.dev/v1alpha1");
     assert_eq!(v["verdict"], "wouldLaunch");
     assert_eq!(v["region"], "us-west-2");
+    assert!(v["catalogue"].as_str().unwrap().starts_with("embedded (generated 20"), "{}", v["catalogue"]);
     assert_eq!(v["time"], "2026-12-01T12:00:00Z");
     assert_eq!(v["standing"]["state"], "wouldLaunch");
     // Every NodePool in weight order: gpu (weight 10) fails on its taint with a fix, general passes.
