@@ -118,7 +118,7 @@ pub fn read_live(common: &ReadArgs) -> Result<LiveRead, Failure> {
 async fn read(common: &ReadArgs) -> Result<LiveRead, Failure> {
     let (client, context, server, default_namespace) = connect(common).await?;
     let source = format!("context {context} ({server})");
-    let read_at = now_rfc3339();
+    let read_at = crate::source::now_rfc3339();
     let mut lists = tokio::task::JoinSet::new();
     for (i, resource) in RESOURCES.iter().enumerate() {
         let client = client.clone();
@@ -379,28 +379,6 @@ fn chain(e: &dyn std::error::Error) -> String {
     parts.join(": ")
 }
 
-/// The current UTC time, RFC 3339 in whole seconds (`2026-12-01T16:20:00Z`).
-fn now_rfc3339() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    rfc3339(secs)
-}
-
-fn rfc3339(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -466,12 +444,5 @@ mod tests {
         assert_eq!(v.as_object().unwrap().keys().next().unwrap(), "apiVersion");
         assert_eq!(resource("poddisruptionbudgets").path(), "/apis/policy/v1/poddisruptionbudgets");
         assert_eq!(resource("pods").path(), "/api/v1/pods");
-    }
-
-    #[test]
-    fn rfc3339_whole_seconds() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(rfc3339(1_796_142_000), "2026-12-01T16:20:00Z");
     }
 }

@@ -219,6 +219,7 @@ fn explain_pod(state: &ClusterState, common: &CommonArgs, name: &str, paint: Pai
         .ok_or_else(|| Failure::Input(format!("pod {namespace}/{name} not found in {}", state.source)))?;
     let (verdict, schedulable) = match &report.standing {
         PodStanding::Running { .. } => ("running", true),
+        PodStanding::Completed { .. } => ("completed", true),
         PodStanding::WouldBind { .. } => ("wouldBind", true),
         PodStanding::WouldLaunch { .. } => ("wouldLaunch", true),
         PodStanding::Deferred { .. } => ("deferred", true),
@@ -295,6 +296,7 @@ fn pod_text(r: &PodReport, wide: bool, no_headers: bool, paint: Paint) -> String
     let mut s = String::new();
     let verdict = match &r.standing {
         PodStanding::Running { node } => paint.good(&format!("running on node {node}")),
+        PodStanding::Completed { node, phase } => format!("completed ({phase}) on node {node}; it needs no room"),
         PodStanding::WouldBind { target } => paint.good(&format!(
             "pending; would go to existing node {target} (it binds once that node is Ready and has room)"
         )),
@@ -357,7 +359,7 @@ fn evaluation_text(e: &PodEvaluation, wide: bool, no_headers: bool, paint: Paint
     let mut s = String::new();
     if !e.nodepools.is_empty() {
         let width = e.nodepools.iter().map(|c| c.nodepool.len()).max().unwrap_or(8).max(8);
-        let _ = writeln!(s, "NodePools, for this pod on its own (weight order):");
+        let _ = writeln!(s, "NodePools, for this pod on its own with its preferences required (weight order):");
         if !no_headers {
             let _ = writeln!(s, "{:<width$}  {:<6}  DETAIL", "NODEPOOL", "RESULT");
         }

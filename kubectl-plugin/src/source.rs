@@ -63,8 +63,16 @@ pub fn read(common: &ReadArgs) -> Result<ClusterState, Failure> {
         metadata: None,
         spec: Default::default(),
     });
-    if let Some(start) = start {
-        scenario.spec.start_time = Some(start);
+    match start {
+        Some(start) => scenario.spec.start_time = Some(start),
+        // A file without a start time (a `kubectl get -o yaml` dump): explained as of now, so that
+        // its timestamps (creation, last pod event, drift) keep their age.
+        None if scenario.spec.start_time.is_none() => {
+            let now = now_rfc3339();
+            notes.push(format!("the input has no Scenario startTime: explained as of now ({now})"));
+            scenario.spec.start_time = Some(now);
+        }
+        None => {}
     }
     // The region: the flag, else the file's Scenario's (`snapshot` writes one), else the nodes'
     // label (the most common one, ties by name), else the default.
@@ -95,6 +103,12 @@ pub fn read(common: &ReadArgs) -> Result<ClusterState, Failure> {
         None => format!("embedded (generated {})", catalogue.provenance().generated_at),
     };
     Ok(ClusterState { manifests, catalogue, catalogue_source, source, notes, default_namespace })
+}
+
+/// The current UTC time, RFC 3339 in whole seconds (the adapter's clock; core has none).
+pub fn now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    carpentry_core::catalogue::reservations::format_time(secs as i64)
 }
 
 fn region_of_nodes(m: &Manifests) -> Option<String> {

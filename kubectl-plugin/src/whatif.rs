@@ -89,8 +89,9 @@ pub fn run(args: WhatifArgs) -> Result<(), Failure> {
             );
         }
     }
-    // Like `explain pod`, usable as a gate: 1 when pods are left pending at the end.
-    if result.pending.is_empty() {
+    // Like `explain pod`, usable as a gate: 1 when the edit leaves pods pending at the end that
+    // would not be pending without it.
+    if result.pending.iter().all(|p| p.also_without_edit) {
         Ok(())
     } else {
         Err(Failure::Exit(1))
@@ -188,7 +189,8 @@ fn text(w: &WhatIf, wide: bool, paint: Paint) -> String {
         let _ = writeln!(s, "{}", paint.bad(&format!("Pending at the end: {}", w.pending.len())));
         let shown = if wide { w.pending.len() } else { w.pending.len().min(20) };
         for p in w.pending.iter().take(shown) {
-            let _ = writeln!(s, "  {}: {}", p.pod, p.reason);
+            let without = if p.also_without_edit { " (pending without the edit too)" } else { "" };
+            let _ = writeln!(s, "  {}{without}: {}", p.pod, p.reason);
         }
         if shown < w.pending.len() {
             let _ = writeln!(s, "  … {} more (-o wide lists them all)", w.pending.len() - shown);

@@ -101,6 +101,10 @@ fn explain_pod_json_has_the_documented_shape() {
     assert_eq!(v["evaluation"]["nodepools"][1]["failure"]["constraint"], "exceedsLimits");
     assert_eq!(v["evaluation"]["nodepools"][1]["fix"]["fix"], "raiseLimit");
 
+    let v = json(&["explain", "pod", "migrate-1", "-n", "shop"], 0);
+    assert_eq!(v["verdict"], "completed");
+    assert_eq!(v["standing"]["phase"], "Succeeded");
+
     let v = json(&["explain", "pod", "api-1", "-n", "shop"], 0);
     assert_eq!(v["verdict"], "running");
     assert_eq!(v["standing"]["node"], NODE_OLD);
@@ -197,11 +201,11 @@ fn explain_nodepool_lists_usage_budgets_drift_and_expiry() {
 fn whatif_reports_the_edit_against_the_unedited_cluster() {
     let edit = "tests/data/edit-nodepool.yaml";
     let (status, stdout, stderr) = run(&["whatif", "-f", edit, "--from-file", CLUSTER, "--color", "never"]);
-    // shop/huge and shop/typo stay pending either way: exit 1.
-    assert_eq!(status, 1, "{stderr}");
+    // shop/huge and shop/typo stay pending, but without the edit too: exit 0.
+    assert_eq!(status, 0, "{stderr}");
     golden("whatif-nodepool.txt", &stdout);
 
-    let v = json(&["whatif", "-f", edit], 1);
+    let v = json(&["whatif", "-f", edit], 0);
     let mut expected = set(&HEADER);
     expected.extend([
         "until",
@@ -231,6 +235,14 @@ fn whatif_reports_the_edit_against_the_unedited_cluster() {
     let cost = &v["cost"];
     let delta = cost["editedPerHour"].as_f64().unwrap() - cost["uneditedPerHour"].as_f64().unwrap();
     assert!((delta - cost["deltaPerHour"].as_f64().unwrap()).abs() < 1e-9);
+
+    assert!(v["pending"].as_array().unwrap().iter().all(|p| p["alsoWithoutEdit"] == true));
+
+    // An edit that leaves a pod pending which would not be without it: exit 1, and it says so.
+    let v = json(&["whatif", "-f", "tests/data/edit-limits.yaml"], 1);
+    let big = v["pending"].as_array().unwrap().iter().find(|p| p["pod"] == "shop/big").expect("shop/big pending");
+    assert_eq!(big["alsoWithoutEdit"], false);
+    assert!(big["reason"].as_str().unwrap().contains("limits.cpu"), "{big}");
 
     // An input error in the edit file: exit 2, located.
     let (status, _, stderr) = run(&["whatif", "-f", "tests/data/bad-nodepool.yaml", "--from-file", CLUSTER]);
@@ -313,4 +325,22 @@ fn explains_a_pod_of_a_500_node_5000_pod_snapshot() {
     if std::env::var_os("KEEP_LARGE").is_none() {
         let _ = std::fs::remove_file(&path);
     }
+}
+
+/// A manifest dump without a Scenario (no start time) is explained as of now, and says so.
+#[test]
+fn a_file_without_a_start_time_is_explained_as_of_now() {
+    let nodepool = std::fs::read_to_string("tests/data/nodepool-c5.yaml").unwrap();
+    let pod = "---\napiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\nspec:\n  containers: [{name: c, image: x, resources: {requests: {cpu: \"1\"}}}]\nstatus:\n  conditions: [{type: PodScheduled, status: \"False\", reason: Unschedulable}]\n";
+    let path = std::env::temp_dir().join(format!("carpentry-dump-{}.yaml", std::process::id()));
+    std::fs::write(&path, format!("{nodepool}{pod}")).unwrap();
+    let (status, stdout, stderr) = run(&["explain", "pod", "p", "--from-file", path.to_str().unwrap(), "-o", "json"]);
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(status, 0, "{stderr}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    let note =
+        v["notes"].as_array().unwrap().iter().filter_map(Value::as_str).find(|n| n.contains("explained as of now"));
+    let note = note.unwrap_or_else(|| panic!("no note in {v}"));
+    assert!(note.contains(v["time"].as_str().unwrap()), "{note} vs {}", v["time"]);
+    assert_ne!(v["time"], "2026-01-05T09:00:00Z", "not the simulation's default start");
 }

@@ -62,7 +62,7 @@ fn redacts_what_the_engine_does_not_read() {
         assert!(!out.contains(secret), "{secret:?} left in the snapshot:\n{out}");
     }
     assert!(out.starts_with("# A carpentry snapshot"), "{out}");
-    assert!(out.contains(&format!("# Taken from {CLUSTER}.")), "{out}");
+    assert!(out.contains(&format!("# Taken from {CLUSTER} (the state at 2026-12-01T12:00:00Z).")), "{out}");
     assert!(out.contains("# Redacted: "), "{out}");
     assert!(out.contains("8 objects: 1 NodePool, 1 EC2NodeClass, 1 NodeClaim, 1 Node, 1 DaemonSet, 3 Pods"), "{out}");
 
@@ -112,7 +112,10 @@ fn loads_back_to_the_same_snapshot() {
     let first_text = std::fs::read_to_string(&first).unwrap();
     let (_, second) = snapshot(&["--from-file", first.to_str().unwrap()]);
     assert_eq!(body(&first_text), body(&second));
-    assert!(second.contains(&format!("# Taken from {}.", first.display())), "{second}");
+    assert!(
+        second.contains(&format!("# Taken from {} (the state at 2026-12-01T12:00:00Z).", first.display())),
+        "{second}"
+    );
     // With images kept, a second pass keeps them too.
     let kept = dir.join("kept.yaml");
     snapshot(&["--keep-images", "--from-file", CLUSTER, "-o", kept.to_str().unwrap()]);

@@ -61,6 +61,16 @@ pub struct NodeExplanation {
     pub removal: Option<Removal>,
 }
 
+// The conditions drift shares with consolidation, by name (the checklist is their one source).
+const INITIALIZED: &str = "initialized";
+const NOT_DELETING: &str = "not being deleted";
+const NOT_NOMINATED: &str = "not nominated";
+const NODE_NOT_PROTECTED: &str = "node has no karpenter.sh/do-not-disrupt";
+const NODEPOOL_EXISTS: &str = "NodePool exists";
+const PODS_NOT_PROTECTED: &str = "no pod has karpenter.sh/do-not-disrupt";
+const PDBS_ALLOW: &str = "PodDisruptionBudgets allow evicting its pods";
+const DRIFT_BUDGET: &str = "Drifted budget allows it";
+
 fn check(condition: &str, passed: bool, detail: impl Into<String>) -> Check {
     Check { condition: condition.into(), passed, detail: detail.into() }
 }
@@ -74,31 +84,31 @@ pub fn explain_node(view: &View<'_>, index: usize) -> NodeExplanation {
     let f = &view.nodes[index];
     let mut checks = Vec::new();
     checks.push(check(
-        "initialized",
+        INITIALIZED,
         f.initialized,
         if f.initialized { "Ready, startup taints gone" } else { "not initialized yet" },
     ));
     checks.push(check(
-        "not being deleted",
+        NOT_DELETING,
         !f.deleting,
         if f.deleting { "already being disrupted or terminated" } else { "" },
     ));
     let nominated = f.nominated_until.filter(|u| *u > view.now);
     checks.push(check(
-        "not nominated",
+        NOT_NOMINATED,
         nominated.is_none(),
         nominated.map(|u| format!("a provisioning round planned pods onto it; until {}", time(u))).unwrap_or_default(),
     ));
     let node = view.objects.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(&f.node));
     let protected = node.is_some_and(do_not_disrupt::node_protected);
     checks.push(check(
-        "node has no karpenter.sh/do-not-disrupt",
+        NODE_NOT_PROTECTED,
         !protected,
         if protected { "the node carries karpenter.sh/do-not-disrupt: \"true\"" } else { "" },
     ));
     let nodepool = view.objects.nodepools.iter().find(|np| np.name() == f.nodepool);
     checks.push(check(
-        "NodePool exists",
+        NODEPOOL_EXISTS,
         nodepool.is_some(),
         if nodepool.is_some() { String::new() } else { format!("NodePool {} not found", f.nodepool) },
     ));
@@ -120,12 +130,8 @@ pub fn explain_node(view: &View<'_>, index: usize) -> NodeExplanation {
             blocked_by_pdb.push(format!("{key} by {}", pdb::name(b)));
         }
     }
-    checks.push(check("no pod has karpenter.sh/do-not-disrupt", dnd.is_empty(), dnd.join(", ")));
-    checks.push(check(
-        "PodDisruptionBudgets allow evicting its pods",
-        blocked_by_pdb.is_empty(),
-        blocked_by_pdb.join(", "),
-    ));
+    checks.push(check(PODS_NOT_PROTECTED, dnd.is_empty(), dnd.join(", ")));
+    checks.push(check(PDBS_ALLOW, blocked_by_pdb.is_empty(), blocked_by_pdb.join(", ")));
     if let Some(np) = nodepool {
         let after = np.spec.disruption.consolidate_after.as_seconds();
         let quiet = match (after, f.last_pod_event) {
@@ -175,22 +181,20 @@ pub fn explain_node(view: &View<'_>, index: usize) -> NodeExplanation {
             let (counted, disrupting) = view.budget_counts(np.name());
             let a = budgets::allowance(np, BudgetReason::Drifted, counted, disrupting, view.now);
             checks.push(check(
-                "Drifted budget allows it",
+                DRIFT_BUDGET,
                 a.allowed > 0,
                 format!("{} allowed for Drifted ({disrupting} disrupting)", a.allowed),
             ));
             // The checks drift shares with consolidation (upstream's candidate filter), and its
-            // own budget.
-            let shared = [
-                "initialized",
-                "not being deleted",
-                "not nominated",
-                "node has no karpenter.sh/do-not-disrupt",
-                "NodePool exists",
-                "no pod has karpenter.sh/do-not-disrupt",
-                "PodDisruptionBudgets allow evicting its pods",
-                "Drifted budget allows it",
-            ];
+            // own budget. upstream: for drift (the eventual class) a NodeClaim with a
+            // terminationGracePeriod is a candidate whatever its pods say (as
+            // `candidates::candidate`); the drain waits for them until the grace period.
+            let mut shared =
+                vec![INITIALIZED, NOT_DELETING, NOT_NOMINATED, NODE_NOT_PROTECTED, NODEPOOL_EXISTS, DRIFT_BUDGET];
+            if !f.termination_grace_period {
+                shared.extend([PODS_NOT_PROTECTED, PDBS_ALLOW]);
+            }
+            debug_assert!(shared.iter().all(|name| checks.iter().any(|c| c.condition == *name)));
             drift_replaces_now =
                 Some(checks.iter().filter(|c| shared.contains(&c.condition.as_str())).all(|c| c.passed));
         }
@@ -228,7 +232,7 @@ pub fn explain_node(view: &View<'_>, index: usize) -> NodeExplanation {
             });
         }
     }
-    let disruptable = checks.iter().filter(|c| c.condition != "Drifted budget allows it").all(|c| c.passed);
+    let disruptable = checks.iter().filter(|c| c.condition != DRIFT_BUDGET).all(|c| c.passed);
     NodeExplanation {
         node: f.node.clone(),
         nodeclaim: f.nodeclaim.clone(),

@@ -15,6 +15,9 @@ use super::Simulation;
 pub enum PodStanding {
     /// Bound to a node.
     Running { node: String },
+    /// Ran to completion on a node (`Succeeded` or `Failed`): it takes no room and is not placed
+    /// again.
+    Completed { node: String, phase: String },
     /// Pending; a round now would place it on this existing node or in-flight NodeClaim (it binds
     /// when that node is Ready and has room).
     #[serde(rename_all = "camelCase")]
@@ -34,6 +37,7 @@ impl std::fmt::Display for PodStanding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             PodStanding::Running { node } => write!(f, "running on {node}"),
+            PodStanding::Completed { node, phase } => write!(f, "completed ({phase}) on {node}"),
             PodStanding::WouldBind { target } => {
                 write!(f, "pending; a provisioning round now places it on {target}, where it binds once that node is Ready")
             }
@@ -106,13 +110,12 @@ pub fn report_pod(mut input: crate::scheduling::Input, namespace: &str, name: &s
     })?;
     let key = format!("{namespace}/{name}");
     if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty()) {
-        return Some(PodReport {
-            pod: key,
-            standing: PodStanding::Running { node },
-            evaluation: None,
-            nodeclaim: None,
-            relaxations: Vec::new(),
-        });
+        let phase = pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+        let standing = match phase.as_str() {
+            "Succeeded" | "Failed" => PodStanding::Completed { node, phase },
+            _ => PodStanding::Running { node },
+        };
+        return Some(PodReport { pod: key, standing, evaluation: None, nodeclaim: None, relaxations: Vec::new() });
     }
     input.options.evaluate = Some(crate::scheduling::pod::PodRef { namespace: namespace.into(), name: name.into() });
     let results = crate::scheduling::schedule(&input);

@@ -54,6 +54,8 @@ pub struct RemovedNode {
 pub struct PendingPod {
     pub pod: String,
     pub reason: String,
+    /// Pending at the end without the edit too (the edit did not cause it).
+    pub also_without_edit: bool,
 }
 
 /// $/hour at the start and at the end of both runs.
@@ -115,12 +117,16 @@ pub fn whatif(
     let mut edited =
         Simulation::with_catalogue(current, None, Timings::default(), catalogue).map_err(|e| e.to_string())?;
     let now_per_hour = edited.cost().per_hour;
+    // Both runs are counted from here: after the start's bindings, before the first round (the
+    // edit applies before any provisioning round runs).
     let first_event = edited.events().len();
+    let unedited_first_event = unedited.events().len();
     edited.apply(edits)?;
     unedited.run_until(until);
     edited.run_until(until);
     let facts = Facts::of(&edited, first_event);
-    let baseline = Facts::of(&unedited, 0);
+    let baseline = Facts::of(&unedited, unedited_first_event);
+    let pending_unedited = unedited.snapshot().pending;
     let (unedited_per_hour, edited_per_hour) = (unedited.cost().per_hour, edited.cost().per_hour);
     let delta = edited_per_hour - unedited_per_hour;
     Ok(WhatIf {
@@ -130,13 +136,13 @@ pub fn whatif(
             launched: baseline.launched.len(),
             drifted: baseline.drifted.len(),
             removed: baseline.removed.len(),
-            pending: unedited.snapshot().pending.len(),
+            pending: pending_unedited.len(),
         },
         launched: facts.launched,
         drifted: facts.drifted,
         disruptions: edited.disruptions().to_vec(),
         removed: facts.removed,
-        pending: pending(&edited),
+        pending: pending(&edited, &pending_unedited),
         cost: CostDelta {
             now_per_hour,
             unedited_per_hour,
@@ -201,9 +207,13 @@ impl Facts {
     }
 }
 
+/// How many pending pods without a scheduling event get a round of their own to explain them.
+const EXPLAINED_WITHOUT_EVENT: usize = 20;
+
 /// Pending pods with their latest scheduling event (Karpenter's `FailedScheduling`, or
 /// `Nominated` for a pod waiting for its node).
-fn pending(sim: &Simulation) -> Vec<PendingPod> {
+fn pending(sim: &Simulation, pending_unedited: &[String]) -> Vec<PendingPod> {
+    let unedited: std::collections::BTreeSet<&str> = pending_unedited.iter().map(String::as_str).collect();
     let pending = sim.snapshot().pending;
     let wanted: std::collections::BTreeSet<&str> = pending.iter().map(String::as_str).collect();
     let mut reasons: BTreeMap<String, String> = BTreeMap::new();
@@ -216,7 +226,7 @@ fn pending(sim: &Simulation) -> Vec<PendingPod> {
             reasons.entry(key).or_insert_with(|| e.message.clone());
         }
     }
-    // Pods without an event (Karpenter ignores them): ask a round, for the first few (each asks
+    // Pods without an event (Karpenter ignores them): ask a round for the first few (each asks
     // one round).
     let mut asked = 0;
     pending
@@ -225,12 +235,17 @@ fn pending(sim: &Simulation) -> Vec<PendingPod> {
             let reason = reasons.remove(&pod).unwrap_or_else(|| {
                 asked += 1;
                 let (namespace, name) = pod.split_once('/').unwrap_or(("default", &pod));
-                match sim.explain_pod(namespace, name).filter(|_| asked <= 20) {
+                let standing = if asked <= EXPLAINED_WITHOUT_EVENT { sim.explain_pod(namespace, name) } else { None };
+                match standing {
                     Some(standing) => standing.to_string(),
-                    None => "no provisioning round has considered it yet".into(),
+                    None => format!(
+                        "no scheduling event (only the first {EXPLAINED_WITHOUT_EVENT} such pods are explained; \
+                         `kubectl karpenter explain pod` explains this one)"
+                    ),
                 }
             });
-            PendingPod { pod, reason }
+            let also_without_edit = unedited.contains(pod.as_str());
+            PendingPod { pod, reason, also_without_edit }
         })
         .collect()
 }
