@@ -207,18 +207,7 @@ impl Session {
     /// scheduling event, the one-line reason a viewer shows beside it (Karpenter's
     /// `FailedScheduling` or `Nominated`).
     pub fn pending_reasons(&self, pending: &[String]) -> std::collections::BTreeMap<String, String> {
-        let pending: std::collections::BTreeSet<&str> = pending.iter().map(String::as_str).collect();
-        let mut out = std::collections::BTreeMap::new();
-        for e in self.sim.events().iter().rev() {
-            if e.object.kind != "Pod" || !matches!(e.reason.name(), "FailedScheduling" | "Nominated") {
-                continue;
-            }
-            let key = format!("{}/{}", e.object.namespace.as_deref().unwrap_or("default"), e.object.name);
-            if pending.contains(key.as_str()) {
-                out.entry(key).or_insert_with(|| e.message.clone());
-            }
-        }
-        out
+        self.sim.latest_scheduling_events(pending)
     }
 }
 

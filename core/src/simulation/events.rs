@@ -344,3 +344,24 @@ impl fmt::Display for Event {
         )
     }
 }
+
+impl super::Simulation {
+    /// Pending pod (`namespace/name`) → the message of its latest scheduling event (Karpenter's
+    /// `FailedScheduling`, or `Nominated` for a pod waiting for its node); pods without one are
+    /// left out.
+    pub fn latest_scheduling_events(&self, pending: &[String]) -> std::collections::BTreeMap<String, String> {
+        let wanted: std::collections::BTreeSet<&str> = pending.iter().map(String::as_str).collect();
+        let mut out = std::collections::BTreeMap::new();
+        for e in self.events().iter().rev() {
+            if e.object.kind != "Pod" || !matches!(e.reason, Reason::FailedScheduling { .. } | Reason::Nominated { .. })
+            {
+                continue;
+            }
+            let key = format!("{}/{}", e.object.namespace.as_deref().unwrap_or("default"), e.object.name);
+            if wanted.contains(key.as_str()) {
+                out.entry(key).or_insert_with(|| e.message.clone());
+            }
+        }
+        out
+    }
+}

@@ -215,17 +215,7 @@ const EXPLAINED_WITHOUT_EVENT: usize = 20;
 fn pending(sim: &Simulation, pending_unedited: &[String]) -> Vec<PendingPod> {
     let unedited: std::collections::BTreeSet<&str> = pending_unedited.iter().map(String::as_str).collect();
     let pending = sim.snapshot().pending;
-    let wanted: std::collections::BTreeSet<&str> = pending.iter().map(String::as_str).collect();
-    let mut reasons: BTreeMap<String, String> = BTreeMap::new();
-    for e in sim.events().iter().rev() {
-        if e.object.kind != "Pod" || !matches!(e.reason, Reason::FailedScheduling { .. } | Reason::Nominated { .. }) {
-            continue;
-        }
-        let key = format!("{}/{}", e.object.namespace.as_deref().unwrap_or("default"), e.object.name);
-        if wanted.contains(key.as_str()) {
-            reasons.entry(key).or_insert_with(|| e.message.clone());
-        }
-    }
+    let mut reasons = sim.latest_scheduling_events(&pending);
     // Pods without an event (Karpenter ignores them): ask a round for the first few (each asks
     // one round).
     let mut asked = 0;
