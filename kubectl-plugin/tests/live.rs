@@ -85,20 +85,7 @@ impl Crd {
 }
 
 async fn install(client: &Client, crd: &Crd) -> Result<()> {
-    let crds = Api::<CustomResourceDefinition>::all(client.clone());
-    let name = crd.name();
-    crds.patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&crd.definition()?)).await?;
-    wait_for(&format!("CRD {name} to be Established"), TIMEOUT, || async {
-        let crd = crds.get(&name).await?;
-        let established = crd
-            .status
-            .and_then(|s| s.conditions)
-            .unwrap_or_default()
-            .iter()
-            .any(|c| c.type_ == "Established" && c.status == "True");
-        Ok(established.then_some(()))
-    })
-    .await
+    carpentry_tests::testenv::apply_crd(client, &crd.definition()?, FIELD_MANAGER).await
 }
 
 async fn installed(client: &Client, crd: &Crd) -> Result<bool> {

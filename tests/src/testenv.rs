@@ -236,6 +236,31 @@ impl TestEnv {
     }
 }
 
+/// Applies `crd` server-side (as `field_manager`) and waits until it is Established, so that
+/// its objects can be created.
+pub async fn apply_crd(
+    client: &Client,
+    crd: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    field_manager: &str,
+) -> Result<()> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Patch, PatchParams};
+    let crds = Api::<CustomResourceDefinition>::all(client.clone());
+    let name = crd.metadata.name.clone().context("the CRD has no name")?;
+    crds.patch(&name, &PatchParams::apply(field_manager).force(), &Patch::Apply(crd)).await?;
+    wait_for(&format!("CRD {name} to be Established"), Duration::from_secs(60), || async {
+        let crd = crds.get(&name).await?;
+        let established = crd
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True");
+        Ok(established.then_some(()))
+    })
+    .await
+}
+
 /// Polls `check` every 200 ms until it returns `Some`, failing after `timeout` with the last
 /// error or state it reported.
 pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<T>

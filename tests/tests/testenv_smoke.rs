@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, ObjectMeta, PostParams};
 use kube::core::GroupVersionKind;
 use kube::Api;
 use serde_json::json;
@@ -57,19 +57,8 @@ async fn lists_namespaces_and_serves_a_crd() -> Result<()> {
             }]
         }
     }))?;
+    carpentry_tests::testenv::apply_crd(&client, &crd, "carpentry-smoke").await?;
     let crds = Api::<CustomResourceDefinition>::all(client.clone());
-    crds.patch(&crd_name, &PatchParams::apply("carpentry-smoke").force(), &Patch::Apply(&crd)).await?;
-    wait_for("the CRD to be Established", TIMEOUT, || async {
-        let crd = crds.get(&crd_name).await?;
-        let established = crd
-            .status
-            .and_then(|s| s.conditions)
-            .unwrap_or_default()
-            .iter()
-            .any(|c| c.type_ == "Established" && c.status == "True");
-        Ok(established.then_some(()))
-    })
-    .await?;
 
     // Its objects are validated against the schema and stored.
     let ns = env.namespace(&client, "smoke-crd").await?;
