@@ -1,13 +1,15 @@
 //! The same core decides the same in the browser as in the CLI: the scenario runner
-//! (tests/scenario-runner) is built twice in release, natively and for `wasm32-wasip1`, and every
+//! (tests/scenario-runner) is built twice with one profile, natively and for `wasm32-wasip1`, and every
 //! `tests/scenarios/*.yaml` is run with both — the native binary as a child process, the wasm
 //! module inside wasmtime embedded here — and their standard output must be the same bytes (and
 //! their exit codes 0). The wasm/native time ratio is printed to stderr, not asserted.
 //! docs/parity.md.
 //!
-//! `cargo xtask test` builds both runners before the tests; by hand:
-//! `cargo build --release -p carpentry-scenario-runner` and
-//! `cargo build --release -p carpentry-scenario-runner --target wasm32-wasip1`.
+//! `cargo xtask test` builds both runners with the `ci` profile it builds this test with; by hand,
+//! with the profile you test with (`ci`, or `release`):
+//! `cargo build --profile ci -p carpentry-scenario-runner` and
+//! `cargo build --profile ci -p carpentry-scenario-runner --target wasm32-wasip1`.
+//! The runners of this test binary's own profile are looked for first, then `release`'s.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -44,7 +46,24 @@ fn target_dirs() -> Vec<PathBuf> {
     dirs
 }
 
-/// The runner built for `relative` (`release/…` or `wasm32-wasip1/release/…`) in the first target
+/// The profile whose runners the test uses: this test binary's own (`<target>/<profile>/deps/…`;
+/// `debug` is cargo's directory for `dev`) when both runners exist there, else `release`.
+fn runner_profile() -> String {
+    let own = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.ancestors().nth(2).and_then(|d| d.file_name()).map(|n| n.to_string_lossy().into_owned()));
+    let built = |profile: &str| {
+        target_dirs().iter().any(|d| {
+            d.join(profile).join(RUNNER).is_file() && d.join(format!("wasm32-wasip1/{profile}/{RUNNER}.wasm")).is_file()
+        })
+    };
+    match own {
+        Some(profile) if built(&profile) => profile,
+        _ => "release".to_string(),
+    }
+}
+
+/// The runner built for `relative` (`<profile>/…` or `wasm32-wasip1/<profile>/…`) in the first target
 /// directory that has it; panics with how to build it when none has, or when it is older than the
 /// sources it is built from.
 fn built_runner(relative: &str, build: &str) -> PathBuf {
@@ -150,10 +169,14 @@ fn ratio(wasm: Duration, native: Duration) -> f64 {
 
 #[test]
 fn every_scenario_decides_the_same_natively_and_in_wasm() {
-    let native_exe = built_runner(&format!("release/{RUNNER}"), "cargo build --release -p carpentry-scenario-runner");
+    let profile = runner_profile();
+    let native_exe = built_runner(
+        &format!("{profile}/{RUNNER}"),
+        &format!("cargo build --profile {profile} -p carpentry-scenario-runner"),
+    );
     let wasm_file = built_runner(
-        &format!("wasm32-wasip1/release/{RUNNER}.wasm"),
-        "cargo build --release -p carpentry-scenario-runner --target wasm32-wasip1",
+        &format!("wasm32-wasip1/{profile}/{RUNNER}.wasm"),
+        &format!("cargo build --profile {profile} -p carpentry-scenario-runner --target wasm32-wasip1"),
     );
     let compiling = Instant::now();
     let wasm = Wasm::load(&wasm_file);

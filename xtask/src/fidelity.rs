@@ -3,17 +3,18 @@
 //!
 //! The oracle binary goes to tests/oracle/bin/oracle (git-ignored); like testenv, a stamp with a
 //! hash of go.mod, go.sum, the Go sources and the Go version makes the build a no-op when nothing
-//! changed.
+//! changed, and a machine-wide cache keeps the build for fresh clones (`gobin`).
 
 use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::Result;
 
-use crate::{testenv, util};
+use crate::gobin::{self, GoBinary};
+use crate::util;
 
 /// Bump to force a rebuild when the build command itself changes.
-const BUILD_RECIPE: &str = "oracle-build-v1";
+const BUILD_RECIPE: &str = "oracle-build-v2";
 
 #[derive(clap::Args)]
 pub struct FidelityArgs {
@@ -45,7 +46,8 @@ pub fn run(args: FidelityArgs) -> Result<()> {
     }
     let (count, seed, budget) = (args.count.to_string(), args.seed.to_string(), args.shrink_budget.to_string());
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cmd.args(["run", "--release", "--locked", "-q", "-p", "carpentry-tests", "--bin", "fidelity", "--"])
+    // The `ci` profile (optimised, with debug assertions) that `cargo xtask test` builds anyway.
+    cmd.args(["run", "--profile", "ci", "--locked", "-q", "-p", "carpentry-tests", "--bin", "fidelity", "--"])
         .args(["--count", &count, "--seed", &seed, "--shrink-budget", &budget, "--out"])
         .arg(&args.out)
         .arg("--oracle")
@@ -61,42 +63,17 @@ pub fn module_dir() -> PathBuf {
     crate::workspace_root().join("tests/oracle")
 }
 
-/// The oracle binary, built first if its inputs or the Go version changed.
+/// The oracle binary, built first (or linked from the machine's cache) if its inputs or the Go
+/// version changed.
 pub fn ensure_built() -> Result<PathBuf> {
-    let module = module_dir();
-    let bin_dir = module.join("bin");
-    let bin = bin_dir.join("oracle");
-    let stamp_path = bin_dir.join(".stamp");
-    let go = testenv::find_go()?;
-    let go_version = util::output(Command::new(&go).arg("version"))?;
-    let stamp = format!("{BUILD_RECIPE} {:016x} {}", testenv::hash_inputs(&module)?, go_version.trim());
-    if bin.is_file() && std::fs::read_to_string(&stamp_path).is_ok_and(|s| s == stamp) {
-        return Ok(bin);
+    GoBinary {
+        name: "oracle",
+        module: module_dir(),
+        recipe: BUILD_RECIPE,
+        ldflags: "-s -w".into(),
+        what: "build the upstream oracle (tests/oracle, sigs.k8s.io/karpenter v1.14.1)".into(),
     }
-    util::step("build the upstream oracle (tests/oracle, sigs.k8s.io/karpenter v1.14.1)", || {
-        std::fs::create_dir_all(&bin_dir)?;
-        let tmp = bin_dir.join("oracle.tmp");
-        let mut cmd = if util::have("nice") {
-            let mut nice = Command::new("nice");
-            nice.args(["-n", "19"]).arg(&go);
-            nice
-        } else {
-            Command::new(&go)
-        };
-        cmd.current_dir(&module)
-            .args(["build", "-trimpath", "-ldflags", "-s -w", "-o"])
-            .arg(&tmp)
-            .arg(".")
-            .env("CGO_ENABLED", "0")
-            .env("GOTOOLCHAIN", "local")
-            // go.mod and go.sum are committed and complete: never rewrite them during a build.
-            .env("GOFLAGS", "-mod=readonly -buildvcs=false");
-        util::run(&mut cmd)?;
-        std::fs::rename(&tmp, &bin)?;
-        std::fs::write(&stamp_path, &stamp)?;
-        Ok(())
-    })?;
-    Ok(bin)
+    .ensure(false)
 }
 
 #[derive(clap::Args)]
@@ -188,7 +165,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
 
 /// Upstream's own benchmark, run from the module cache inside tests/oracle: pods/second per size.
 fn upstream_go_bench(sizes: &[String]) -> Result<Vec<(usize, f64)>> {
-    let go = testenv::find_go()?;
+    let go = gobin::find_go()?;
     let pattern = format!("^BenchmarkScheduling({})$", sizes.join("|"));
     let out = util::output(
         Command::new(go)

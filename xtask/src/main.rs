@@ -5,6 +5,7 @@
 
 mod catalog;
 mod fidelity;
+mod gobin;
 mod play;
 mod testenv;
 mod util;
@@ -62,32 +63,75 @@ pub fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives inside the workspace").to_path_buf()
 }
 
+/// The target directory cargo uses here: `CARGO_TARGET_DIR` (relative to the workspace root, where
+/// the tasks run), else `<workspace>/target`.
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .filter(|d| !d.is_empty())
+        .map(|d| workspace_root().join(d))
+        .unwrap_or_else(|| workspace_root().join("target"))
+}
+
+/// `cargo xtask test`. Everything native is built with the `ci` profile (Cargo.toml) so that core
+/// and its dependencies compile once per target: clippy's check, the `ci` build (tests, runners,
+/// benches, xtask), wasm32 release (the playground and the wasm adapter in one invocation) and
+/// wasm32-wasip1 (the parity runner). What waits on the network or can use a core the compiles
+/// leave idle runs in the background from the start: Debian's chromium, the catalogue check's
+/// downloads, the Go builds (at low priority; cached machine-wide, see `gobin`) and
+/// wasm-bindgen-cli's install. A table of every step's start and wall time ends the run.
 fn test(args: TestArgs) -> Result<()> {
     let started = std::time::Instant::now();
+    let result = test_steps(args);
+    util::print_step_table(started.elapsed());
+    match &result {
+        Ok(()) => eprintln!("xtask test: all steps passed in {:.0?}", started.elapsed()),
+        Err(e) => eprintln!("xtask test: FAILED after {:.0?}: {e:#}", started.elapsed()),
+    }
+    result
+}
+
+fn test_steps(args: TestArgs) -> Result<()> {
     util::ensure_rust_toolchain()?;
+    // The browser end-to-end test (tests/tests/browser.rs) drives Debian's Chromium.
+    let chromium = util::background("apt: chromium, chromium-driver", "apt", || {
+        util::ensure_debian_packages(&["chromium", "chromium-driver"])
+    })?;
+    let catalogue =
+        util::background("the committed EC2 catalogue is what the generator produces", "catalogue", || {
+            catalog::run(catalog::CatalogArgs::check())
+        })?;
+    let go = util::background("Go builds: testenv, then the upstream oracle", "go", || {
+        util::step("testenv: build the test control plane (tests/testenv)", || testenv::ensure_built().map(drop))?;
+        util::step("fidelity: build the upstream oracle (tests/oracle)", || fidelity::ensure_built().map(drop))
+    })?;
+    let bindgen = play::ensure_wasm_bindgen_cli_in_background()?;
     if !args.no_lint {
         util::step("rustfmt", || util::cargo(&["fmt", "--all", "--check"]))?;
         util::step("clippy", || {
             util::cargo(&["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"])
         })?;
     }
-    util::step("core builds for wasm32-unknown-unknown", || {
+    // Every native test and bench binary in one profile and one invocation (one feature
+    // resolution, so nothing is compiled twice). It includes the native scenario runner that the
+    // parity test runs: cargo builds a package's binaries for its integration tests.
+    util::step("build: tests, benches and the native scenario runner (ci profile)", || {
+        util::cargo(&["test", "--workspace", "--locked", "--profile", "ci", "--all-targets", "--no-run"])
+    })?;
+    util::step("scenario runner for wasm32-wasip1 (the parity test runs it under wasmtime)", || {
         util::cargo(&[
             "build",
             "--locked",
+            "--profile",
+            "ci",
             "-p",
-            "carpentry-core",
-            "-p",
-            "carpentry-wasm",
+            "carpentry-scenario-runner",
             "--target",
-            "wasm32-unknown-unknown",
+            "wasm32-wasip1",
         ])
     })?;
-    util::step("the committed EC2 catalogue is what the generator produces", || {
-        catalog::run(catalog::CatalogArgs::check())
-    })?;
-    // The browser end-to-end test (tests/tests/browser.rs) drives Debian's Chromium.
-    util::ensure_debian_packages(&["chromium", "chromium-driver"])?;
+    // The playground's release build also proves that core and the wasm adapter build for
+    // wasm32-unknown-unknown (one invocation, so they are compiled once).
+    bindgen.wait()?;
     util::step("playground bundle builds (cargo xtask play --build-only)", || {
         let dist = play::build_bundle()?;
         for file in ["index.html", "carpentry_web.js", "carpentry_web_bg.wasm"] {
@@ -95,18 +139,14 @@ fn test(args: TestArgs) -> Result<()> {
         }
         Ok(())
     })?;
-    util::step("testenv: build the test control plane (tests/testenv)", || testenv::ensure_built().map(drop))?;
-    util::step("fidelity: build the upstream oracle (tests/oracle)", || fidelity::ensure_built().map(drop))?;
-    util::step("scenario runner builds natively and for wasm32-wasip1 (the parity test runs both)", || {
-        let build = ["build", "--locked", "--release", "-p", "carpentry-scenario-runner"];
-        util::cargo(&build)?;
-        util::cargo(&[&build[..], &["--target", "wasm32-wasip1"]].concat())
+    catalogue.wait()?;
+    chromium.wait()?;
+    go.wait()?;
+    // `--all-targets` runs the benchmarks once each too (criterion's test mode: no timing), so
+    // they cannot rot; it leaves out doc tests, which the next step runs.
+    util::step("tests (and each bench once)", || {
+        util::cargo(&["test", "--workspace", "--locked", "--profile", "ci", "--all-targets"])
     })?;
-    util::step("tests", || util::cargo(&["test", "--workspace", "--locked"]))?;
-    // Benchmarks are compiled and each run once (no timing) so they cannot rot.
-    util::step("benches compile and run once", || {
-        util::cargo(&["test", "--locked", "-p", "carpentry-core", "-p", "kubectl-karpenter", "--benches"])
-    })?;
-    eprintln!("xtask test: all steps passed in {:.0?}", started.elapsed());
+    util::step("doc tests", || util::cargo(&["test", "--workspace", "--locked", "--profile", "ci", "--doc"]))?;
     Ok(())
 }

@@ -31,8 +31,22 @@ pub fn build_bundle() -> Result<PathBuf> {
     util::ensure_rust_toolchain()?;
     let bindgen_version = locked_version("wasm-bindgen")?;
     ensure_wasm_bindgen_cli(&bindgen_version)?;
+    // Core and the wasm adapter are named too (the web crate depends on both), so that this one
+    // release build is also the check that they build for wasm32-unknown-unknown.
     util::step("build carpentry-web (release, wasm32)", || {
-        util::cargo(&["build", "--locked", "--release", "-p", "carpentry-web", "--target", "wasm32-unknown-unknown"])
+        util::cargo(&[
+            "build",
+            "--locked",
+            "--release",
+            "-p",
+            "carpentry-web",
+            "-p",
+            "carpentry-wasm",
+            "-p",
+            "carpentry-core",
+            "--target",
+            "wasm32-unknown-unknown",
+        ])
     })?;
     let dist = PathBuf::from("web/dist");
     // Start clean: files of an older layout must not linger on a static host.
@@ -42,7 +56,7 @@ pub fn build_bundle() -> Result<PathBuf> {
     let wasm = Path::new(&target_dir).join("wasm32-unknown-unknown/release/carpentry_web.wasm");
     util::step("wasm-bindgen", || {
         util::run(
-            Command::new("wasm-bindgen")
+            Command::new(wasm_bindgen_program())
                 .args(["--target", "web", "--no-typescript", "--out-dir"])
                 .arg(&dist)
                 .arg(&wasm),
@@ -97,16 +111,54 @@ fn locked_version(package: &str) -> Result<String> {
     Ok(lock[start..start + end].to_string())
 }
 
+/// wasm-bindgen as `cargo install` put it: in `$CARGO_HOME/bin` (which need not be on PATH), else
+/// from PATH.
+fn wasm_bindgen_program() -> PathBuf {
+    let cargo_home = std::env::var_os("CARGO_HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+    cargo_home.map(|h| h.join("bin/wasm-bindgen")).filter(|p| p.is_file()).unwrap_or_else(|| "wasm-bindgen".into())
+}
+
 fn ensure_wasm_bindgen_cli(version: &str) -> Result<()> {
-    let installed = util::output(Command::new("wasm-bindgen").arg("--version")).unwrap_or_default();
+    let installed = util::output(Command::new(wasm_bindgen_program()).arg("--version")).unwrap_or_default();
     if installed.split_whitespace().nth(1) == Some(version) {
         return Ok(());
     }
     util::step(&format!("install wasm-bindgen-cli {version}"), || {
+        // Its own target directory (kept, so a reinstall is quick): the install can then run
+        // beside the workspace's builds without waiting for their lock on target/.
+        let target = crate::target_dir().join("xtask/wasm-bindgen-cli");
+        let target = target.to_str().context("the target directory is not UTF-8")?;
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let install = |locked: bool| {
+            let mut cmd = if util::have("nice") {
+                let mut nice = Command::new("nice");
+                nice.args(["-n", "19", &cargo]);
+                nice
+            } else {
+                Command::new(&cargo)
+            };
+            cmd.args(["install", "--quiet", "wasm-bindgen-cli", "--version", version, "--target-dir", target]);
+            if locked {
+                cmd.arg("--locked");
+            }
+            util::run(&mut cmd)
+        };
         // The CLI's own lockfile can pin crates the registry no longer serves (yanked versions);
         // fall back to a fresh resolution within its semver ranges.
-        util::cargo(&["install", "--locked", "wasm-bindgen-cli", "--version", version])
-            .or_else(|_| util::cargo(&["install", "wasm-bindgen-cli", "--version", version]))
+        install(true).or_else(|_| install(false))
+    })
+}
+
+/// Installs wasm-bindgen-cli (at the version Cargo.lock pins) on a thread of its own, at low
+/// priority, when it is missing; `cargo xtask test` starts it first and waits for it before the
+/// bundle.
+pub fn ensure_wasm_bindgen_cli_in_background() -> Result<util::Background> {
+    let version = locked_version("wasm-bindgen")?;
+    util::background(&format!("wasm-bindgen-cli {version}"), "wasm-bindgen-cli", move || {
+        ensure_wasm_bindgen_cli(&version)
     })
 }
 

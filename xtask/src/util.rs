@@ -1,21 +1,148 @@
-//! Small helpers shared by the tasks: running commands and installing prerequisites.
+//! Small helpers shared by the tasks: running commands, timing steps (a table at the end of
+//! `cargo xtask test`), jobs in the background, and installing prerequisites.
 
-use std::process::Command;
+use std::cell::RefCell;
+use std::fs::File;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 
-/// Runs one named step and reports how long it took.
+/// One timed step: its name, when it started (from the first step), how long it took, whether it
+/// ran in the background and whether it passed.
+struct StepRecord {
+    name: String,
+    start: Duration,
+    took: Duration,
+    background: bool,
+    passed: bool,
+}
+
+static STEPS: Mutex<Vec<StepRecord>> = Mutex::new(Vec::new());
+static EPOCH: Mutex<Option<Instant>> = Mutex::new(None);
+
+thread_local! {
+    /// Where commands run by this thread write their output: the terminal (None), or a job's log.
+    static LOG: RefCell<Option<PathBuf>> = const { RefCell::new(None) };
+    /// Whether this thread is a background job (its steps are marked so in the table).
+    static IN_BACKGROUND: RefCell<bool> = const { RefCell::new(false) };
+}
+
+fn since_epoch() -> Duration {
+    let mut epoch = EPOCH.lock().unwrap_or_else(|e| e.into_inner());
+    epoch.get_or_insert_with(Instant::now).elapsed()
+}
+
+/// Runs one named step, reports how long it took and records it for [`print_step_table`].
 pub fn step(name: &str, f: impl FnOnce() -> Result<()>) -> Result<()> {
-    eprintln!("==> {name}");
-    let started = std::time::Instant::now();
+    let background = IN_BACKGROUND.with(|b| *b.borrow());
+    let start = since_epoch();
+    if !background {
+        eprintln!("==> {name}");
+    }
+    let started = Instant::now();
     let result = f().with_context(|| format!("step failed: {name}"));
-    eprintln!("<== {name} ({:.1?})", started.elapsed());
+    let took = started.elapsed();
+    eprintln!("<== {name} ({took:.1?}){}", if background { " [background]" } else { "" });
+    STEPS.lock().unwrap_or_else(|e| e.into_inner()).push(StepRecord {
+        name: name.to_string(),
+        start,
+        took,
+        background,
+        passed: result.is_ok(),
+    });
     result
 }
 
-/// Runs a command, inheriting stdio; fails when it exits non-zero.
+/// Every step recorded so far, in the order they started, with start offset and wall time.
+pub fn print_step_table(total: Duration) {
+    let mut steps = STEPS.lock().unwrap_or_else(|e| e.into_inner());
+    steps.sort_by_key(|s| s.start);
+    eprintln!();
+    eprintln!("{:>8} {:>9}  {:<4} {:<4} step", "start", "wall", "bg", "ok");
+    for s in steps.iter() {
+        eprintln!(
+            "{:>8} {:>9}  {:<4} {:<4} {}",
+            clock(s.start),
+            clock(s.took),
+            if s.background { "bg" } else { "" },
+            if s.passed { "ok" } else { "FAIL" },
+            s.name
+        );
+    }
+    eprintln!("{:>8} {:>9}            total", "", clock(total));
+}
+
+/// m:ss (or h:mm:ss), the form the step table uses.
+fn clock(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 3600 {
+        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+    } else {
+        format!("{}:{:02}", s / 60, s % 60)
+    }
+}
+
+/// A job started by [`background`]; [`Background::wait`] joins it.
+pub struct Background {
+    name: String,
+    log: PathBuf,
+    handle: JoinHandle<Result<()>>,
+}
+
+/// Starts `f` on its own thread, so that downloads, installs and Go builds overlap with the
+/// compiles in front. Commands it runs through [`run`] write to `target/xtask-logs/<log>.log`
+/// instead of the terminal; the log's end is shown when the job fails.
+pub fn background(name: &str, log: &str, f: impl FnOnce() -> Result<()> + Send + 'static) -> Result<Background> {
+    let dir = crate::target_dir().join("xtask-logs");
+    std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+    let log = dir.join(format!("{log}.log"));
+    File::create(&log).with_context(|| format!("create {}", log.display()))?;
+    eprintln!("==> {name} [background; log: {}]", log.display());
+    let log_for_thread = log.clone();
+    let handle = std::thread::Builder::new().name(name.to_string()).spawn(move || {
+        LOG.with(|l| *l.borrow_mut() = Some(log_for_thread));
+        IN_BACKGROUND.with(|b| *b.borrow_mut() = true);
+        f()
+    })?;
+    Ok(Background { name: name.to_string(), log, handle })
+}
+
+impl Background {
+    /// Waits for the job; on failure prints the end of its log. The wait itself is a step, so the
+    /// table shows how long the foreground stood still for it.
+    pub fn wait(self) -> Result<()> {
+        let Background { name, log, handle } = self;
+        step(&format!("wait for: {name}"), || {
+            let result = handle.join().map_err(|_| anyhow!("{name} panicked"))?;
+            if result.is_err() {
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                let lines: Vec<&str> = text.lines().collect();
+                eprintln!("--- last lines of {} ---", log.display());
+                for line in &lines[lines.len().saturating_sub(60)..] {
+                    eprintln!("{line}");
+                }
+                eprintln!("---");
+            }
+            result.with_context(|| format!("{name} (log: {})", log.display()))
+        })
+    }
+}
+
+/// Runs a command, inheriting stdio (or writing to the background job's log); fails when it exits
+/// non-zero.
 pub fn run(cmd: &mut Command) -> Result<()> {
     let shown = format!("{cmd:?}");
+    if let Some(log) = LOG.with(|l| l.borrow().clone()) {
+        let out = std::fs::OpenOptions::new().append(true).open(&log)?;
+        let err = out.try_clone()?;
+        use std::io::Write;
+        writeln!(&out, "$ {shown}")?;
+        cmd.stdin(Stdio::null()).stdout(out).stderr(err);
+    }
     let status = cmd.status().with_context(|| format!("could not start {shown}"))?;
     if !status.success() {
         bail!("{shown} exited with {status}");
