@@ -103,10 +103,11 @@ pub fn background(name: &str, log: &str, f: impl FnOnce() -> Result<()> + Send +
     File::create(&log).with_context(|| format!("create {}", log.display()))?;
     eprintln!("==> {name} [background; log: {}]", log.display());
     let log_for_thread = log.clone();
+    let step_name = name.to_string();
     let handle = std::thread::Builder::new().name(name.to_string()).spawn(move || {
         LOG.with(|l| *l.borrow_mut() = Some(log_for_thread));
         IN_BACKGROUND.with(|b| *b.borrow_mut() = true);
-        f()
+        step(&step_name, f)
     })?;
     Ok(Background { name: name.to_string(), log, handle })
 }
