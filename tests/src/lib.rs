@@ -1,4 +1,5 @@
 //! Shared helpers for the scenario and end-to-end tests.
 
+pub mod catalog;
 pub mod fidelity;
 pub mod testenv;

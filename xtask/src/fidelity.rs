@@ -51,7 +51,8 @@ pub fn run(args: FidelityArgs) -> Result<()> {
         .args(["--count", &count, "--seed", &seed, "--shrink-budget", &budget, "--out"])
         .arg(&args.out)
         .arg("--oracle")
-        .arg(&oracle);
+        .arg(&oracle)
+        .env("CARGO_TARGET_DIR", crate::target_dir());
     if args.no_corpus {
         cmd.arg("--no-corpus");
     }
@@ -122,6 +123,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     let out = util::output(
         Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
             .args(["run", "--release", "--locked", "-q", "-p", "carpentry-tests", "--bin", "bench_vs_upstream", "--"])
+            .env("CARGO_TARGET_DIR", crate::target_dir())
             .args(["--sizes", &sizes.join(","), "--rounds", &args.rounds.to_string(), "--oracle"])
             .arg(&oracle),
     )?;
@@ -193,9 +195,7 @@ fn upstream_go_bench(sizes: &[String]) -> Result<Vec<(usize, f64)>> {
 fn criterion_bench(sizes: &[String]) -> Result<Vec<(usize, f64)>> {
     let filter = format!("scheduling/fake-400-types-diverse/({})$", sizes.join("|"));
     util::cargo(&["bench", "--locked", "-p", "carpentry-core", "--bench", "scheduling", "--", &filter])?;
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| crate::workspace_root().join("target"));
+    let target = crate::target_dir();
     let mut rows = Vec::new();
     for n in sizes {
         let path = target.join("criterion/scheduling_fake-400-types-diverse").join(n).join("new/estimates.json");

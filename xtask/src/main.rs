@@ -63,20 +63,64 @@ pub fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives inside the workspace").to_path_buf()
 }
 
-/// The target directory cargo uses here: `CARGO_TARGET_DIR` (relative to the workspace root, where
-/// the tasks run), else `<workspace>/target`.
+/// The target directory of every cargo command the tasks run: `CARGO_TARGET_DIR` when it is set
+/// (relative to the workspace root, where the tasks run), else one per machine,
+/// `<cache>/target` (the cache of `gobin::cache_dir`, `~/.cache/carpentry` by default). A shared
+/// one lets a fresh clone reuse every registry crate compiled before on the machine (only the
+/// workspace's own crates compile again), as the Go builds are reused; [`limit_shared_target`]
+/// keeps it from growing without bound. (The xtask binary itself is built in the clone's
+/// `target/` by the cargo alias.)
 pub fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .filter(|d| !d.is_empty())
-        .map(|d| workspace_root().join(d))
-        .unwrap_or_else(|| workspace_root().join("target"))
+    match std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty()) {
+        Some(dir) => workspace_root().join(dir),
+        None => shared_target_dir().unwrap_or_else(|| workspace_root().join("target")),
+    }
+}
+
+fn shared_target_dir() -> Option<PathBuf> {
+    gobin::cache_dir().ok().map(|cache| cache.join("target"))
+}
+
+/// The size past which the machine's shared target directory is emptied before a test run.
+/// Each new clone path adds its workspace crates' artifacts (about 2 GiB) beside the registry
+/// crates all clones share; emptying it costs one build of the dependencies (a cold Rust build).
+const SHARED_TARGET_LIMIT_BYTES: u64 = 40 << 30;
+
+/// Empties the shared target directory when it has grown past [`SHARED_TARGET_LIMIT_BYTES`]
+/// (a directory given by `CARGO_TARGET_DIR` is the user's and left alone).
+fn limit_shared_target() -> Result<()> {
+    if std::env::var_os("CARGO_TARGET_DIR").is_some_and(|d| !d.is_empty()) {
+        return Ok(());
+    }
+    let Some(dir) = shared_target_dir() else { return Ok(()) };
+    let size = dir_size(&dir);
+    if size > SHARED_TARGET_LIMIT_BYTES {
+        let name =
+            format!("empty the shared target directory ({} GiB > {} GiB)", size >> 30, SHARED_TARGET_LIMIT_BYTES >> 30);
+        util::step(&name, || {
+            std::fs::remove_dir_all(&dir).map_err(|e| anyhow::anyhow!("remove {}: {e}", dir.display()))
+        })?;
+    }
+    Ok(())
+}
+
+fn dir_size(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_size(&e.path()),
+            Ok(t) if t.is_file() => e.metadata().map_or(0, |m| m.len()),
+            _ => 0,
+        })
+        .sum()
 }
 
 /// `cargo xtask test`. Everything native is built with the `ci` profile (Cargo.toml) so that core
 /// and its dependencies compile once per target: clippy's check, the `ci` build (tests, runners,
 /// benches, xtask), wasm32 release (the playground and the wasm adapter in one invocation) and
 /// wasm32-wasip1 (the parity runner). What waits on the network or can use a core the compiles
-/// leave idle runs in the background from the start: Debian's chromium, the catalogue check's
+/// leave idle runs in the background from the start: Debian's chromium, the catalogue's input
 /// downloads, the Go builds (at low priority; cached machine-wide, see `gobin`) and
 /// wasm-bindgen-cli's install. A table of every step's start and wall time ends the run.
 fn test(args: TestArgs) -> Result<()> {
@@ -91,14 +135,16 @@ fn test(args: TestArgs) -> Result<()> {
 }
 
 fn test_steps(args: TestArgs) -> Result<()> {
+    limit_shared_target()?;
+    eprintln!("cargo target directory: {}", target_dir().display());
     util::ensure_rust_toolchain()?;
     // The browser end-to-end test (tests/tests/browser.rs) drives Debian's Chromium.
     let chromium = util::background("apt: chromium, chromium-driver", "apt", || {
         util::ensure_debian_packages(&["chromium", "chromium-driver"])
     })?;
-    let catalogue =
-        util::background("the committed EC2 catalogue is what the generator produces", "catalogue", || {
-            catalog::run(catalog::CatalogArgs::check())
+    let catalogue_inputs =
+        util::background_with("fetch the EC2 catalogue's inputs (pip, go mod download)", "catalogue", || {
+            catalog::fetch(&catalog::CatalogArgs::check())
         })?;
     let go = util::background("Go builds: testenv, then the upstream oracle", "go", || {
         util::step("testenv: build the test control plane (tests/testenv)", || testenv::ensure_built().map(drop))?;
@@ -108,7 +154,18 @@ fn test_steps(args: TestArgs) -> Result<()> {
     if !args.no_lint {
         util::step("rustfmt", || util::cargo(&["fmt", "--all", "--check"]))?;
         util::step("clippy", || {
-            util::cargo(&["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"])
+            // The ci profile: its build scripts and proc-macros are the ones the test build runs.
+            util::cargo(&[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--locked",
+                "--profile",
+                "ci",
+                "--",
+                "-D",
+                "warnings",
+            ])
         })?;
     }
     // Every native test and bench binary in one profile and one invocation (one feature
@@ -139,7 +196,10 @@ fn test_steps(args: TestArgs) -> Result<()> {
         }
         Ok(())
     })?;
-    catalogue.wait()?;
+    let catalogue_inputs = catalogue_inputs.wait()?;
+    util::step("the committed EC2 catalogue is what the generator produces", || {
+        catalog::check_with_built_generator(&catalogue_inputs)
+    })?;
     chromium.wait()?;
     go.wait()?;
     // `--all-targets` runs the benchmarks once each too (criterion's test mode: no timing), so

@@ -52,8 +52,7 @@ pub fn build_bundle() -> Result<PathBuf> {
     // Start clean: files of an older layout must not linger on a static host.
     let _ = std::fs::remove_dir_all(&dist);
     std::fs::create_dir_all(&dist)?;
-    let target_dir = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
-    let wasm = Path::new(&target_dir).join("wasm32-unknown-unknown/release/carpentry_web.wasm");
+    let wasm = crate::target_dir().join("wasm32-unknown-unknown/release/carpentry_web.wasm");
     util::step("wasm-bindgen", || {
         util::run(
             Command::new(wasm_bindgen_program())

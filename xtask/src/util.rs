@@ -86,17 +86,26 @@ fn clock(d: Duration) -> String {
     }
 }
 
-/// A job started by [`background`]; [`Background::wait`] joins it.
-pub struct Background {
+/// A job started by [`background`]; [`Background::wait`] joins it and gives its result.
+pub struct Background<T = ()> {
     name: String,
     log: PathBuf,
-    handle: JoinHandle<Result<()>>,
+    handle: JoinHandle<Result<T>>,
 }
 
 /// Starts `f` on its own thread, so that downloads, installs and Go builds overlap with the
 /// compiles in front. Commands it runs through [`run`] write to `target/xtask-logs/<log>.log`
 /// instead of the terminal; the log's end is shown when the job fails.
 pub fn background(name: &str, log: &str, f: impl FnOnce() -> Result<()> + Send + 'static) -> Result<Background> {
+    background_with(name, log, f)
+}
+
+/// [`background`] for a job with a result.
+pub fn background_with<T: Send + 'static>(
+    name: &str,
+    log: &str,
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<Background<T>> {
     let dir = crate::target_dir().join("xtask-logs");
     std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
     let log = dir.join(format!("{log}.log"));
@@ -107,16 +116,22 @@ pub fn background(name: &str, log: &str, f: impl FnOnce() -> Result<()> + Send +
     let handle = std::thread::Builder::new().name(name.to_string()).spawn(move || {
         LOG.with(|l| *l.borrow_mut() = Some(log_for_thread));
         IN_BACKGROUND.with(|b| *b.borrow_mut() = true);
-        step(&step_name, f)
+        let mut value = None;
+        step(&step_name, || {
+            value = Some(f()?);
+            Ok(())
+        })?;
+        value.ok_or_else(|| anyhow!("{step_name} gave no result"))
     })?;
     Ok(Background { name: name.to_string(), log, handle })
 }
 
-impl Background {
+impl<T> Background<T> {
     /// Waits for the job; on failure prints the end of its log. The wait itself is a step, so the
     /// table shows how long the foreground stood still for it.
-    pub fn wait(self) -> Result<()> {
+    pub fn wait(self) -> Result<T> {
         let Background { name, log, handle } = self;
+        let mut value = None;
         step(&format!("wait for: {name}"), || {
             let result = handle.join().map_err(|_| anyhow!("{name} panicked"))?;
             if result.is_err() {
@@ -128,8 +143,10 @@ impl Background {
                 }
                 eprintln!("---");
             }
-            result.with_context(|| format!("{name} (log: {})", log.display()))
-        })
+            value = Some(result.with_context(|| format!("{name} (log: {})", log.display()))?);
+            Ok(())
+        })?;
+        value.ok_or_else(|| anyhow!("{name} gave no result"))
     }
 }
 
@@ -161,9 +178,12 @@ pub fn output(cmd: &mut Command) -> Result<String> {
     Ok(String::from_utf8(out.stdout)?)
 }
 
-/// `cargo <args>` with the same toolchain that runs xtask.
+/// `cargo <args>` with the same toolchain that runs xtask, in the tasks' target directory
+/// ([`crate::target_dir`]; the tests it runs see it as `CARGO_TARGET_DIR` too).
 pub fn cargo(args: &[&str]) -> Result<()> {
-    run(Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())).args(args))
+    run(Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(args)
+        .env("CARGO_TARGET_DIR", crate::target_dir()))
 }
 
 /// Whether a program is on PATH.
