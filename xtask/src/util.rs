@@ -208,14 +208,19 @@ pub fn ensure_rust_toolchain() -> Result<()> {
     Ok(())
 }
 
-/// Installs Debian packages that are missing (`dpkg -s` decides), as root or through sudo. The
-/// browser tests need Debian's `chromium` and `chromium-driver`.
+/// Whether a Debian package is installed: its status is `install ok installed` (`dpkg -s` alone
+/// also succeeds for a package removed with its configuration files left behind).
+fn debian_package_installed(package: &str) -> bool {
+    Command::new("dpkg-query")
+        .args(["-W", "-f=${Status}", package])
+        .output()
+        .is_ok_and(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).trim() == "install ok installed")
+}
+
+/// Installs Debian packages that are missing, as root or through sudo. The browser tests need
+/// Debian's `chromium` and `chromium-driver`.
 pub fn ensure_debian_packages(packages: &[&str]) -> Result<()> {
-    let missing: Vec<&str> = packages
-        .iter()
-        .copied()
-        .filter(|p| !Command::new("dpkg").args(["-s", p]).output().is_ok_and(|o| o.status.success()))
-        .collect();
+    let missing: Vec<&str> = packages.iter().copied().filter(|p| !debian_package_installed(p)).collect();
     if missing.is_empty() {
         return Ok(());
     }
