@@ -103,10 +103,9 @@ pub fn fetch(args: &CatalogArgs) -> Result<Fetched> {
 /// `cargo xtask catalog`: fetch, then build and run the generator.
 pub fn run(args: CatalogArgs) -> Result<()> {
     let fetched = fetch(&args)?;
-    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    let mut cmd = util::cargo_command();
     cmd.args(["run", "--profile", "ci", "--locked", "-q", "-p", "carpentry-tests", "--bin", "catalog", "--"])
-        .args(&fetched.args)
-        .env("CARGO_TARGET_DIR", crate::target_dir());
+        .args(&fetched.args);
     util::run(&mut cmd)
 }
 

@@ -45,14 +45,13 @@ pub fn run(args: FidelityArgs) -> Result<()> {
         return Ok(());
     }
     let (count, seed, budget) = (args.count.to_string(), args.seed.to_string(), args.shrink_budget.to_string());
-    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    let mut cmd = util::cargo_command();
     // The `ci` profile (optimised, with debug assertions) that `cargo xtask test` builds anyway.
     cmd.args(["run", "--profile", "ci", "--locked", "-q", "-p", "carpentry-tests", "--bin", "fidelity", "--"])
         .args(["--count", &count, "--seed", &seed, "--shrink-budget", &budget, "--out"])
         .arg(&args.out)
         .arg("--oracle")
-        .arg(&oracle)
-        .env("CARGO_TARGET_DIR", crate::target_dir());
+        .arg(&oracle);
     if args.no_corpus {
         cmd.arg("--no-corpus");
     }
@@ -121,9 +120,8 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         }
     }
     let out = util::output(
-        Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        util::cargo_command()
             .args(["run", "--release", "--locked", "-q", "-p", "carpentry-tests", "--bin", "bench_vs_upstream", "--"])
-            .env("CARGO_TARGET_DIR", crate::target_dir())
             .args(["--sizes", &sizes.join(","), "--rounds", &args.rounds.to_string(), "--oracle"])
             .arg(&oracle),
     )?;

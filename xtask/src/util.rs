@@ -178,12 +178,29 @@ pub fn output(cmd: &mut Command) -> Result<String> {
     Ok(String::from_utf8(out.stdout)?)
 }
 
-/// `cargo <args>` with the same toolchain that runs xtask, in the tasks' target directory
-/// ([`crate::target_dir`]; the tests it runs see it as `CARGO_TARGET_DIR` too).
+/// `cargo <args>` with the same toolchain that runs xtask, in the tasks' target directory.
 pub fn cargo(args: &[&str]) -> Result<()> {
-    run(Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(args)
-        .env("CARGO_TARGET_DIR", crate::target_dir()))
+    run(cargo_command().args(args))
+}
+
+/// A cargo command with the toolchain that runs xtask, in the tasks' target directory
+/// ([`crate::target_dir`]; the tests it runs see it as `CARGO_TARGET_DIR` too), without the
+/// variables `cargo run` set for xtask itself. Build scripts that track `CARGO_MANIFEST_DIR` or
+/// `CARGO_PKG_*` (ring's does) read them from cargo's own environment, where xtask's values
+/// (this clone's path) would make every new clone rebuild them and all that depends on them.
+pub fn cargo_command() -> Command {
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        let set_by_cargo_run = name.starts_with("CARGO_PKG_")
+            || name.starts_with("CARGO_MANIFEST_")
+            || matches!(name.as_ref(), "CARGO_CRATE_NAME" | "CARGO_BIN_NAME" | "CARGO_PRIMARY_PACKAGE" | "OUT_DIR");
+        if set_by_cargo_run {
+            cmd.env_remove(name.as_ref());
+        }
+    }
+    cmd.env("CARGO_TARGET_DIR", crate::target_dir());
+    cmd
 }
 
 /// Whether a program is on PATH.
