@@ -15,10 +15,6 @@ const SEEDS: u64 = 60;
 /// Scenarios whose divergence is deliberate: (name, difference kind, docs/divergences.md entry).
 const DELIBERATE: &[(&str, &str, &str)] = &[];
 
-/// Oracle processes, each with a thread of our engine beside it: the comparison alternates
-/// between the two engines, so with one pair a core stands idle most of the time.
-const WORKERS: usize = 2;
-
 fn oracle_or_skip() -> Option<oracle::Oracle> {
     let path = oracle::default_path();
     if !path.is_file() {
@@ -38,7 +34,7 @@ fn oracle_or_skip() -> Option<oracle::Oracle> {
 
 #[test]
 fn corpus_and_generated_scenarios_agree_with_upstream() {
-    let Some(first_oracle) = oracle_or_skip() else { return };
+    let Some(mut oracle) = oracle_or_skip() else { return };
     let mut cases: Vec<(String, String)> = Vec::new();
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
     let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().filter_map(|e| e.ok()).map(|e| e.path()).collect();
@@ -50,34 +46,11 @@ fn corpus_and_generated_scenarios_agree_with_upstream() {
         let g = generate::scenario(seed);
         cases.push((g.name, g.yaml));
     }
-    // The same cases as one worker would compare, dealt round-robin and put back in order, so the
-    // report does not depend on how many workers ran.
-    let mut oracles = vec![first_oracle];
-    while oracles.len() < WORKERS {
-        oracles.push(oracle::Oracle::start(&oracle::default_path()).expect("another oracle starts"));
-    }
-    let mut compared: Vec<(usize, anyhow::Result<run::Comparison>)> = std::thread::scope(|scope| {
-        let workers: Vec<_> = oracles
-            .into_iter()
-            .enumerate()
-            .map(|(w, mut oracle)| {
-                let cases = &cases;
-                scope.spawn(move || {
-                    (w..cases.len())
-                        .step_by(WORKERS)
-                        .map(|i| (i, run::compare_one(&mut oracle, &cases[i].0, &cases[i].1)))
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        workers.into_iter().flat_map(|w| w.join().expect("a fidelity worker panicked")).collect()
-    });
-    compared.sort_by_key(|(i, _)| *i);
     let mut failures = Vec::new();
     let mut agreeing = 0;
     let mut random_ties = Vec::new();
-    for ((name, _), (_, compared)) in cases.iter().zip(compared) {
-        let c = match compared {
+    for (name, yaml) in &cases {
+        let c = match run::compare_one(&mut oracle, name, yaml) {
             Ok(c) => c,
             Err(e) => {
                 failures.push(format!("{name}: {e:#}"));
