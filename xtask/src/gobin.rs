@@ -69,13 +69,7 @@ impl GoBinary<'_> {
             .ok()
             .filter(|j| !j.is_empty())
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()).to_string());
-        let mut cmd = if util::have("nice") {
-            let mut nice = Command::new("nice");
-            nice.args(["-n", "19"]).arg(go);
-            nice
-        } else {
-            Command::new(go)
-        };
+        let mut cmd = util::low_priority(go);
         // No DWARF from the compiler (`-gcflags=all=-dwarf=false`) and none kept by the linker
         // (`-s -w`): the binaries are for tests, whose failures are read from logs, and the debug
         // information is a measurable share of a cold build.

@@ -132,13 +132,7 @@ fn ensure_wasm_bindgen_cli(version: &str) -> Result<()> {
         let target = target.to_str().context("the target directory is not UTF-8")?;
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let install = |locked: bool| {
-            let mut cmd = if util::have("nice") {
-                let mut nice = Command::new("nice");
-                nice.args(["-n", "19", &cargo]);
-                nice
-            } else {
-                Command::new(&cargo)
-            };
+            let mut cmd = util::low_priority(&cargo);
             cmd.args(["install", "--quiet", "wasm-bindgen-cli", "--version", version, "--target-dir", target]);
             if locked {
                 cmd.arg("--locked");

@@ -203,6 +203,18 @@ pub fn cargo_command() -> Command {
     cmd
 }
 
+/// `program` at the lowest CPU priority (`nice -n 19`, where `nice` exists): the background jobs of
+/// `cargo xtask test` then take only what the compiles in front leave idle.
+pub fn low_priority(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    if have("nice") {
+        let mut nice = Command::new("nice");
+        nice.args(["-n", "19"]).arg(program);
+        nice
+    } else {
+        Command::new(program)
+    }
+}
+
 /// Whether a program is on PATH.
 pub fn have(program: &str) -> bool {
     Command::new("sh")
