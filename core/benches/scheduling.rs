@@ -1,6 +1,6 @@
 //! One provisioning round: `cargo bench -p carpentry-core --bench scheduling`.
 //!
-//! Inputs follow upstream's `scheduling_benchmark_test.go` (reference §5.1): one NodePool with
+//! Inputs follow upstream's `scheduling_benchmark_test.go`: one NodePool with
 //! limits cpu 10000000 / memory 10000000Gi, 400 synthetic instance types (`fake-it-i`: i+1 vCPU,
 //! 2(i+1) GiB, 10(i+1) pods, price 0.1·vCPU + 0.1·GB, spot z1/z2 and on-demand z1/z2/z3), no
 //! existing nodes, no DaemonSets; CPU drawn from {100m, 250m, 500m, 1, 1.5} and memory from

@@ -205,12 +205,8 @@ fn explain_pod(state: &ClusterState, common: &CommonArgs, name: &str, paint: Pai
     let namespace = find_namespace(state, common, name)?;
     let clock = simulation::Clock::new(state.manifests.scenario.as_ref().and_then(|s| s.spec.start_time.as_deref()))
         .ok_or_else(|| Failure::Input(format!("{}: the Scenario's startTime is not an RFC 3339 time", state.source)))?;
-    let prepared = carpentry_core::scheduling::cluster::input_from_manifests(
-        &state.manifests,
-        state.catalogue,
-        Some(state.region()),
-    )
-    .map_err(|e| Failure::Input(format!("{}: {e}", state.source)))?;
+    let prepared = carpentry_core::state::input_from_manifests(&state.manifests, state.catalogue, Some(state.region()))
+        .map_err(|e| Failure::Input(format!("{}: {}", state.source, carpentry_core::error_chain(&e))))?;
     let mut notes = state.notes.clone();
     notes.extend(prepared.notes.iter().cloned());
     let mut input = prepared.input;

@@ -64,6 +64,14 @@ pub enum Failure {
     Exit(u8),
 }
 
+/// The engine could not build the view of the input (unknown region, a reservation in another
+/// region, a NodeClass the catalogue cannot serve): the user's input is at fault (exit 2).
+impl From<carpentry_core::StateError> for Failure {
+    fn from(e: carpentry_core::StateError) -> Self {
+        Failure::Input(carpentry_core::error_chain(&e))
+    }
+}
+
 impl From<anyhow::Error> for Failure {
     fn from(e: anyhow::Error) -> Self {
         Failure::Other(e)

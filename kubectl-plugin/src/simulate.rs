@@ -7,8 +7,9 @@ use std::fmt::Write as _;
 use carpentry_core::catalogue::Catalogue;
 use carpentry_core::disruption::explain::{NodeExplanation, NodePoolExplanation};
 use carpentry_core::manifest::Manifests;
-use carpentry_core::scheduling::{self, cluster, explain, Results};
+use carpentry_core::scheduling::{self, explain, Results};
 use carpentry_core::simulation;
+use carpentry_core::state;
 use serde::Serialize;
 
 use crate::{input, Failure};
@@ -87,14 +88,14 @@ struct ExistingRow<'a> {
 #[derive(Serialize)]
 struct RelaxedRow<'a> {
     pod: String,
-    relaxations: &'a [carpentry_core::scheduling::pod::Relaxation],
+    relaxations: &'a [carpentry_core::scheduling::explain::Relaxation],
 }
 
 #[derive(Serialize)]
 struct IgnoredRow<'a> {
     pod: String,
     reason: String,
-    detail: &'a carpentry_core::scheduling::pod::IgnoreReason,
+    detail: &'a carpentry_core::scheduling::explain::IgnoreReason,
 }
 
 #[derive(Serialize)]
@@ -127,8 +128,7 @@ pub fn run(args: SimulateArgs) -> Result<(), Failure> {
     if let Some(until) = &args.until {
         return run_over_time(&manifests, &args, until, notes);
     }
-    let prepared = cluster::input_from_manifests(&manifests, Catalogue::embedded(), args.region.as_deref())
-        .map_err(Failure::Input)?;
+    let prepared = state::input_from_manifests(&manifests, Catalogue::embedded(), args.region.as_deref())?;
     notes.extend(prepared.notes.iter().cloned());
     let results = scheduling::schedule(&prepared.input);
     notes.extend(results.notes.iter().cloned());
@@ -350,7 +350,7 @@ fn run_over_time(
         Failure::Input(format!("--until {until:?} is not a duration after the start (e.g. 90s, 10m, 1h30m)"))
     })?;
     let mut sim = simulation::Simulation::new(manifests, args.region.as_deref(), simulation::Timings::default())
-        .map_err(|e| Failure::Input(e.to_string()))?;
+        .map_err(|e| Failure::Input(carpentry_core::error_chain(&e)))?;
     sim.run_until(simulation::SimTime(end));
     notes.extend(sim.notes().map(str::to_string));
     let explained = explanations(&sim, &args.explain)?;

@@ -108,7 +108,7 @@ pub fn read(common: &ReadArgs) -> Result<ClusterState, Failure> {
 /// The current UTC time, RFC 3339 in whole seconds (the adapter's clock; core has none).
 pub fn now_rfc3339() -> String {
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    carpentry_core::catalogue::reservations::format_time(secs as i64)
+    carpentry_core::api::time::format_time(secs as i64)
 }
 
 fn region_of_nodes(m: &Manifests) -> Option<String> {

@@ -55,7 +55,7 @@ pub fn run(args: WhatifArgs) -> Result<(), Failure> {
         edits.convert_legacy().into_iter().map(|n| format!("converted {}: {}: {}", n.object, n.field, n.message)),
     );
     let result = simulation::whatif(&state.manifests, edits, state.catalogue, SimTime(until))
-        .map_err(|e| Failure::Input(format!("whatif: {e}")))?;
+        .map_err(|e| Failure::Input(format!("whatif: {}", carpentry_core::error_chain(&e))))?;
     notes.extend(result.notes.iter().cloned());
     notes.sort();
     notes.dedup();
@@ -64,7 +64,7 @@ pub fn run(args: WhatifArgs) -> Result<(), Failure> {
         .scenario
         .as_ref()
         .and_then(|s| s.spec.start_time.clone())
-        .unwrap_or_else(|| simulation::clock::DEFAULT_START.to_string());
+        .unwrap_or_else(|| simulation::DEFAULT_START.to_string());
     let header = Header {
         kind: "WhatIf",
         api_version: API_VERSION,

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 
 use carpentry_core::catalogue::Catalogue;
 use carpentry_core::manifest;
-use carpentry_core::scheduling::{self, cluster, Results};
+use carpentry_core::scheduling::{self, Results};
+use carpentry_core::state;
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]
@@ -159,7 +160,8 @@ fn run(path: &Path) -> Result<(), Vec<String>> {
     if m.expectations.is_empty() {
         return Err(vec!["no Expectations document".into()]);
     }
-    let prepared = cluster::input_from_manifests(&m, Catalogue::embedded(), None).map_err(|e| vec![e])?;
+    let prepared = state::input_from_manifests(&m, Catalogue::embedded(), None)
+        .map_err(|e| vec![carpentry_core::error_chain(&e)])?;
     let results = scheduling::schedule(&prepared.input);
     let mut errors = Vec::new();
     if results != scheduling::schedule(&prepared.input) {

@@ -39,7 +39,7 @@ impl Session {
             .into_iter()
             .map(|n| format!("converted {}: {}: {}", n.object, n.field, n.message))
             .collect();
-        let sim = Simulation::new(&m, None, Timings::default()).map_err(|e| e.to_string())?;
+        let sim = Simulation::new(&m, None, Timings::default()).map_err(|e| carpentry_core::error_chain(&e))?;
         notes.extend(sim.notes().map(str::to_string));
         Ok(Session { sim, notes })
     }
@@ -115,20 +115,17 @@ impl Session {
         if step.apply.is_some() {
             return Err("action: use apply with YAML text to apply objects".into());
         }
-        self.sim.act(&step, None)
+        self.sim.act(&step, None).map_err(|e| carpentry_core::error_chain(&e))
     }
 
     /// Applies edited objects (YAML text) now.
     pub fn apply(&mut self, yaml: &str) -> Result<(), String> {
         let m = manifest::load(yaml).map_err(|e| e.to_string())?;
-        self.sim.apply(m)
+        self.sim.apply(m).map_err(|e| carpentry_core::error_chain(&e))
     }
 
     /// The instance types NodePool `name` may launch now, cheapest first.
-    pub fn instance_types(
-        &self,
-        name: &str,
-    ) -> Result<carpentry_core::scheduling::nodeclaim_template::AllowedInstanceTypes, String> {
+    pub fn instance_types(&self, name: &str) -> Result<carpentry_core::scheduling::AllowedInstanceTypes, String> {
         self.explain_nodepool(name).map(|e| e.instance_types)
     }
 

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use carpentry_core::catalogue::reservations::format_time;
+use carpentry_core::api::time::format_time;
 use carpentry_core::disruption::explain::{NodeExplanation, NodePoolExplanation};
 use carpentry_core::scheduling::explain::failure_text;
 use carpentry_core::simulation::{Event as SimEvent, NodeState, NodeView, PodStanding};

@@ -8,6 +8,7 @@ mod fidelity;
 mod gobin;
 mod play;
 mod testenv;
+mod tidy;
 mod util;
 
 use std::path::PathBuf;
@@ -36,6 +37,9 @@ enum Task {
     Fidelity(fidelity::FidelityArgs),
     /// Pods/second of our scheduler and upstream's, side by side (ends with `min speedup: X`).
     BenchVsUpstream(fidelity::BenchArgs),
+    /// Check the code's shape: no module cycles in core, a //! doc on every source file, no
+    /// references outside the repository (`--report`: core's module graph and API size).
+    Tidy(tidy::TidyArgs),
 }
 
 #[derive(clap::Args)]
@@ -55,6 +59,7 @@ fn main() -> Result<()> {
         Task::Testenv(args) => testenv::run(args),
         Task::Fidelity(args) => fidelity::run(args),
         Task::BenchVsUpstream(args) => fidelity::bench(args),
+        Task::Tidy(args) => tidy::run(args),
     }
 }
 
@@ -154,6 +159,9 @@ fn test_steps(args: TestArgs) -> Result<()> {
     let bindgen = play::ensure_wasm_bindgen_cli_in_background()?;
     if !args.no_lint {
         util::step("rustfmt", || util::cargo(&["fmt", "--all", "--check"]))?;
+        util::step("tidy: core's module graph, file docs, outside references", || {
+            tidy::run(tidy::TidyArgs { report: false })
+        })?;
         util::step("clippy", || {
             // The ci profile: its build scripts and proc-macros are the ones the test build runs.
             util::cargo(&[
@@ -167,6 +175,16 @@ fn test_steps(args: TestArgs) -> Result<()> {
                 "-D",
                 "warnings",
             ])
+        })?;
+    }
+    if !args.no_lint {
+        // Core's API docs build without a warning (broken intra-doc links, bad HTML). After
+        // clippy, so the dependencies' metadata is already built in this profile.
+        util::step("core's API docs (rustdoc -D warnings)", || {
+            let mut cmd = util::cargo_command();
+            cmd.args(["doc", "--locked", "--profile", "ci", "-p", "carpentry-core", "--no-deps"]);
+            cmd.env("RUSTDOCFLAGS", "-D warnings");
+            util::run(&mut cmd)
         })?;
     }
     // Every native test and bench binary in one profile and one invocation (one feature

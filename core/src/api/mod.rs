@@ -5,22 +5,23 @@
 //! `kubectl get -o yaml` would show it after the API server defaulted it. Struct fields are declared in
 //! alphabetical order of their JSON names, which is the order `kubectl` prints them in.
 //!
-//! Validation (openAPI patterns, CEL rules and the runtime checks) is in [`validation`]; every type here implements
+//! Validation (openAPI patterns, CEL rules and the runtime checks) is in `validation`; every type here implements
 //! [`validation::Validate`].
 
-pub mod cron;
-pub mod duration;
+pub(crate) mod cron;
+pub(crate) mod duration;
 pub mod ec2nodeclass;
 pub mod nodeclaim;
 pub mod nodepool;
-pub mod validation;
+pub mod time;
+pub(crate) mod validation;
 
 use serde::{Deserialize, Serialize};
 
 pub use duration::{Duration, NillableDuration};
 pub use ec2nodeclass::{AmiFamily, EC2NodeClass, EC2NodeClassSpec};
-pub use nodeclaim::{NodeClaim, NodeClaimSpec, NodeClaimStatus};
-pub use nodepool::{NodeClassReference, NodePool, NodePoolSpec};
+pub use nodeclaim::{NodeClaim, NodeClaimSpec, NodeClaimStatus, NodeClassReference};
+pub use nodepool::{NodePool, NodePoolSpec};
 pub use validation::{FieldError, Rule, Validate, ValidateUpdate};
 
 /// The API group of NodePool and NodeClaim.

@@ -8,9 +8,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
 use crate::api::duration::{Duration, NillableDuration};
-use crate::api::nodepool::{default_expire_after, NodeClassReference};
 use crate::api::validation::{self, FieldError, KeyContext, Rule, Validate, ValidateUpdate};
-use crate::api::{Condition, KARPENTER_API_VERSION};
+use crate::api::{Condition, AWS_GROUP, KARPENTER_API_VERSION};
 use crate::requirements::NodeSelectorRequirementWithMinValues;
 use crate::resources::ResourceList;
 
@@ -30,6 +29,53 @@ pub mod conditions {
     pub const CONSISTENT_STATE_FOUND: &str = "ConsistentStateFound";
     pub const DISRUPTION_REASON: &str = "DisruptionReason";
     pub const READY: &str = "Ready";
+}
+
+/// `nodeClassRef`: the provider NodeClass a NodePool or NodeClaim uses.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeClassReference {
+    /// The API group, without a version (`karpenter.k8s.aws`).
+    pub group: String,
+    pub kind: String,
+    pub name: String,
+}
+
+impl Default for NodeClassReference {
+    /// The EC2NodeClass named `default`.
+    fn default() -> Self {
+        NodeClassReference {
+            group: AWS_GROUP.to_string(),
+            kind: "EC2NodeClass".to_string(),
+            name: "default".to_string(),
+        }
+    }
+}
+
+pub(crate) fn default_expire_after() -> NillableDuration {
+    NillableDuration::parse("720h").expect("720h is a duration")
+}
+
+pub(crate) fn validate_node_class_ref(r: &NodeClassReference, path: &str, out: &mut Vec<FieldError>) {
+    if r.group.is_empty() {
+        out.push(FieldError::new(format!("{path}.group"), Rule::NodeClassRefGroup, "group may not be empty"));
+    } else if r.group.contains('/') {
+        out.push(FieldError::new(
+            format!("{path}.group"),
+            Rule::NodeClassRefGroup,
+            format!(
+                "group {:?} must be an API group without a version (for example \"karpenter.k8s.aws\", not \
+                 \"karpenter.k8s.aws/v1\")",
+                r.group
+            ),
+        ));
+    }
+    if r.kind.is_empty() {
+        out.push(FieldError::new(format!("{path}.kind"), Rule::NodeClassRefKind, "kind may not be empty"));
+    }
+    if r.name.is_empty() {
+        out.push(FieldError::new(format!("{path}.name"), Rule::NodeClassRefName, "name may not be empty"));
+    }
 }
 
 fn default_api_version() -> String {
@@ -155,7 +201,7 @@ impl Validate for NodeClaim {
         let s = &self.spec;
         validation::validate_taints(&s.taints, &s.startup_taints, "spec", false, &mut out);
         validation::validate_requirements(&s.requirements, "spec.requirements", KeyContext::NodeClaim, &mut out);
-        validation::validate_node_class_ref(&s.node_class_ref, "spec.nodeClassRef", &mut out);
+        validate_node_class_ref(&s.node_class_ref, "spec.nodeClassRef", &mut out);
         if let Some(tgp) = &s.termination_grace_period {
             validation::validate_termination_grace_period(tgp, "spec.terminationGracePeriod", &mut out);
         }

@@ -13,9 +13,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
 use crate::api::duration::{Duration, NillableDuration};
-use crate::api::nodeclaim::{NodeClaim, NodeClaimSpec};
+use crate::api::nodeclaim::{
+    default_expire_after, validate_node_class_ref, NodeClaim, NodeClaimSpec, NodeClassReference,
+};
 use crate::api::validation::{self, idx, FieldError, KeyContext, Rule, Validate, ValidateUpdate};
-use crate::api::{Condition, AWS_GROUP, KARPENTER_API_VERSION};
+use crate::api::{Condition, KARPENTER_API_VERSION};
 use crate::quantity::Quantity;
 use crate::requirements::NodeSelectorRequirementWithMinValues;
 use crate::resources::ResourceList;
@@ -324,31 +326,6 @@ impl Default for NodeClaimTemplateSpec {
     }
 }
 
-pub(crate) fn default_expire_after() -> NillableDuration {
-    NillableDuration::parse("720h").expect("720h is a duration")
-}
-
-/// `nodeClassRef`: the provider NodeClass a NodePool or NodeClaim uses.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct NodeClassReference {
-    /// The API group, without a version (`karpenter.k8s.aws`).
-    pub group: String,
-    pub kind: String,
-    pub name: String,
-}
-
-impl Default for NodeClassReference {
-    /// The EC2NodeClass named `default`.
-    fn default() -> Self {
-        NodeClassReference {
-            group: AWS_GROUP.to_string(),
-            kind: "EC2NodeClass".to_string(),
-            name: "default".to_string(),
-        }
-    }
-}
-
 /// `status`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -414,7 +391,7 @@ impl NodePoolSpec {
             KeyContext::NodePool,
             out,
         );
-        validation::validate_node_class_ref(&t.spec.node_class_ref, &format!("{spath}.nodeClassRef"), out);
+        validate_node_class_ref(&t.spec.node_class_ref, &format!("{spath}.nodeClassRef"), out);
         if let Some(tgp) = &t.spec.termination_grace_period {
             validation::validate_termination_grace_period(tgp, &format!("{spath}.terminationGracePeriod"), out);
         }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Taint;
 
 use super::ec2nodeclass::*;
-use super::nodeclaim::{NodeClaim, NodeClaimSpec};
+use super::nodeclaim::{NodeClaim, NodeClaimSpec, NodeClassReference};
 use super::nodepool::*;
 use super::validation::{Rule, Validate, ValidateUpdate};
 use super::{Duration, NillableDuration};

@@ -10,7 +10,6 @@ use std::fmt;
 
 use crate::api::cron::CronSchedule;
 use crate::api::duration::{Duration, NillableDuration};
-use crate::api::nodepool::NodeClassReference;
 use crate::requirements::{NodeSelectorRequirementWithMinValues, Operator};
 use k8s_openapi::api::core::v1::Taint;
 
@@ -183,7 +182,7 @@ pub enum Rule {
     AmiAliasWindowsVersion,
     /// CEL "'alias' is mutually exclusive, cannot be set with a combination of other amiSelectorTerms".
     AmiAliasSingleTerm,
-    /// CEL "if set, amiFamily must be '<family>' or 'Custom' when using an <family> alias".
+    /// CEL "if set, amiFamily must be `'<family>'` or 'Custom' when using an `<family>` alias".
     AmiFamilyAliasMismatch,
     /// CEL "must specify amiFamily if amiSelectorTerms does not contain an alias".
     AmiFamilyRequired,
@@ -602,28 +601,6 @@ fn validate_well_known_values(r: &NodeSelectorRequirementWithMinValues, path: &s
                 ),
             ));
         }
-    }
-}
-
-pub(crate) fn validate_node_class_ref(r: &NodeClassReference, path: &str, out: &mut Vec<FieldError>) {
-    if r.group.is_empty() {
-        out.push(FieldError::new(format!("{path}.group"), Rule::NodeClassRefGroup, "group may not be empty"));
-    } else if r.group.contains('/') {
-        out.push(FieldError::new(
-            format!("{path}.group"),
-            Rule::NodeClassRefGroup,
-            format!(
-                "group {:?} must be an API group without a version (for example \"karpenter.k8s.aws\", not \
-                 \"karpenter.k8s.aws/v1\")",
-                r.group
-            ),
-        ));
-    }
-    if r.kind.is_empty() {
-        out.push(FieldError::new(format!("{path}.kind"), Rule::NodeClassRefKind, "kind may not be empty"));
-    }
-    if r.name.is_empty() {
-        out.push(FieldError::new(format!("{path}.name"), Rule::NodeClassRefName, "name may not be empty"));
     }
 }
 

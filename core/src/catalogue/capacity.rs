@@ -170,6 +170,13 @@ pub(crate) fn ebs_ephemeral_storage(family: &FamilyTraits, bdms: &[Bdm<'_>]) -> 
     family.ephemeral_default_bytes.map(Quantity::from_bytes).unwrap_or(default)
 }
 
+impl InstanceTypeInfo {
+    /// The ENI-limited pod count with no reserved ENIs: `ENIs × (IPv4 per ENI − 1) + 2`.
+    pub fn eni_limited_pods(&self) -> i64 {
+        eni_limited_pods(self, 0, 0)
+    }
+}
+
 /// upstream `ENILimitedPods`: `usableENIs × (IPv4 per ENI − 1) + 2`, 0 when no ENI is usable.
 pub(crate) fn eni_limited_pods(info: &InstanceTypeInfo, reserved_enis: i64, efa_only_card0: i64) -> i64 {
     let usable = (i64::from(info.default_card_enis) - reserved_enis - efa_only_card0).max(0);

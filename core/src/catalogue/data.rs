@@ -205,9 +205,4 @@ impl InstanceTypeInfo {
     pub fn supports(&self, usage_class: &str) -> bool {
         self.usage_classes.iter().any(|u| u == usage_class)
     }
-
-    /// The ENI-limited pod count with no reserved ENIs: `ENIs × (IPv4 per ENI − 1) + 2`.
-    pub fn eni_limited_pods(&self) -> i64 {
-        super::capacity::eni_limited_pods(self, 0, 0)
-    }
 }

@@ -10,16 +10,17 @@
 //! - zones are keyed by zone ID; names are derived by [`zone_name`] (sorted IDs → `<region>a`, `b`, …);
 //! - there are no NodeClass subnets here, so every zone of the region counts as a subnet zone;
 //! - on-demand prices are the us-east-1 table in every region (as upstream without regional data);
-//!   spot prices are synthetic ([`pricing`]) and flagged [`PriceSource::SyntheticSpot`];
+//!   spot prices are synthetic (`pricing`) and flagged [`PriceSource::SyntheticSpot`];
 //! - types without a published price have no available offering (upstream behaviour);
 //! - a region lists only the types offered in at least one of its zones (as a regional
 //!   `DescribeInstanceTypes` would).
 
 mod capacity;
 mod data;
-pub mod pricing;
-pub mod reservations;
+pub(crate) mod pricing;
+pub(crate) mod reservations;
 mod type_requirements;
+mod unavailable;
 
 #[cfg(test)]
 mod tests;
@@ -37,6 +38,7 @@ pub use data::{
     Accelerator, Arch, CatalogueFile, Gpu, InstanceTypeInfo, NeuronDevice, Provenance, ProvenanceInput, RegionFile,
     SCHEMA,
 };
+pub use unavailable::UnavailableOffering;
 
 use capacity::{Bdm, FamilyTraits, Settings, Signal};
 
@@ -138,7 +140,7 @@ pub enum PriceSource {
     /// A published table: karpenter-provider-aws's generated on-demand prices (shared, so cloning
     /// an offering does not copy the strings).
     Published(Arc<PublishedPrices>),
-    /// Derived by [`pricing::synthetic_spot_price`]; not a real spot price.
+    /// Derived by `pricing::synthetic_spot_price`; not a real spot price.
     SyntheticSpot,
     /// No price is known; the offering is unavailable (price 0).
     Unpriced,

@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{settings, Catalogue, CatalogueError, InstanceType, Offering};
 use crate::api::ec2nodeclass::{CapacityReservationSelectorTerm, EC2NodeClassSpec};
+use crate::api::time::parse_time;
 use crate::labels::{self, aws};
 use crate::requirements::{Requirement, Requirements};
 
@@ -127,18 +128,6 @@ pub struct Ec2CapacityReservation {
 pub fn is_reservation_id(text: &str) -> bool {
     text.strip_prefix("cr-")
         .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit() || b.is_ascii_lowercase()))
-}
-
-/// Parses an RFC 3339 time into seconds since the epoch.
-pub fn parse_time(text: &str) -> Option<i64> {
-    text.parse::<k8s_openapi::jiff::Timestamp>().ok().map(|t| t.as_second())
-}
-
-/// Seconds since the epoch as RFC 3339 (UTC, whole seconds), as the API server writes times.
-pub fn format_time(seconds: i64) -> String {
-    k8s_openapi::jiff::Timestamp::from_second(seconds)
-        .map(|ts| ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
-        .unwrap_or_default()
 }
 
 /// A reservation an EC2NodeClass offers, with its availability (upstream: an entry of

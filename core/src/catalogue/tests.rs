@@ -1,3 +1,6 @@
+//! Catalogue unit tests: the embedded data and its provenance, allocatable and overhead against
+//! upstream's worked examples, labels, offerings and prices, and errors.
+
 use std::collections::BTreeMap;
 
 use super::capacity::kube_reserved_cpu_millis;

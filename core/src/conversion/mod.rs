@@ -17,8 +17,8 @@
 //! - When a legacy object and a v1beta1 object of the same kind share a name, the older one is renamed with a
 //!   `-v1alpha5` / `-v1alpha1` suffix.
 
-pub mod v1alpha5;
-pub mod v1beta1;
+pub(crate) mod v1alpha5;
+pub(crate) mod v1beta1;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -27,7 +27,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
 use crate::api::ec2nodeclass::{self as v1nc, AmiFamily, EC2NodeClass, KubeletConfiguration};
-use crate::api::nodepool::{NodeClassReference, NodePool};
+use crate::api::nodeclaim::NodeClassReference;
+use crate::api::nodepool::NodePool;
 
 /// A legacy object to convert. Serialises as the object itself.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -25,7 +25,7 @@ use crate::resources::ResourceList;
 /// v1alpha1 `metadataOptions`: the same schema as v1beta1's.
 pub use crate::conversion::v1beta1::MetadataOptions;
 // v1's, as before, though they take `rootVolume` and `ebs.volumeInitializationRate`, which v1alpha1 did not have.
-pub use crate::api::ec2nodeclass::{BlockDevice, BlockDeviceMapping};
+use crate::api::ec2nodeclass::BlockDeviceMapping;
 
 /// The old label naming a node's Provisioner.
 pub const PROVISIONER_NAME_LABEL: &str = "karpenter.sh/provisioner-name";
@@ -34,7 +34,7 @@ pub const DO_NOT_CONSOLIDATE_ANNOTATION: &str = "karpenter.sh/do-not-consolidate
 /// The old pod annotation that blocked eviction.
 pub const DO_NOT_EVICT_ANNOTATION: &str = "karpenter.sh/do-not-evict";
 /// Its v1 replacement (pods and nodes).
-pub const DO_NOT_DISRUPT_ANNOTATION: &str = "karpenter.sh/do-not-disrupt";
+pub const DO_NOT_DISRUPT_ANNOTATION: &str = crate::labels::DO_NOT_DISRUPT;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Provisioner

@@ -27,7 +27,7 @@ pub use crate::api::ec2nodeclass::{
 };
 pub use crate::api::nodepool::TemplateMetadata;
 // Also v1's, as before, though its `ebs` takes `volumeInitializationRate`, which v1beta1 did not have.
-pub use crate::api::ec2nodeclass::{BlockDevice, BlockDeviceMapping};
+use crate::api::ec2nodeclass::BlockDeviceMapping;
 
 // ---------------------------------------------------------------------------------------------------------------
 // NodePool
@@ -161,7 +161,8 @@ pub(crate) fn convert_nodepool(np: &NodePool, notes: &mut Notes) -> PendingNodeP
     let mut v1 = v1np::NodePoolSpec::default();
 
     // expireAfter moved into the template.
-    v1.template.spec.expire_after = disruption.expire_after.clone().unwrap_or_else(v1np::default_expire_after);
+    v1.template.spec.expire_after =
+        disruption.expire_after.clone().unwrap_or_else(crate::api::nodeclaim::default_expire_after);
     if !v1.template.spec.expire_after.is_never() {
         let field = if disruption.expire_after.is_some() { "spec.disruption.expireAfter" } else { "spec.disruption" };
         note(
@@ -251,7 +252,7 @@ fn convert_node_class_ref(
     r: &NodeClassReference,
     field: &str,
     note: &mut impl FnMut(&str, String),
-) -> v1np::NodeClassReference {
+) -> crate::api::nodeclaim::NodeClassReference {
     let (group, kind) = (r.given_group(), r.given_kind());
     if group.is_none() || kind.is_none() {
         note(
@@ -268,7 +269,7 @@ fn convert_node_class_ref(
             ),
         );
     }
-    v1np::NodeClassReference {
+    crate::api::nodeclaim::NodeClassReference {
         group: group.unwrap_or_else(|| crate::api::AWS_GROUP.to_string()),
         kind: kind.unwrap_or_else(|| v1nc::KIND.to_string()),
         name: r.name.clone(),

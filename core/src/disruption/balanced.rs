@@ -1,5 +1,5 @@
 //! The `Balanced` consolidation policy (upstream v1.14 `disruption/balanced.go`,
-//! `designs/balanced-consolidation.md`; reference §3.7): a consolidation of a Balanced NodePool's
+//! `designs/balanced-consolidation.md`): a consolidation of a Balanced NodePool's
 //! nodes goes ahead only when what it saves is worth what it disrupts, both as fractions of the
 //! NodePool:
 //!
@@ -86,7 +86,7 @@ pub fn totals(view: &View<'_>, all_candidates: &[Candidate]) -> BTreeMap<String,
                 None => {
                     1.0 + view
                         .pods_on(&n.node)
-                        .filter(|p| crate::scheduling::pod::is_active(p))
+                        .filter(|p| crate::pod::is_active(p))
                         .map(|p| candidates::eviction_cost(p).max(0.0))
                         .sum::<f64>()
                 }

@@ -1,5 +1,5 @@
 //! Disruption budgets (upstream `pkg/apis/v1/nodepool.go::GetAllowedDisruptionsByReason`,
-//! `helpers.go::BuildDisruptionBudgetMapping`; reference §3.3).
+//! `helpers.go::BuildDisruptionBudgetMapping`).
 //!
 //! - A budget without `schedule` is always active; with one, it is active while the last cron hit
 //!   (UTC) is at most `duration` ago (upstream: the next hit after `now − duration` is not after
@@ -54,7 +54,7 @@ const MINUTE: i64 = 60;
 
 /// Budget windows are calendar times: JSON shows them as users write schedules, in UTC.
 fn rfc3339<S: serde::Serializer>(t: &i64, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&crate::catalogue::reservations::format_time(*t))
+    s.serialize_str(&crate::api::time::format_time(*t))
 }
 
 fn rfc3339_opt<S: serde::Serializer>(t: &Option<i64>, s: S) -> Result<S::Ok, S::Error> {
@@ -266,7 +266,7 @@ mod tests {
     }
 
     fn at(text: &str) -> i64 {
-        crate::catalogue::reservations::parse_time(text).unwrap()
+        crate::api::time::parse_time(text).unwrap()
     }
 
     #[test]
@@ -309,7 +309,7 @@ mod tests {
         let now = at("2026-12-01T10:00:00Z");
         let t = timeline(&p, 40, 0, now, 7 * 86_400);
         let shown: Vec<(String, Option<i64>)> =
-            t.iter().map(|s| (crate::catalogue::reservations::format_time(s.from), s.underutilized)).collect();
+            t.iter().map(|s| (crate::api::time::format_time(s.from), s.underutilized)).collect();
         let expected = [
             ("2026-12-01T10:00:00Z", 0),
             ("2026-12-01T17:00:00Z", 2),

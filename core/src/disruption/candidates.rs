@@ -1,12 +1,13 @@
 //! Disruption candidates (upstream `disruption/types.go::NewCandidate`, `helpers.go`,
-//! `pkg/utils/pod`; reference §3.2): which nodes a method may disrupt, and for every node that
+//! `pkg/utils/pod`): which nodes a method may disrupt, and for every node that
 //! is not a candidate the concrete reason, as a structured [`Blocker`].
 
 use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
 
-use super::{do_not_disrupt, pdb, NodeFacts, View};
+use super::{pdb, NodeFacts, View};
 use crate::api::nodepool::NodePool;
+use crate::pod::do_not_disrupt;
 
 /// Why a node cannot be disrupted now (upstream's `DisruptionBlocked` event texts, structured).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -50,7 +51,7 @@ impl std::fmt::Display for Blocker {
             Blocker::PodDoNotDisrupt { pod, until: Some(t) } => write!(
                 f,
                 "pod {pod:?} has \"karpenter.sh/do-not-disrupt\" annotation (until {})",
-                crate::catalogue::reservations::format_time(*t)
+                crate::api::time::format_time(*t)
             ),
             Blocker::PdbBlocks { pod, pdb } => write!(f, "pdb {pdb:?} prevents pod evictions (pod {pod})"),
             Blocker::MultiplePdbs { pod, pdbs } => {
@@ -135,7 +136,7 @@ pub fn candidate(view: &View<'_>, index: usize, eventual: bool) -> Result<Candid
     }
     let pods: Vec<&Pod> = view
         .pods_on(&facts.node)
-        .filter(|p| crate::scheduling::pod::is_active(p) && p.metadata.deletion_timestamp.is_none())
+        .filter(|p| crate::pod::is_active(p) && p.metadata.deletion_timestamp.is_none())
         .collect();
     let mut pod_blockers = Vec::new();
     for p in &pods {

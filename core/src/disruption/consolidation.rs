@@ -1,5 +1,5 @@
 //! Emptiness, drift and consolidation (upstream `emptiness.go`, `drift.go`, `consolidation.go`,
-//! `multinodeconsolidation.go`, `singlenodeconsolidation.go`; reference §3.4–§3.7).
+//! `multinodeconsolidation.go`, `singlenodeconsolidation.go`).
 //!
 //! Rescheduling is simulated by the provisioning scheduler itself: the candidates' nodes are
 //! marked deleting, so their reschedulable pods join the round with every pending pod and the
@@ -12,7 +12,8 @@ use crate::catalogue::{CapacityType, InstanceType, OfferingCompatibility};
 use crate::labels;
 use crate::requirements::{Requirement, Requirements};
 use crate::scheduling::nodeclaim_template::satisfies_min_values_of;
-use crate::scheduling::{NodePoolInput, Results};
+use crate::scheduling::Results;
+use crate::state::NodePoolInput;
 
 use super::{balanced, budgets};
 use super::{Candidate, Command, Method, View};
@@ -48,7 +49,7 @@ fn consolidatable(view: &View<'_>, c: &Candidate) -> Result<(), String> {
         return Err(format!(
             "consolidateAfter ({}) has not passed since the last pod event: consolidatable at {}",
             crate::api::duration::format_go_duration(after * 1_000_000_000),
-            crate::catalogue::reservations::format_time(since + after)
+            crate::api::time::format_time(since + after)
         ));
     }
     Ok(())
@@ -68,7 +69,7 @@ fn allowances(view: &View<'_>, reason: BudgetReason) -> BTreeMap<String, (i64, O
         let binding = a.binding.and_then(|i| a.budgets.iter().find(|b| b.index == i)).map(|b| {
             let window = match (&b.schedule, b.window_ends) {
                 (Some(s), Some(end)) => {
-                    format!(", schedule {s:?} active until {}", crate::catalogue::reservations::format_time(end))
+                    format!(", schedule {s:?} active until {}", crate::api::time::format_time(end))
                 }
                 _ => String::new(),
             };
@@ -356,14 +357,14 @@ impl Room {
         let mut smallest: BTreeMap<String, CpuMem> = BTreeMap::new();
         for p in &view.objects.pods {
             let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) else { continue };
-            if !crate::scheduling::pod::is_active(p) {
+            if !crate::pod::is_active(p) {
                 continue;
             }
             let r = crate::resources::pod_requests(p).map(|r| cpu_mem(&r)).unwrap_or_default();
             let e = used.entry(node.to_string()).or_default();
             e.0 += r.0;
             e.1 += r.1;
-            if crate::scheduling::pod::daemonset_owner(p).is_none() {
+            if crate::pod::daemonset_owner(p).is_none() {
                 let m = smallest.entry(node.to_string()).or_insert((i128::MAX, i128::MAX));
                 *m = (m.0.min(r.0), m.1.min(r.1));
             }
@@ -420,12 +421,11 @@ impl Room {
     }
 }
 
-/// Builds the pass's round input if it is not built yet.
 /// The round with `cands` removed, and the instance types of the NodePool of each new NodeClaim.
 /// The round's input is built once per pass ([`View::input`]); a simulation only marks the
 /// candidates deleting in it, and unmarks them after.
 pub(super) fn simulate(view: &View<'_>, cands: &[&Candidate]) -> Result<(Results, Vec<NodePoolInput>), String> {
-    let mut input = view.input()?;
+    let mut input = view.input().map_err(|e| crate::error_chain(&e))?;
     let names: BTreeSet<&str> = cands.iter().map(|c| c.facts(view).node.as_str()).collect();
     let claims: BTreeSet<&str> = cands.iter().map(|c| c.facts(view).nodeclaim.as_str()).collect();
     let stamp = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
@@ -445,7 +445,7 @@ pub(super) fn simulate(view: &View<'_>, cands: &[&Candidate]) -> Result<(Results
             marked_claims.push(i);
         }
     }
-    input.options.consolidation = Some(crate::scheduling::ConsolidationSimulation {
+    input.options.consolidation = Some(crate::state::ConsolidationSimulation {
         candidates: names.iter().map(|n| n.to_string()).collect(),
         under_consolidate_after: under_consolidate_after(view).into_keys().collect(),
     });
@@ -495,7 +495,7 @@ fn noting_guarded_destinations(view: &View<'_>, cands: &[&Candidate], why: Strin
     let guarded: Vec<String> = under_consolidate_after(view)
         .into_iter()
         .filter(|(n, _)| !names.contains(n.as_str()))
-        .map(|(n, end)| format!("{n} until {}", crate::catalogue::reservations::format_time(end)))
+        .map(|(n, end)| format!("{n} until {}", crate::api::time::format_time(end)))
         .collect();
     if guarded.is_empty() {
         why

@@ -1,5 +1,5 @@
 //! Drift detection (upstream `nodeclaim/disruption/drift.go`, `nodepool/hash`, the AWS provider's
-//! `IsDrifted`; reference §3.5): a NodeClaim is drifted when
+//! `IsDrifted`): a NodeClaim is drifted when
 //! 1. its NodePool's template changed (static drift: the `karpenter.sh/nodepool-hash` annotation
 //!    stamped at creation differs from the NodePool's hash now; the hash covers the template's
 //!    labels, annotations, taints, startup taints, nodeClassRef, terminationGracePeriod and

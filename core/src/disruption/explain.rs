@@ -1,12 +1,13 @@
 //! "Why won't this node go away?": every condition upstream checks before disrupting a node (the
-//! checks of [`super::candidates::candidate`] and the methods' filters, one by one), each passed or
+//! checks of `candidate` and the methods' filters, one by one), each passed or
 //! failed with the concrete object, and a removal simulation (where each pod would go,
 //! the replacement if one is needed, the $/hour saved).
 
 use serde::Serialize;
 
-use super::{budgets, do_not_disrupt, pdb, Candidate, View};
+use super::{budgets, pdb, Candidate, View};
 use crate::api::nodepool::{BudgetReason, ConsolidationPolicy};
+use crate::pod::do_not_disrupt;
 
 /// One condition.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -76,7 +77,7 @@ fn check(condition: &str, passed: bool, detail: impl Into<String>) -> Check {
 }
 
 fn time(t: i64) -> String {
-    crate::catalogue::reservations::format_time(t)
+    crate::api::time::format_time(t)
 }
 
 /// Explains node `index` of the view.
@@ -112,7 +113,7 @@ pub fn explain_node(view: &View<'_>, index: usize) -> NodeExplanation {
         nodepool.is_some(),
         if nodepool.is_some() { String::new() } else { format!("NodePool {} not found", f.nodepool) },
     ));
-    let pods: Vec<_> = view.pods_on(&f.node).filter(|p| crate::scheduling::pod::is_active(p)).collect();
+    let pods: Vec<_> = view.pods_on(&f.node).filter(|p| crate::pod::is_active(p)).collect();
     let mut dnd = Vec::new();
     let mut blocked_by_pdb = Vec::new();
     for p in &pods {
@@ -144,7 +145,7 @@ pub fn explain_node(view: &View<'_>, index: usize) -> NodeExplanation {
             (Some(_), _) => check("consolidateAfter elapsed", true, ""),
         };
         checks.push(quiet);
-        let empty = pods.iter().all(|p| crate::scheduling::pod::daemonset_owner(p).is_some());
+        let empty = pods.iter().all(|p| crate::pod::daemonset_owner(p).is_some());
         let when_empty = np.spec.disruption.consolidation_policy == ConsolidationPolicy::WhenEmpty;
         checks.push(check(
             "consolidation policy allows it",
@@ -205,7 +206,7 @@ pub fn explain_node(view: &View<'_>, index: usize) -> NodeExplanation {
             nodepool: np.clone(),
             reschedulable: pods
                 .iter()
-                .filter(|p| crate::scheduling::pod::daemonset_owner(p).is_none())
+                .filter(|p| crate::pod::daemonset_owner(p).is_none())
                 .map(|p| {
                     format!(
                         "{}/{}",
@@ -256,7 +257,7 @@ fn removal(view: &View<'_>, c: &Candidate) -> Removal {
             savings_per_hour: 0.0,
         };
     };
-    let key = |p: &crate::scheduling::pod::PodRef| format!("{}/{}", p.namespace, p.name);
+    let key = |p: &crate::pod::PodRef| format!("{}/{}", p.namespace, p.name);
     let mut moves = Vec::new();
     for e in &results.existing_nodes {
         for p in &e.pods {

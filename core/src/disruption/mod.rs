@@ -1,5 +1,5 @@
-//! Disruption (upstream `pkg/controllers/disruption`, `pkg/utils/pdb`, `pkg/utils/disruption`;
-//! reference §2.5–§3): which nodes may go, when, and what replaces them.
+//! Disruption (upstream `pkg/controllers/disruption`, `pkg/utils/pdb`, `pkg/utils/disruption`):
+//! which nodes may go, when, and what replaces them.
 //!
 //! [`decide`] is one pass of upstream's disruption loop over a [`View`] of the cluster: the
 //! methods in upstream's order (emptiness, drift, multi-node consolidation, single-node
@@ -8,20 +8,20 @@
 //! ([`Declined`]). Expiration is not a method: expired NodeClaims are deleted regardless
 //! ([`expired`]). The simulation (`crate::simulation`) waits, validates and executes commands.
 
-pub mod balanced;
-pub mod budgets;
-pub mod candidates;
-pub mod consolidation;
-pub mod do_not_disrupt;
-pub mod drift;
+pub(crate) mod balanced;
+pub(crate) mod budgets;
+pub(crate) mod candidates;
+pub(crate) mod consolidation;
+pub(crate) mod drift;
 pub mod explain;
-pub mod pdb;
+pub(crate) mod pdb;
 
 use serde::Serialize;
 
 use crate::api::nodepool::BudgetReason;
+use crate::catalogue::UnavailableOffering;
 use crate::manifest::Manifests;
-use crate::scheduling::{PlannedNodeClaim, UnavailableOffering};
+use crate::scheduling::PlannedNodeClaim;
 
 pub use candidates::{Blocker, Candidate};
 pub use drift::DriftReason;
@@ -65,7 +65,7 @@ pub struct View<'a> {
     pub spot_to_spot: bool,
     /// The provisioning round's input over `objects`, built on first use and shared by every
     /// simulation of the pass.
-    pub input: std::cell::RefCell<Option<crate::scheduling::Input>>,
+    pub input: std::cell::RefCell<Option<crate::state::Input>>,
     /// Indices into `objects.pods` of the pods bound to each node.
     pub pods_by_node: std::collections::HashMap<String, Vec<usize>>,
     /// The replicas of the pods' controllers, for PodDisruptionBudgets (from `objects`' workloads;
@@ -108,10 +108,10 @@ impl<'a> View<'a> {
     }
 
     /// The round's input over `objects` (built on first use, then shared).
-    pub fn input(&self) -> Result<std::cell::RefMut<'_, crate::scheduling::Input>, String> {
+    pub fn input(&self) -> Result<std::cell::RefMut<'_, crate::state::Input>, crate::state::StateError> {
         let mut cell = self.input.borrow_mut();
         if cell.is_none() {
-            let prepared = crate::scheduling::cluster::input_from_manifests(
+            let prepared = crate::state::input_from_manifests(
                 self.objects,
                 crate::catalogue::Catalogue::embedded(),
                 Some(self.region),
@@ -238,7 +238,7 @@ pub fn decide(view: &View<'_>) -> Pass {
     pass
 }
 
-/// NodeClaims whose `expireAfter` has passed (reference §2.5: deleted regardless of budgets,
+/// NodeClaims whose `expireAfter` has passed (deleted regardless of budgets,
 /// do-not-disrupt and PDBs; the drain still honours the latter until the grace period).
 pub fn expired(objects: &Manifests, created: impl Fn(&str) -> Option<i64>, now: i64) -> Vec<String> {
     objects

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::scheduling::selector;
+use crate::labels::selector;
 
 /// `namespace/name` of a PDB.
 pub fn name(pdb: &PodDisruptionBudget) -> String {

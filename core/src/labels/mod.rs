@@ -8,6 +8,7 @@
 //! `kubernetes.io` and `k8s.io` were restricted too).
 
 pub mod aws;
+pub(crate) mod selector;
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -36,6 +37,9 @@ pub const WINDOWS_BUILD: &str = "node.kubernetes.io/windows-build";
 /// `kubernetes.io/hostname`: restricted (never well-known), Karpenter cannot know it before launch.
 pub const HOSTNAME: &str = "kubernetes.io/hostname";
 
+/// `karpenter.sh/do-not-disrupt`: on a pod, `"true"` or a duration, it blocks voluntary disruption
+/// of the pod's node; on a node, `"true"` blocks the node's.
+pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
 /// `karpenter.sh/initialized` (set on the node once it is initialized).
 pub const NODE_INITIALIZED: &str = "karpenter.sh/initialized";
 /// `karpenter.sh/registered` (set on the node once it registered).

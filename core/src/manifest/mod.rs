@@ -8,8 +8,8 @@
 //! kinds are skipped with a warning, never silently.
 
 pub mod scenario;
-pub mod workloads;
-pub mod yaml;
+pub(crate) mod workloads;
+pub(crate) mod yaml;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -297,7 +297,7 @@ impl Manifests {
     }
 
     /// Standalone pods followed by the pods of every Deployment, ReplicaSet, StatefulSet and Job,
-    /// in input order (see [`workloads`]).
+    /// in input order (see `workloads`).
     pub fn all_pods(&self) -> Vec<Pod> {
         let mut pods = self.pods.clone();
         pods.extend(self.deployments.iter().flat_map(workloads::deployment_pods));

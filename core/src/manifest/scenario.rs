@@ -5,7 +5,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::catalogue::reservations::{self, Ec2CapacityReservation, ReservationState, ReservationType};
-use crate::scheduling::UnavailableOffering;
+use crate::catalogue::UnavailableOffering;
+pub use crate::options::{FeatureGates, MinValuesPolicy};
 
 pub const API_VERSION: &str = "carpentry.dev/v1alpha1";
 pub const KIND: &str = "Scenario";
@@ -46,7 +47,7 @@ pub struct ScenarioSpec {
     pub steps: Vec<Step>,
     /// Karpenter's `--min-values-policy` (default Strict).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min_values_policy: Option<crate::scheduling::MinValuesPolicy>,
+    pub min_values_policy: Option<MinValuesPolicy>,
     /// Karpenter's `--feature-gates` (Helm `settings.featureGates`) that change decisions.
     #[serde(default, skip_serializing_if = "FeatureGates::is_default")]
     pub feature_gates: FeatureGates,
@@ -95,22 +96,6 @@ impl TimingOverrides {
         .into_iter()
         .filter_map(|(name, value, never)| value.as_deref().map(|v| (name, v, never)))
         .collect()
-    }
-}
-
-/// upstream feature gates, with upstream's defaults.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct FeatureGates {
-    /// `SpotToSpotConsolidation` (default off): consolidation may replace a spot node with a
-    /// cheaper spot node.
-    #[serde(default)]
-    pub spot_to_spot_consolidation: bool,
-}
-
-impl FeatureGates {
-    fn is_default(&self) -> bool {
-        *self == FeatureGates::default()
     }
 }
 
@@ -379,7 +364,7 @@ impl Scenario {
 
     /// The simulated clock's start in seconds since the epoch, if set and valid.
     pub fn start_seconds(&self) -> Option<i64> {
-        self.spec.start_time.as_deref().and_then(reservations::parse_time)
+        self.spec.start_time.as_deref().and_then(crate::api::time::parse_time)
     }
 
     fn validate_capacity_reservations(&self, out: &mut Vec<(String, String)>) {
@@ -439,7 +424,7 @@ impl Scenario {
                 ));
             }
             if let Some(end) = &r.end_time {
-                if reservations::parse_time(end).is_none() {
+                if crate::api::time::parse_time(end).is_none() {
                     out.push((path("endTime"), format!("{end:?} is not an RFC 3339 time")));
                 }
             }

@@ -1,3 +1,6 @@
+//! Manifest loading tests: documents of every kind, upstream defaults, and located errors for bad
+//! syntax, unknown fields, quantities and validation failures.
+
 use super::*;
 
 const NODEPOOL: &str = r#"apiVersion: karpenter.sh/v1

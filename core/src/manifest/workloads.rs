@@ -4,20 +4,16 @@
 //! real controllers use, so that explanations and tests can refer to them. Each pod keeps the
 //! template's labels, annotations and spec, its workload's namespace, and an owner reference to
 //! the workload (`controller: true`), which is how upstream recognises a pod's owner.
+//!
+//! The PersistentVolumeClaims the StatefulSet controller (`volumeClaimTemplates`) and the
+//! ephemeral volume controller would create come with the pods (`pods`).
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimSpec, Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-/// The kind, name and number of pods of a workload, for the expansion note.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Expansion {
-    pub kind: &'static str,
-    pub namespace: String,
-    pub name: String,
-    pub pods: usize,
-}
+use super::Manifests;
 
 /// Pods of a Deployment: `spec.replicas` (default 1).
 pub fn deployment_pods(d: &Deployment) -> Vec<Pod> {
@@ -93,6 +89,83 @@ fn pods_from_template(
             },
             spec: spec.clone(),
             status: None,
+        })
+        .collect()
+}
+
+/// [`Manifests::all_pods`], with each StatefulSet pod given the PersistentVolumeClaim volumes of
+/// its `volumeClaimTemplates` (`<template>-<pod>`), as the StatefulSet controller creates them, so
+/// that volume topology is not silently ignored; and the claims those controllers (and the
+/// ephemeral volume controller, `<pod>-<volume>`) would have created, for the ones the input does
+/// not hold.
+pub(crate) fn pods(manifests: &Manifests) -> (Vec<Pod>, Vec<PersistentVolumeClaim>) {
+    let mut claims = Vec::new();
+    let mut out = manifests.pods.clone();
+    out.extend(manifests.deployments.iter().flat_map(deployment_pods));
+    out.extend(manifests.replicasets.iter().flat_map(replicaset_pods));
+    for sts in &manifests.statefulsets {
+        for mut pod in statefulset_pods(sts) {
+            claims.extend(attach_claim_templates(sts, &mut pod));
+            out.push(pod);
+        }
+    }
+    out.extend(manifests.jobs.iter().flat_map(job_pods));
+    claims.extend(out.iter().flat_map(ephemeral_claims));
+    (out, claims)
+}
+
+/// Gives a StatefulSet pod the PersistentVolumeClaim volumes of its `volumeClaimTemplates`
+/// (`<template>-<pod>`), as the StatefulSet controller does, and returns those claims.
+pub(crate) fn attach_claim_templates(
+    sts: &k8s_openapi::api::apps::v1::StatefulSet,
+    pod: &mut Pod,
+) -> Vec<PersistentVolumeClaim> {
+    use k8s_openapi::api::core::v1::{PersistentVolumeClaimVolumeSource, Volume};
+    let templates = sts.spec.as_ref().and_then(|s| s.volume_claim_templates.clone()).unwrap_or_default();
+    let pod_name = pod.metadata.name.clone().unwrap_or_default();
+    let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+    let mut claims = Vec::new();
+    if let Some(spec) = pod.spec.as_mut() {
+        for t in &templates {
+            let name = t.metadata.name.clone().unwrap_or_default();
+            if let Some(template_spec) = &t.spec {
+                claims.push(claim_from_template(&namespace, format!("{name}-{pod_name}"), template_spec));
+            }
+            spec.volumes.get_or_insert_with(Vec::new).push(Volume {
+                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                    claim_name: format!("{name}-{pod_name}"),
+                    read_only: None,
+                }),
+                name,
+                ..Default::default()
+            });
+        }
+    }
+    claims
+}
+
+/// The claim a controller creates from a template (a StatefulSet's `volumeClaimTemplates`,
+/// named `<template>-<pod>`; a generic ephemeral volume's, named `<pod>-<volume>`): unbound, in
+/// the pod's namespace, with the template's spec.
+pub fn claim_from_template(namespace: &str, name: String, spec: &PersistentVolumeClaimSpec) -> PersistentVolumeClaim {
+    PersistentVolumeClaim {
+        metadata: ObjectMeta { name: Some(name), namespace: Some(namespace.to_string()), ..Default::default() },
+        spec: Some(spec.clone()),
+        status: None,
+    }
+}
+
+/// The claims of a pod's generic ephemeral volumes, as the ephemeral volume controller creates
+/// them when the pod is created.
+pub fn ephemeral_claims(pod: &Pod) -> Vec<PersistentVolumeClaim> {
+    let namespace = pod.metadata.namespace.as_deref().filter(|n| !n.is_empty()).unwrap_or("default");
+    let pod_name = pod.metadata.name.as_deref().unwrap_or("");
+    let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_deref()).unwrap_or(&[]);
+    volumes
+        .iter()
+        .filter_map(|v| {
+            let template = v.ephemeral.as_ref()?.volume_claim_template.as_ref()?;
+            Some(claim_from_template(namespace, format!("{pod_name}-{}", v.name), &template.spec))
         })
         .collect()
 }

@@ -84,6 +84,7 @@ pub struct SyntaxError {
 }
 
 /// Parses a multi-document stream. Empty documents are dropped.
+#[cfg(test)]
 pub fn parse_documents(text: &str) -> Result<Vec<Document>, SyntaxError> {
     let mut documents = Vec::new();
     each_document(text, &mut |d| documents.push(d))?;

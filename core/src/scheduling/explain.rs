@@ -1,7 +1,7 @@
 //! Structured explanations of scheduling outcomes, and the one text renderer for them.
 //!
 //! Upstream reports only the last attempt's error string, drops existing-node reasons and (since
-//! v1.5) NodePool names (reference §6). Here every unschedulable pod carries:
+//! v1.5) NodePool names. Here every unschedulable pod carries:
 //! - the existing nodes (and NodeClaims planned earlier in the round) that rejected it, grouped
 //!   and counted by reason;
 //! - for each NodePool, the **first** failing constraint in upstream's check order, precisely,
@@ -10,17 +10,174 @@
 //! - the relaxations applied before the last attempt.
 //!
 //! A whole requirement set is never the headline: conflicts name one key and both value sets.
+//!
+//! This is the scheduling layer's vocabulary and sits at its bottom: the other files of
+//! `scheduling` use it and it uses none of them, which is why the reasons a pod is ignored, the
+//! relaxation steps and the topology conflicts are defined here rather than beside the code that
+//! produces them.
 
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
 
 use serde::Serialize;
 
+use crate::labels;
 use crate::quantity::Quantity;
 use crate::requirements::IncompatibleReason;
 
-use super::pod::{IgnoreReason, PodRef, Relaxation};
-use super::topology::{Kind, TopologyConflict};
+use crate::pod::PodRef;
+
+/// Why a pod without a node is not part of the provisioning round.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "reason", rename_all = "camelCase", rename_all_fields = "camelCase")]
+pub enum IgnoreReason {
+    /// `status.nominatedNodeName` is set: the pod is preempting (upstream `IsProvisionable`).
+    Nominated { node: String },
+    /// Owned by a DaemonSet: the DaemonSet controller places it.
+    DaemonSetPod,
+    /// A mirror (static) pod, owned by its Node.
+    MirrorPod,
+    /// The pod's PodScheduled condition is not `False/Unschedulable`: kube-scheduler has not
+    /// rejected it, so Karpenter does not act.
+    NotRejectedByKubeScheduler { condition: String },
+    /// The pod requires `karpenter.sh/nodepool DoesNotExist` (nodeSelector, first required term
+    /// or heaviest preferred term): it avoids Karpenter capacity on purpose (no event upstream).
+    AvoidsKarpenter,
+    /// A nodeSelector entry or required node-affinity expression fails `ValidateRequirement`
+    /// (upstream event `Failed to schedule pod, <message>`).
+    InvalidRequirement { key: String, message: String },
+    /// A required node-selector term uses `matchFields`.
+    MatchFields,
+    /// The pod's spec cannot be read (a bad quantity, a bad preferred term…).
+    Unreadable { message: String },
+    /// A PersistentVolumeClaim volume fails upstream's `ValidatePersistentVolumeClaims` (or, for a
+    /// pod of a deleting node, the volume topology lookup): missing claim, volume or class,
+    /// unbound with Immediate binding, and so on.
+    Volume { volume: String, claim: String, problem: VolumeProblem },
+}
+
+impl fmt::Display for IgnoreReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IgnoreReason::Nominated { node } => write!(f, "nominated to node {node} (preempting); not provisionable"),
+            IgnoreReason::DaemonSetPod => f.write_str("owned by a DaemonSet; not provisionable"),
+            IgnoreReason::MirrorPod => f.write_str("a mirror pod; not provisionable"),
+            IgnoreReason::NotRejectedByKubeScheduler { condition } => write!(
+                f,
+                "PodScheduled is {condition}, not False/Unschedulable; Karpenter only acts on pods kube-scheduler rejected"
+            ),
+            IgnoreReason::AvoidsKarpenter => {
+                write!(f, "requires {} DoesNotExist; it avoids Karpenter capacity", labels::NODEPOOL)
+            }
+            IgnoreReason::InvalidRequirement { message, .. } => write!(f, "ignored: {message}"),
+            IgnoreReason::MatchFields => f.write_str("ignored: node selector term with matchFields is not supported"),
+            IgnoreReason::Unreadable { message } => write!(f, "ignored: {message}"),
+            IgnoreReason::Volume { volume, claim, problem } => {
+                write!(f, "ignored: {}", volume_problem_text(volume, claim, problem))
+            }
+        }
+    }
+}
+
+/// One relaxation step that was applied (upstream `Preferences.Relax`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "step", rename_all = "camelCase", rename_all_fields = "camelCase")]
+pub enum Relaxation {
+    /// Step 1: the pod had more than one required node-selector term; the first was dropped.
+    DroppedRequiredTerm { index: usize },
+    /// Step 2: the heaviest remaining preferred pod-affinity term was dropped.
+    DroppedPreferredPodAffinity { weight: i32, topology_key: String },
+    /// Step 3: the heaviest remaining preferred pod-anti-affinity term was dropped.
+    DroppedPreferredPodAntiAffinity { weight: i32, topology_key: String },
+    /// Step 5: a ScheduleAnyway topology spread constraint was dropped.
+    DroppedScheduleAnywaySpread { topology_key: String, max_skew: i32 },
+    /// Step 4: the heaviest remaining preferred node-affinity term was dropped.
+    DroppedPreferredNodeAffinity { weight: i32 },
+    /// Step 6: PreferNoSchedule taints are tolerated (only when some NodePool has one).
+    ToleratedPreferNoSchedule,
+}
+
+impl fmt::Display for Relaxation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Relaxation::DroppedRequiredTerm { index } => {
+                write!(f, "dropped required node-affinity term #{} (terms are ORed)", index + 1)
+            }
+            Relaxation::DroppedPreferredNodeAffinity { weight } => {
+                write!(f, "dropped the preferred node-affinity term of weight {weight}")
+            }
+            Relaxation::ToleratedPreferNoSchedule => f.write_str("tolerated PreferNoSchedule taints"),
+            Relaxation::DroppedPreferredPodAffinity { weight, topology_key } => {
+                write!(f, "dropped the preferred pod-affinity term of weight {weight} (on {topology_key})")
+            }
+            Relaxation::DroppedPreferredPodAntiAffinity { weight, topology_key } => {
+                write!(f, "dropped the preferred pod-anti-affinity term of weight {weight} (on {topology_key})")
+            }
+            Relaxation::DroppedScheduleAnywaySpread { topology_key, max_skew } => {
+                write!(f, "dropped the ScheduleAnyway topology spread on {topology_key} (maxSkew {max_skew})")
+            }
+        }
+    }
+}
+
+/// The three kinds of topology group (upstream `TopologyType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Kind {
+    Spread,
+    Affinity,
+    AntiAffinity,
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Kind::Spread => "topology spread",
+            Kind::Affinity => "pod affinity",
+            Kind::AntiAffinity => "pod anti-affinity",
+        })
+    }
+}
+
+/// Why topology leaves no domain for the pod on a node (upstream "unsatisfiable topology
+/// constraint for `<kind>`, key=`<key>` (counts = …, podDomains = …, nodeDomains = …").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TopologyConflict {
+    pub kind: Kind,
+    pub key: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_skew: Option<i64>,
+    /// Matching pods per domain (at most 25 domains, like upstream).
+    pub counts: BTreeMap<String, i64>,
+    /// The pod's strict requirement for the key.
+    pub pod_domains: String,
+    /// The node's (or NodeClaim's) requirement for the key.
+    pub node_domains: String,
+    /// For an inverse anti-affinity: the pods whose required anti-affinity keeps this one out.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub anti_affinity_of: Vec<String>,
+}
+
+impl fmt::Display for TopologyConflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unsatisfiable {} on {}", self.kind, self.key)?;
+        if !self.anti_affinity_of.is_empty() {
+            write!(f, " (anti-affinity of {})", self.anti_affinity_of.join(", "))?;
+        }
+        if let Some(s) = self.max_skew {
+            write!(f, ", maxSkew {s}")?;
+        }
+        let counts: Vec<String> = self.counts.iter().map(|(d, n)| format!("{d}={n}")).collect();
+        write!(
+            f,
+            " (counts {{{}}}; pod allows {}; node offers {})",
+            counts.join(", "),
+            self.pod_domains,
+            self.node_domains
+        )
+    }
+}
 
 /// A taint as explanations show it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]

@@ -1,5 +1,5 @@
 //! Synthetic instance types in the shape of upstream's fake cloud provider
-//! (`pkg/cloudprovider/fake/instancetype.go`, reference §7.1): used by the unit tests and by the
+//! (`pkg/cloudprovider/fake/instancetype.go`): used by the unit tests and by the
 //! scheduling benchmark (upstream `scheduling_benchmark_test.go` uses `fake.InstanceTypes(400)`).
 //!
 //! Also the benchmark's pod mixes (upstream `scheduling_benchmark_test.go`), shared by the
@@ -186,9 +186,9 @@ pub fn benchmark_nodepool() -> crate::api::nodepool::NodePool {
 }
 
 /// One round's input as the benchmark builds it: the benchmark NodePool over `instance_types`.
-pub fn benchmark_input(instance_types: Arc<Vec<InstanceType>>, pods: Vec<Pod>) -> super::Input {
-    super::Input {
-        nodepools: vec![super::NodePoolInput { nodepool: benchmark_nodepool(), instance_types }],
+pub fn benchmark_input(instance_types: Arc<Vec<InstanceType>>, pods: Vec<Pod>) -> crate::state::Input {
+    crate::state::Input {
+        nodepools: vec![crate::state::NodePoolInput { nodepool: benchmark_nodepool(), instance_types }],
         pods,
         ..Default::default()
     }

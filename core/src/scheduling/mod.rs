@@ -8,29 +8,27 @@
 //! [scheduling/taints.go], `hostports` [scheduling/hostportusage.go], `topology` [topology.go,
 //! topologygroup.go, topologynodefilter.go], `volumes` [volumetopology.go, scheduling/volumeusage.go,
 //! utils/volume], `reservations` [reservationmanager.go, nodeclaim.go::offeringsToReserve],
-//! `cloudprovider` [the simulated CreateFleet choice], `explain` [our explanations],
-//! `cluster` [building the input from manifests].
+//! `cloudprovider` [the simulated CreateFleet choice], `explain` [our explanations, the
+//! vocabulary at the bottom of this module]. The round's input is [`crate::state::Input`].
 
-pub mod cloudprovider;
-pub mod cluster;
-pub mod daemons;
+pub(crate) mod cloudprovider;
+pub(crate) mod daemons;
 pub mod explain;
+#[cfg(any(test, feature = "fake"))]
 pub mod fake;
 mod go_sort;
-pub mod hostports;
-pub mod nodeclaim_template;
-pub mod pod;
+pub(crate) mod hostports;
+pub(crate) mod nodeclaim_template;
+pub(crate) mod pod;
 mod reservations;
-pub mod scheduler;
-pub mod selector;
-pub mod taints;
-pub mod topology;
-pub mod volumes;
+pub(crate) mod scheduler;
+pub(crate) mod taints;
+pub(crate) mod topology;
+pub(crate) mod volumes;
 
-pub use nodeclaim_template::{InstanceTypeOption, NodeClaimTemplate, Prefilter, Rejection};
+pub use nodeclaim_template::{AllowedInstanceTypes, InstanceTypeOption, NodeClaimTemplate, Prefilter, Rejection};
 pub use scheduler::{
-    nodepool_usage, schedule, ConsolidationSimulation, ExistingPlacement, Input, MinValuesPolicy, NodePoolInput,
-    Options, PlannedNodeClaim, RelaxedPod, Results, SkippedNodePool, UnavailableOffering, MAX_INSTANCE_TYPES,
+    nodepool_usage, schedule, ExistingPlacement, PlannedNodeClaim, RelaxedPod, Results, SkippedNodePool,
 };
 
 #[cfg(test)]

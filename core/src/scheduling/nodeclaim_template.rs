@@ -139,7 +139,7 @@ pub struct AllowedInstanceTypes {
     pub count: usize,
     /// Instance types left out (requirements, no available offering, larger than a limit).
     pub rejected: usize,
-    /// The cheapest survivors, cheapest first (at most [`ALLOWED_TYPES_SHOWN`]).
+    /// The cheapest survivors, cheapest first (at most `ALLOWED_TYPES_SHOWN`).
     pub cheapest: Vec<AllowedInstanceType>,
     /// The minValues shortfall, if the survivors cannot meet it (upstream launches nothing then).
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -3,12 +3,9 @@
 //! per-pod data the scheduler works with (requests, tolerations, host ports, node-affinity terms
 //! in relaxation order; upstream `preferences.go`).
 
-use std::fmt;
-
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm, Toleration, TopologySpreadConstraint};
-use serde::Serialize;
 
 use crate::api::validation::{label_value_errors, qualified_name_errors};
 use crate::labels;
@@ -16,83 +13,12 @@ use crate::quantity::Quantity;
 use crate::requirements::{Operator, Requirement, Requirements};
 use crate::resources::{self, ResourceList};
 
+use crate::pod::PodRef;
+
+use super::explain::{IgnoreReason, Relaxation};
 use super::hostports::{self, HostPort};
 use super::taints;
 use super::volumes::PodVolumes;
-
-/// `namespace/name` of a pod.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub struct PodRef {
-    pub namespace: String,
-    pub name: String,
-}
-
-impl PodRef {
-    pub fn of(pod: &Pod) -> PodRef {
-        PodRef {
-            namespace: pod.metadata.namespace.clone().unwrap_or_else(|| "default".into()),
-            name: pod.metadata.name.clone().unwrap_or_default(),
-        }
-    }
-}
-
-impl fmt::Display for PodRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
-    }
-}
-
-/// Why a pod without a node is not part of the provisioning round.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "reason", rename_all = "camelCase", rename_all_fields = "camelCase")]
-pub enum IgnoreReason {
-    /// `status.nominatedNodeName` is set: the pod is preempting (upstream `IsProvisionable`).
-    Nominated { node: String },
-    /// Owned by a DaemonSet: the DaemonSet controller places it.
-    DaemonSetPod,
-    /// A mirror (static) pod, owned by its Node.
-    MirrorPod,
-    /// The pod's PodScheduled condition is not `False/Unschedulable`: kube-scheduler has not
-    /// rejected it, so Karpenter does not act (§8 trap 1).
-    NotRejectedByKubeScheduler { condition: String },
-    /// The pod requires `karpenter.sh/nodepool DoesNotExist` (nodeSelector, first required term
-    /// or heaviest preferred term): it avoids Karpenter capacity on purpose (no event upstream).
-    AvoidsKarpenter,
-    /// A nodeSelector entry or required node-affinity expression fails `ValidateRequirement`
-    /// (upstream event `Failed to schedule pod, <message>`).
-    InvalidRequirement { key: String, message: String },
-    /// A required node-selector term uses `matchFields`.
-    MatchFields,
-    /// The pod's spec cannot be read (a bad quantity, a bad preferred term…).
-    Unreadable { message: String },
-    /// A PersistentVolumeClaim volume fails upstream's `ValidatePersistentVolumeClaims` (or, for a
-    /// pod of a deleting node, the volume topology lookup): missing claim, volume or class,
-    /// unbound with Immediate binding, and so on.
-    Volume { volume: String, claim: String, problem: super::explain::VolumeProblem },
-}
-
-impl fmt::Display for IgnoreReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            IgnoreReason::Nominated { node } => write!(f, "nominated to node {node} (preempting); not provisionable"),
-            IgnoreReason::DaemonSetPod => f.write_str("owned by a DaemonSet; not provisionable"),
-            IgnoreReason::MirrorPod => f.write_str("a mirror pod; not provisionable"),
-            IgnoreReason::NotRejectedByKubeScheduler { condition } => write!(
-                f,
-                "PodScheduled is {condition}, not False/Unschedulable; Karpenter only acts on pods kube-scheduler rejected"
-            ),
-            IgnoreReason::AvoidsKarpenter => {
-                write!(f, "requires {} DoesNotExist; it avoids Karpenter capacity", labels::NODEPOOL)
-            }
-            IgnoreReason::InvalidRequirement { message, .. } => write!(f, "ignored: {message}"),
-            IgnoreReason::MatchFields => f.write_str("ignored: node selector term with matchFields is not supported"),
-            IgnoreReason::Unreadable { message } => write!(f, "ignored: {message}"),
-            IgnoreReason::Volume { volume, claim, problem } => {
-                write!(f, "ignored: {}", super::explain::volume_problem_text(volume, claim, problem))
-            }
-        }
-    }
-}
 
 /// Upstream `IsProvisionable` minus the `nodeName` test (the caller splits bound pods first).
 /// A pod without any PodScheduled condition is taken as rejected by kube-scheduler: offline
@@ -122,62 +48,6 @@ pub fn provisionable(pod: &Pod) -> Result<(), IgnoreReason> {
         }
     }
     Ok(())
-}
-
-/// Whether a pod is owned by a DaemonSet (and which).
-pub fn daemonset_owner(pod: &Pod) -> Option<&str> {
-    pod.metadata.owner_references.iter().flatten().find(|o| o.kind == "DaemonSet").map(|o| o.name.as_str())
-}
-
-/// Whether a bound pod still occupies its node (not Succeeded/Failed).
-pub fn is_active(pod: &Pod) -> bool {
-    !matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
-}
-
-/// `karpenter.sh/do-not-disrupt`.
-pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
-
-/// Upstream `pdb.IsCurrentlyReschedulable` (§1.3 step 3): a pod of a deleting node is rescheduled
-/// when it is active (or a terminating StatefulSet pod), not a DaemonSet or mirror pod, not under
-/// an active `karpenter.sh/do-not-disrupt` (a duration runs from the pod's start until `now`;
-/// without a clock any duration counts as active), and not covered by a fully blocking
-/// PodDisruptionBudget (maxUnavailable 0 or 0%, minAvailable 100%).
-pub fn reschedulable(pod: &Pod, pdbs: &[k8s_openapi::api::policy::v1::PodDisruptionBudget], now: Option<i64>) -> bool {
-    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-    let owners = pod.metadata.owner_references.iter().flatten();
-    let statefulset = owners.clone().any(|o| o.kind == "StatefulSet");
-    if !is_active(pod) || (pod.metadata.deletion_timestamp.is_some() && !statefulset) {
-        return false;
-    }
-    if owners.clone().any(|o| o.kind == "DaemonSet" || (o.kind == "Node" && o.api_version == "v1")) {
-        return false;
-    }
-    let protected = match now {
-        Some(now) => {
-            crate::disruption::do_not_disrupt::pod_protection(pod, now)
-                != crate::disruption::do_not_disrupt::Protection::None
-        }
-        None => pod
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(DO_NOT_DISRUPT))
-            .is_some_and(|v| v == "true" || crate::api::Duration::parse(v).is_ok()),
-    };
-    if protected {
-        return false;
-    }
-    let labels = pod.metadata.labels.clone().unwrap_or_default();
-    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-    !pdbs.iter().any(|pdb| {
-        let Some(spec) = &pdb.spec else { return false };
-        let blocking = matches!(&spec.max_unavailable, Some(IntOrString::Int(0)))
-            || matches!(&spec.max_unavailable, Some(IntOrString::String(s)) if s == "0%")
-            || matches!(&spec.min_available, Some(IntOrString::String(s)) if s == "100%");
-        blocking
-            && pdb.metadata.namespace.as_deref().unwrap_or("default") == namespace
-            && spec.selector.as_ref().is_some_and(|s| super::selector::matches(s, &labels))
-    })
 }
 
 /// Upstream `v1.ValidateRequirement` for one pod expression.
@@ -412,47 +282,6 @@ pub struct Preferences {
     /// (`None`: all, as written). Upstream removes a ScheduleAnyway constraint by moving the last
     /// one into its place, so the order changes.
     pub spreads: Option<Vec<usize>>,
-}
-
-/// One relaxation step that was applied (upstream `Preferences.Relax`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "step", rename_all = "camelCase", rename_all_fields = "camelCase")]
-pub enum Relaxation {
-    /// Step 1: the pod had more than one required node-selector term; the first was dropped.
-    DroppedRequiredTerm { index: usize },
-    /// Step 2: the heaviest remaining preferred pod-affinity term was dropped.
-    DroppedPreferredPodAffinity { weight: i32, topology_key: String },
-    /// Step 3: the heaviest remaining preferred pod-anti-affinity term was dropped.
-    DroppedPreferredPodAntiAffinity { weight: i32, topology_key: String },
-    /// Step 5: a ScheduleAnyway topology spread constraint was dropped.
-    DroppedScheduleAnywaySpread { topology_key: String, max_skew: i32 },
-    /// Step 4: the heaviest remaining preferred node-affinity term was dropped.
-    DroppedPreferredNodeAffinity { weight: i32 },
-    /// Step 6: PreferNoSchedule taints are tolerated (only when some NodePool has one).
-    ToleratedPreferNoSchedule,
-}
-
-impl fmt::Display for Relaxation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Relaxation::DroppedRequiredTerm { index } => {
-                write!(f, "dropped required node-affinity term #{} (terms are ORed)", index + 1)
-            }
-            Relaxation::DroppedPreferredNodeAffinity { weight } => {
-                write!(f, "dropped the preferred node-affinity term of weight {weight}")
-            }
-            Relaxation::ToleratedPreferNoSchedule => f.write_str("tolerated PreferNoSchedule taints"),
-            Relaxation::DroppedPreferredPodAffinity { weight, topology_key } => {
-                write!(f, "dropped the preferred pod-affinity term of weight {weight} (on {topology_key})")
-            }
-            Relaxation::DroppedPreferredPodAntiAffinity { weight, topology_key } => {
-                write!(f, "dropped the preferred pod-anti-affinity term of weight {weight} (on {topology_key})")
-            }
-            Relaxation::DroppedScheduleAnywaySpread { topology_key, max_skew } => {
-                write!(f, "dropped the ScheduleAnyway topology spread on {topology_key} (maxSkew {max_skew})")
-            }
-        }
-    }
 }
 
 impl Preferences {

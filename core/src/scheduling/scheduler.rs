@@ -4,150 +4,49 @@
 //! NodeClaims, pods placed on existing nodes, and unschedulable or ignored pods (each with a
 //! structured explanation) out.
 //!
-//! Order of work (reference §1.3–§1.9):
-//! 1. pods: provisionable and valid (§1.2), else ignored with the reason;
+//! Order of work:
+//! 1. pods: provisionable and valid, else ignored with the reason;
 //! 2. NodePools: dynamic, managed, ready, not deleting; ordered by weight desc, then name desc;
-//!    instance types prefiltered against the template (§1.4); limits minus existing capacity;
+//!    instance types prefiltered against the template; limits minus existing capacity;
 //! 3. existing nodes: initialized first, then by name; remaining = allocatable − bound pods −
 //!    remaining daemon overhead;
 //! 4. the queue: cpu desc, memory desc, creation, uid (then input order); each pod tries existing
 //!    nodes, then this round's NodeClaims (fewest pods first, then creation order), then a new
 //!    NodeClaim per NodePool in order; on failure one relaxation step and retry; a failed pod goes
-//!    to the back unrelaxed; stop after a full cycle without progress (§1.5);
+//!    to the back unrelaxed; stop after a full cycle without progress;
 //! 5. finalisation: daemon overhead minimum into requests, price order, truncation to 600 with
 //!    the minValues re-check, the NodeClaim requirements and labels, and the simulated launch.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
-use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod, Taint};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
-use serde::{Deserialize, Serialize};
+use k8s_openapi::api::core::v1::{Pod, Taint};
+use serde::Serialize;
 
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
-use crate::catalogue::{CapacityType, InstanceType, OfferingCompatibility};
+use crate::catalogue::{CapacityType, InstanceType, OfferingCompatibility, UnavailableOffering};
 use crate::labels;
+use crate::options::MinValuesPolicy;
 use crate::quantity::Quantity;
 use crate::requirements::{AllowUndefined, NodeSelectorRequirementWithMinValues, Operator, Requirement, Requirements};
 use crate::resources::{self, ResourceList};
+use crate::state::{Input, NodePoolInput};
 
 use super::cloudprovider::{self, Launch};
 use super::daemons::{self, Daemon, DaemonGroup};
 use super::explain::{
     self, Deferred, Funnel, Ignored, MinValuesKey, NodePoolFailure, NodePoolVerdict, NodeRejection, PodExplanation,
-    RequirementConflict, Shortfall, TaintRef, TypeLoss, Unschedulable,
+    Relaxation, RequirementConflict, Shortfall, TaintRef, TypeLoss, Unschedulable,
 };
 use super::hostports::{self, HostPort};
 use super::nodeclaim_template::NodeClaimTemplate;
-use super::pod::{self, PodData, PodRef, Preferences, Relaxation};
+use super::pod::{self, PodData, Preferences};
 use super::reservations::{self, ReservationManager};
 use super::taints;
 use super::topology::{DomainSource, GroupId, NodeInfo, Topology, TopologyFailure};
 use super::volumes::{self, NodeVolumes, PodVolumes, Storage};
-
-/// Upstream `MaxInstanceTypes` (v1.7+).
-pub const MAX_INSTANCE_TYPES: usize = 600;
-
-/// `--min-values-policy`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum MinValuesPolicy {
-    #[default]
-    Strict,
-    BestEffort,
-}
-
-/// Scheduler switches.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Options {
-    pub min_values_policy: MinValuesPolicy,
-    pub max_instance_types: usize,
-    /// When the round runs (epoch seconds): a `karpenter.sh/do-not-disrupt` duration on a pod of a
-    /// deleting node protects it until then. `None` (no clock, e.g. a single offline round
-    /// without a Scenario `startTime`): any duration counts as active.
-    pub now: Option<i64>,
-    /// Set when the round is disruption's simulation of removing nodes (upstream
-    /// `IsConsolidationSimulation`).
-    pub consolidation: Option<ConsolidationSimulation>,
-    /// The round stands for kube-scheduler binding pending pods to existing nodes (the
-    /// simulation's model): pods are read without Karpenter's validation, which decides what
-    /// Karpenter provisions for, not what kube-scheduler binds (a `kubernetes.io/hostname`
-    /// nodeSelector is fine for kube-scheduler).
-    pub kube_scheduler: bool,
-    /// Check this pending pod on its own against every existing node and NodePool before the
-    /// round (`Results::evaluation`): the grid `explain pod` shows, with passing NodePools too.
-    pub evaluate: Option<PodRef>,
-}
-
-/// What a consolidation simulation knows beyond the cluster (upstream v1.14+: consolidateAfter
-/// also guards destinations).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ConsolidationSimulation {
-    /// The nodes being consolidated (marked deleting in the input for the simulation).
-    pub candidates: std::collections::BTreeSet<String>,
-    /// Existing nodes still inside their NodePool's consolidateAfter window (initialized, the last
-    /// pod event more recent than consolidateAfter): the candidates' pods may not move onto them.
-    /// Pending pods and pods of nodes that really are deleting may.
-    pub under_consolidate_after: std::collections::BTreeSet<String>,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            min_values_policy: MinValuesPolicy::Strict,
-            max_instance_types: MAX_INSTANCE_TYPES,
-            now: None,
-            consolidation: None,
-            kube_scheduler: false,
-            evaluate: None,
-        }
-    }
-}
-
-/// An offering that cannot be launched now (insufficient capacity).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct UnavailableOffering {
-    pub instance_type: String,
-    pub zone: String,
-    pub capacity_type: String,
-}
-
-/// A NodePool with the instance types its NodeClass can launch in the region.
-#[derive(Debug, Clone)]
-pub struct NodePoolInput {
-    pub nodepool: NodePool,
-    pub instance_types: Arc<Vec<InstanceType>>,
-}
-
-/// Everything one round reads.
-#[derive(Debug, Clone, Default)]
-pub struct Input {
-    pub nodepools: Vec<NodePoolInput>,
-    pub nodes: Vec<Node>,
-    pub nodeclaims: Vec<NodeClaim>,
-    /// Every pod: bound ones (with `spec.nodeName`) count against their node; the others are
-    /// candidates for the round.
-    pub pods: Vec<Pod>,
-    pub daemonsets: Vec<DaemonSet>,
-    /// Used to decide which pods of deleting nodes are rescheduled (fully blocking PDBs).
-    pub pdbs: Vec<PodDisruptionBudget>,
-    pub unavailable_offerings: Vec<UnavailableOffering>,
-    pub options: Options,
-    /// PersistentVolumeClaims, PersistentVolumes and StorageClasses: volume topology and the
-    /// validation of pods' claims (§1.13).
-    pub pvcs: Vec<PersistentVolumeClaim>,
-    pub pvs: Vec<PersistentVolume>,
-    pub storage_classes: Vec<StorageClass>,
-    /// CSINodes (named after their Node): the CSI volume limits of existing nodes.
-    pub csinodes: Vec<CSINode>,
-    /// Each pod's requests (`resources::pod_requests`, aligned with `pods`), when the caller runs
-    /// many rounds over the same pods (disruption's simulations) and computed them once; `None`:
-    /// each round reads them. Must be rebuilt if `pods` change.
-    pub pod_requests: Option<std::sync::Arc<Vec<ResourceList>>>,
-}
+use crate::pod::PodRef;
 
 /// A NodeClaim the round creates.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -366,7 +265,7 @@ pub fn schedule(input: &Input) -> Results {
         let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty()) else {
             continue;
         };
-        if pod::is_active(p) {
+        if crate::pod::is_active(p) {
             bound.pods.entry(node).or_default().push(p);
             let requests = match cached {
                 Some(all) => std::borrow::Cow::Borrowed(&all[i]),
@@ -443,11 +342,11 @@ pub fn schedule(input: &Input) -> Results {
             node.under_consolidate_after = c.under_consolidate_after.contains(&node.name);
         }
     }
-    // §1.3 step 3: the currently reschedulable pods of deleting nodes join the pending pods.
+    // the currently reschedulable pods of deleting nodes join the pending pods.
     let mut rescheduled: std::collections::BTreeSet<PodRef> = std::collections::BTreeSet::new();
     for node in &deleting {
         for p in bound.pods.get(node.as_str()).into_iter().flatten() {
-            if !pod::reschedulable(p, &input.pdbs, input.options.now) {
+            if !crate::pod::reschedulable(p, &input.pdbs, input.options.now) {
                 continue;
             }
             rescheduled.insert(PodRef::of(p));
@@ -464,7 +363,7 @@ pub fn schedule(input: &Input) -> Results {
         }
     }
     // Topology: the domain universe, the groups of the batch, counts from the bound pods that are
-    // active, not terminating and not part of the batch (§1.15.2).
+    // active, not terminating and not part of the batch.
     let topology = {
         let sources: Vec<DomainSource<'_>> = templates
             .iter()
@@ -491,7 +390,7 @@ pub fn schedule(input: &Input) -> Results {
             .pods
             .iter()
             .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty()))
-            .filter(|p| pod::is_active(p) && p.metadata.deletion_timestamp.is_none())
+            .filter(|p| crate::pod::is_active(p) && p.metadata.deletion_timestamp.is_none())
             .filter(|p| !rescheduled.contains(&PodRef::of(p)))
             .filter_map(|p| {
                 let node = p.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or_default();
@@ -581,7 +480,7 @@ fn build_template(
             }
         }
     }
-    // Prefilter without limits: limits are applied per new NodeClaim against what remains (§1.6).
+    // Prefilter without limits: limits are applied per new NodeClaim against what remains.
     let mut unlimited = base.clone();
     unlimited.limits.clear();
     let prefilter = unlimited.prefilter_survivors(&instance_types);
@@ -713,7 +612,7 @@ fn existing_nodes(
         // kube-scheduler, which leaves the pods of a tainted node where they are).
         let disrupted = taints::is_disrupted(node) && !input.options.kube_scheduler;
         if node.metadata.deletion_timestamp.is_some() || claim.is_some_and(marked_for_deletion) || disrupted {
-            // §1.3: not active capacity; its reschedulable pods join the round.
+            // not active capacity; its reschedulable pods join the round.
             deleting.push(name);
             continue;
         }
@@ -724,7 +623,7 @@ fn existing_nodes(
         let initialized = !managed || node_labels.get(labels::NODE_INITIALIZED).map(String::as_str) == Some("true");
         let mut node_taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
         if managed && !registered {
-            // §2.4: an unregistered managed node looks like its NodeClaim.
+            // an unregistered managed node looks like its NodeClaim.
             if let Some(c) = claim {
                 node_labels.extend(c.metadata.labels.clone().unwrap_or_default());
                 node_taints = c.spec.taints.clone();
@@ -767,7 +666,7 @@ fn existing_nodes(
             deleting.push(name);
             continue;
         }
-        // In flight: launched, no Node yet; shape from the NodeClaim (§2.4), startup taints ignored.
+        // In flight: launched, no Node yet; shape from the NodeClaim, startup taints ignored.
         let mut node_labels = nc.metadata.labels.clone().unwrap_or_default();
         let reqs = Requirements::from_node_selector_requirements(&nc.spec.requirements).unwrap_or_default();
         for (k, v) in reqs.labels() {
@@ -821,7 +720,7 @@ fn make_existing(
     let mut daemon_running = ResourceList::new();
     for (p, requests) in pods.iter().zip(requests_of) {
         resources::add_into(&mut used, requests);
-        if pod::daemonset_owner(p).is_some() {
+        if crate::pod::daemonset_owner(p).is_some() {
             resources::add_into(&mut daemon_running, requests);
         }
         host_ports.extend(hostports::pod_host_ports(p));

@@ -67,7 +67,7 @@ pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
 }
 
 /// The first taint (in the order given) no toleration tolerates (upstream `Taints.ToleratesPod`
-/// checks every taint, PreferNoSchedule included; §8 trap 7). `None` when all are tolerated.
+/// checks every taint, PreferNoSchedule included). `None` when all are tolerated.
 pub fn first_untolerated<'a>(
     taints: impl IntoIterator<Item = &'a Taint>,
     tolerations: &[Toleration],
@@ -80,14 +80,6 @@ pub fn first_untolerated<'a>(
 /// pods when their overhead is computed.
 pub fn prefer_no_schedule_toleration() -> Toleration {
     Toleration { operator: Some("Exists".into()), effect: Some(PREFER_NO_SCHEDULE.into()), ..Default::default() }
-}
-
-/// `key[=value]:Effect`, as upstream prints a taint.
-pub fn display(taint: &Taint) -> String {
-    match taint.value.as_deref() {
-        Some(v) if !v.is_empty() => format!("{}={}:{}", taint.key, v, taint.effect),
-        _ => format!("{}:{}", taint.key, taint.effect),
-    }
 }
 
 #[cfg(test)]
@@ -135,7 +127,5 @@ mod tests {
         )));
         assert!(!is_known_ephemeral(&taint("node.cloudprovider.kubernetes.io/uninitialized", Some("x"), NO_SCHEDULE)));
         assert!(!is_known_ephemeral(&taint("node.kubernetes.io/not-ready", None, NO_EXECUTE)));
-        assert_eq!(display(&taint("a", Some("b"), NO_SCHEDULE)), "a=b:NoSchedule");
-        assert_eq!(display(&taint("a", None, NO_SCHEDULE)), "a:NoSchedule");
     }
 }

@@ -1,4 +1,4 @@
-//! Scheduler unit tests on the fake instance types (reference §5.4 P-scenarios, adapted).
+//! Scheduler unit tests on the fake instance types (reference upstream's scheduling suite, adapted).
 
 use std::sync::Arc;
 
@@ -6,10 +6,13 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::explain::{NodePoolFailure, NodeRejection};
 use super::fake;
-use super::scheduler::{schedule, Input, MinValuesPolicy, NodePoolInput, Results, UnavailableOffering};
+use super::scheduler::{schedule, Results};
 use crate::api::nodepool::NodePool;
 use crate::catalogue::InstanceType;
+use crate::catalogue::UnavailableOffering;
+use crate::options::MinValuesPolicy;
 use crate::quantity::Quantity;
+use crate::state::{Input, NodePoolInput};
 
 mod reserved;
 
@@ -227,7 +230,7 @@ fn p8_heaviest_satisfiable_preference_wins() {
     );
     let r = schedule(&input(vec![np], small_types(), vec![pod("p", "1", "1Gi", aff)]));
     assert_eq!(r.nodeclaims[0].launch.as_ref().unwrap().zone, "test-zone-2", "{r:#?}");
-    assert_eq!(r.relaxed[0].relaxations, [super::pod::Relaxation::DroppedPreferredNodeAffinity { weight: 100 }]);
+    assert_eq!(r.relaxed[0].relaxations, [super::explain::Relaxation::DroppedPreferredNodeAffinity { weight: 100 }]);
 }
 
 #[test]
@@ -293,7 +296,7 @@ fn planned_nodeclaims_are_named_in_topology_conflicts() {
 
 #[test]
 fn limits_nodes_not_decremented_within_a_round() {
-    // §1.10: limits.nodes counts existing nodes only; one round may exceed it.
+    // limits.nodes counts existing nodes only; one round may exceed it.
     let np = nodepool(&np_spec("", "limits: {nodes: \"1\"}\n"), "default");
     let pods = (0..3).map(|i| pod(&format!("p{i}"), "1.5", "1Gi", "")).collect();
     let its = vec![fake::instance_type("small-instance-type", 2, Quantity::from_gibibytes(2), 5, "amd64")];
@@ -556,7 +559,7 @@ fn pods_of_deleting_nodes_are_rescheduled_unless_blocked() {
 
     // A do-not-disrupt duration runs from the pod's start: without a clock it counts as active;
     // with one, the pod moves once it has lapsed.
-    let t0 = crate::catalogue::reservations::parse_time("2026-12-01T10:00:00Z").unwrap();
+    let t0 = crate::api::time::parse_time("2026-12-01T10:00:00Z").unwrap();
     let mut timed = pod("timed", "1", "1Gi", "nodeName: old");
     timed.metadata.annotations = Some([("karpenter.sh/do-not-disrupt".to_string(), "10m".to_string())].into());
     timed.status.get_or_insert_with(Default::default).start_time = Some(
@@ -591,7 +594,7 @@ fn a_node_the_disruption_queue_tainted_is_deleting() {
 
 #[test]
 fn existing_required_anti_affinity_keeps_selected_pods_out() {
-    // Inverse anti-affinity (§1.16): the bound `owner` keeps pods labelled app=web off its host.
+    // Inverse anti-affinity: the bound `owner` keeps pods labelled app=web off its host.
     let np = nodepool(&np_spec("", ""), "default");
     let anti = "nodeName: n\naffinity:\n  podAntiAffinity:\n    requiredDuringSchedulingIgnoredDuringExecution:\n    - {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: web}}}";
     let web = labeled(pod("web", "100m", "100Mi", ""), &[("app", "web")]);
@@ -744,7 +747,7 @@ fn t8_preferred_anti_affinity_is_relaxed() {
     assert_eq!(r.relaxed.len(), 4, "{:?}", r.relaxed);
     assert!(matches!(
         r.relaxed[0].relaxations[0],
-        super::pod::Relaxation::DroppedPreferredPodAntiAffinity { weight: 10, .. }
+        super::explain::Relaxation::DroppedPreferredPodAntiAffinity { weight: 10, .. }
     ));
 }
 
@@ -781,7 +784,7 @@ fn schedule_anyway_spread_is_dropped_only_when_needed() {
         if when == "ScheduleAnyway" {
             assert!(matches!(
                 r.relaxed[0].relaxations[..],
-                [super::pod::Relaxation::DroppedScheduleAnywaySpread { max_skew: 1, .. }]
+                [super::explain::Relaxation::DroppedScheduleAnywaySpread { max_skew: 1, .. }]
             ));
         }
     }
@@ -850,7 +853,8 @@ fn topology_conflicts_are_explained() {
 
 #[test]
 fn relaxation_order_is_upstreams() {
-    use super::pod::{PodData, Preferences, Relaxation};
+    use super::explain::Relaxation;
+    use super::pod::{PodData, Preferences};
     let spec = "affinity:\n  nodeAffinity:\n    preferredDuringSchedulingIgnoredDuringExecution:\n    - {weight: 5, preference: {matchExpressions: [{key: a, operator: In, values: [b]}]}}\n  podAffinity:\n    preferredDuringSchedulingIgnoredDuringExecution:\n    - {weight: 1, podAffinityTerm: {topologyKey: kubernetes.io/hostname}}\n    - {weight: 9, podAffinityTerm: {topologyKey: topology.kubernetes.io/zone}}\n  podAntiAffinity:\n    preferredDuringSchedulingIgnoredDuringExecution:\n    - {weight: 3, podAffinityTerm: {topologyKey: kubernetes.io/hostname}}\ntopologySpreadConstraints:\n- {maxSkew: 1, topologyKey: a, whenUnsatisfiable: ScheduleAnyway}\n- {maxSkew: 2, topologyKey: b, whenUnsatisfiable: DoNotSchedule}\n- {maxSkew: 3, topologyKey: c, whenUnsatisfiable: ScheduleAnyway}";
     let data = PodData::read(&pod("p", "1", "1Gi", spec)).unwrap();
     let mut prefs = Preferences::default();
@@ -912,7 +916,7 @@ fn failed_pods_list_the_relaxations_tried() {
     let r =
         schedule(&input(vec![nodepool(&np_spec("", ""), "default")], small_types(), vec![pod("p", "64", "1Gi", aff)]));
     let e = &r.unschedulable[0].explanation;
-    assert_eq!(e.relaxations, [super::pod::Relaxation::DroppedPreferredNodeAffinity { weight: 10 }]);
+    assert_eq!(e.relaxations, [super::explain::Relaxation::DroppedPreferredNodeAffinity { weight: 10 }]);
     assert!(super::explain::render_unschedulable(&r.unschedulable[0])
         .contains("relaxed: dropped the preferred node-affinity term of weight 10"));
 }
@@ -1026,7 +1030,7 @@ mod properties {
             let r = schedule(&i);
             prop_assert_eq!(&r, &schedule(&i));
             prop_assert_eq!(placed(&r) + r.unschedulable.len(), pods.len());
-            let kind_of = |p: &super::super::pod::PodRef| specs[p.name[1..].parse::<usize>().unwrap()].0;
+            let kind_of = |p: &crate::pod::PodRef| specs[p.name[1..].parse::<usize>().unwrap()].0;
             let mut zones: std::collections::BTreeMap<(u8, String), usize> = std::collections::BTreeMap::new();
             for nc in &r.nodeclaims {
                 let zone = nc.launch.as_ref().expect("a launch").zone.clone();

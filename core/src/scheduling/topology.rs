@@ -1,5 +1,5 @@
 //! Topology (upstream `topology.go`, `topologygroup.go`, `topologydomaingroup.go`,
-//! `topologynodefilter.go`; reference §1.15–§1.16): pod topology spread, pod affinity and
+//! `topologynodefilter.go`): pod topology spread, pod affinity and
 //! anti-affinity, and the inverse anti-affinity of existing and batch pods.
 //!
 //! The scheduler consults [`Topology`] at the points upstream does:
@@ -22,17 +22,17 @@
 //! domains a spread counts over: it only narrows the node side (`add_requirements`' `node`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fmt;
 
 use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm, Taint, Toleration, TopologySpreadConstraint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
-use serde::Serialize;
 
 use crate::labels;
 use crate::requirements::{AllowUndefined, InternedKey, Requirement, Requirements};
 
+use crate::labels::selector;
+
+use super::explain::{Kind, TopologyConflict};
 use super::pod::{PodData, Preferences};
-use super::selector;
 use super::taints;
 
 /// A topology spread that found several valid domains equally loaded and took the first by
@@ -68,65 +68,6 @@ pub struct TopologyFailure {
     inverse: bool,
     pod_domains: Requirement,
     node_domains: Requirement,
-}
-
-/// The three kinds of topology group (upstream `TopologyType`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Kind {
-    Spread,
-    Affinity,
-    AntiAffinity,
-}
-
-impl fmt::Display for Kind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Kind::Spread => "topology spread",
-            Kind::Affinity => "pod affinity",
-            Kind::AntiAffinity => "pod anti-affinity",
-        })
-    }
-}
-
-/// Why topology leaves no domain for the pod on a node (upstream "unsatisfiable topology
-/// constraint for <kind>, key=<key> (counts = …, podDomains = …, nodeDomains = …").
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TopologyConflict {
-    pub kind: Kind,
-    pub key: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_skew: Option<i64>,
-    /// Matching pods per domain (at most 25 domains, like upstream).
-    pub counts: BTreeMap<String, i64>,
-    /// The pod's strict requirement for the key.
-    pub pod_domains: String,
-    /// The node's (or NodeClaim's) requirement for the key.
-    pub node_domains: String,
-    /// For an inverse anti-affinity: the pods whose required anti-affinity keeps this one out.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub anti_affinity_of: Vec<String>,
-}
-
-impl fmt::Display for TopologyConflict {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "unsatisfiable {} on {}", self.kind, self.key)?;
-        if !self.anti_affinity_of.is_empty() {
-            write!(f, " (anti-affinity of {})", self.anti_affinity_of.join(", "))?;
-        }
-        if let Some(s) = self.max_skew {
-            write!(f, ", maxSkew {s}")?;
-        }
-        let counts: Vec<String> = self.counts.iter().map(|(d, n)| format!("{d}={n}")).collect();
-        write!(
-            f,
-            " (counts {{{}}}; pod allows {}; node offers {})",
-            counts.join(", "),
-            self.pod_domains,
-            self.node_domains
-        )
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -677,7 +618,7 @@ impl Topology {
             bound,
         };
         for (p, n, terms) in &existing_anti {
-            let owner = super::pod::PodRef::of(p);
+            let owner = crate::pod::PodRef::of(p);
             let i = {
                 let ns = owner.namespace.clone();
                 let name = owner.to_string();

@@ -1,5 +1,5 @@
 //! Volumes (upstream `provisioning/scheduling/volumetopology.go`, `pkg/scheduling/volumeusage.go`
-//! and `pkg/utils/volume`; reference §1.13):
+//! and `pkg/utils/volume`):
 //!
 //! - **volume topology** ([`PodVolumes::alternatives`]): where a pod's PersistentVolumeClaims let
 //!   it run. A bound claim contributes its PersistentVolume's `nodeAffinity.required` terms, an
@@ -13,22 +13,21 @@
 //! - **validation** ([`PodVolumes::resolve`]): a pending pod whose claim is missing, lost, bound
 //!   to a missing volume, or unbound without a usable StorageClass is ignored, as upstream's
 //!   `ValidatePersistentVolumeClaims`;
-//! - the claims the StatefulSet and ephemeral-volume controllers would create, for inputs that
-//!   never went through a cluster ([`claim_from_template`], [`ephemeral_claims`]).
+//!
+//! The claims the StatefulSet and ephemeral-volume controllers would create, for inputs that
+//! never went through a cluster, are made with the workloads' pods
+//! ([`crate::manifest::workloads`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use k8s_openapi::api::core::v1::{
-    NodeSelectorRequirement, PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimSpec, Pod, Volume,
-};
+use k8s_openapi::api::core::v1::{NodeSelectorRequirement, PersistentVolume, PersistentVolumeClaim, Pod, Volume};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::labels;
 use crate::requirements::{AllowUndefined, IncompatibleReason, Operator, Requirement, Requirements};
 
-use super::explain::{VolumeConflict, VolumeLimit, VolumeOrigin, VolumeProblem};
-use super::pod::IgnoreReason;
+use super::explain::{IgnoreReason, VolumeConflict, VolumeLimit, VolumeOrigin, VolumeProblem};
 
 /// The annotation the PersistentVolume controller sets once it has bound a claim; without it
 /// kube-scheduler (and so Karpenter) treats a claim with a `volumeName` as unbound.
@@ -499,32 +498,6 @@ impl NodeVolumes {
             self.attached.entry(driver.clone()).or_default().insert(claim.clone());
         }
     }
-}
-
-/// The claim a controller creates from a template (a StatefulSet's `volumeClaimTemplates`,
-/// named `<template>-<pod>`; a generic ephemeral volume's, named `<pod>-<volume>`): unbound, in
-/// the pod's namespace, with the template's spec.
-pub fn claim_from_template(namespace: &str, name: String, spec: &PersistentVolumeClaimSpec) -> PersistentVolumeClaim {
-    PersistentVolumeClaim {
-        metadata: ObjectMeta { name: Some(name), namespace: Some(namespace.to_string()), ..Default::default() },
-        spec: Some(spec.clone()),
-        status: None,
-    }
-}
-
-/// The claims of a pod's generic ephemeral volumes, as the ephemeral volume controller creates
-/// them when the pod is created.
-pub fn ephemeral_claims(pod: &Pod) -> Vec<PersistentVolumeClaim> {
-    let namespace = namespace_of(&pod.metadata);
-    let pod_name = pod.metadata.name.as_deref().unwrap_or("");
-    let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_deref()).unwrap_or(&[]);
-    volumes
-        .iter()
-        .filter_map(|v| {
-            let template = v.ephemeral.as_ref()?.volume_claim_template.as_ref()?;
-            Some(claim_from_template(namespace, format!("{pod_name}-{}", v.name), &template.spec))
-        })
-        .collect()
 }
 
 #[cfg(test)]

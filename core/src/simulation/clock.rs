@@ -124,7 +124,7 @@ impl Clock {
     /// `start` as RFC 3339 (`None`: [`DEFAULT_START`]).
     pub fn new(start: Option<&str>) -> Option<Clock> {
         let text = start.unwrap_or(DEFAULT_START);
-        crate::catalogue::reservations::parse_time(text).map(|start_epoch| Clock { start_epoch })
+        crate::api::time::parse_time(text).map(|start_epoch| Clock { start_epoch })
     }
 
     /// Seconds since the epoch at `t`.
@@ -134,7 +134,7 @@ impl Clock {
 
     /// `t` as an RFC 3339 timestamp (whole seconds, as the API server writes them).
     pub fn rfc3339(&self, t: SimTime) -> String {
-        crate::catalogue::reservations::format_time(self.epoch_seconds(t))
+        crate::api::time::format_time(self.epoch_seconds(t))
     }
 
     /// `t` as a Kubernetes `Time`.

@@ -1,5 +1,5 @@
 //! The disruption controller in time (upstream `disruption/controller.go`, `validation.go`,
-//! `orchestration/queue.go`, `nodeclaim/expiration`; reference §3.1, §3.8, §2.5): a pass every
+//! `orchestration/queue.go`, `nodeclaim/expiration`): a pass every
 //! 10 s runs [`crate::disruption::decide`]; consolidation and emptiness commands wait 15 s and are
 //! validated again; a command's replacements launch first and its nodes are terminated once they
 //! are initialized (a replacement that fails abandons the command). Expiration deletes a NodeClaim
@@ -54,7 +54,7 @@ pub(super) struct State {
     executing: Vec<Executing>,
     /// The last logged verdict per node.
     logged: BTreeMap<String, String>,
-    /// upstream §3.9: the state at the last pass that found nothing to do (not for budget
+    /// Upstream `disruption/controller.go`'s memo: the state at the last pass that found nothing to do (not for budget
     /// reasons), and when; passes are skipped while it holds.
     memo: Option<Vec<u64>>,
 }
@@ -230,7 +230,9 @@ impl Simulation {
             .objects
             .pods
             .iter()
-            .filter(|p| rules::do_not_disrupt::pod_protection(p, now) != rules::do_not_disrupt::Protection::None)
+            .filter(|p| {
+                crate::pod::do_not_disrupt::pod_protection(p, now) != crate::pod::do_not_disrupt::Protection::None
+            })
             .count();
         out.push(protected as u64);
         // Replacements may launch again when an unavailable offering's cache entry lapses.

@@ -61,7 +61,7 @@ impl Simulation {
         let placements = if ready.is_empty() {
             Vec::new()
         } else {
-            match crate::scheduling::cluster::input_from_manifests(&view, self.catalogue, Some(&self.region)) {
+            match crate::state::input_from_manifests(&view, self.catalogue, Some(&self.region)) {
                 Ok(mut prepared) => {
                     prepared.input.options.kube_scheduler = true;
                     crate::scheduling::schedule(&prepared.input).existing_nodes

@@ -1,5 +1,5 @@
 //! Provisioning rounds and the NodeClaim lifecycle (upstream `provisioner.go`,
-//! `nodeclaim/lifecycle/{launch,registration,initialization}.go`, §2.2), with the AWS provider's
+//! `nodeclaim/lifecycle/{launch,registration,initialization}.go`), with the AWS provider's
 //! launch: CreateFleet tries the NodeClaim's offerings cheapest first; an offering EC2 has no
 //! capacity for fails with an insufficient-capacity error, which Karpenter caches as unavailable
 //! for 3 minutes (upstream `UnavailableOfferings`), and the instance launches in the next one.
@@ -140,14 +140,13 @@ impl Simulation {
         if !self.round_has_pods() {
             return;
         }
-        let prepared =
-            match crate::scheduling::cluster::input_from_manifests(&self.objects, self.catalogue, Some(&self.region)) {
-                Ok(p) => p,
-                Err(e) => {
-                    self.notes.insert(format!("a provisioning round at {} could not run: {e}", self.now));
-                    return;
-                }
-            };
+        let prepared = match crate::state::input_from_manifests(&self.objects, self.catalogue, Some(&self.region)) {
+            Ok(p) => p,
+            Err(e) => {
+                self.notes.insert(format!("a provisioning round at {} could not run: {e}", self.now));
+                return;
+            }
+        };
         self.notes.extend(prepared.notes);
         let mut input = prepared.input;
         input.unavailable_offerings = self.known_unavailable();
@@ -513,9 +512,8 @@ impl Simulation {
     pub(super) fn adopt_existing_capacity(&mut self) {
         let claims = self.objects.nodeclaims.clone();
         let start = self.clock.start_epoch;
-        let epoch_of = |text: &Option<String>| {
-            text.as_deref().and_then(crate::catalogue::reservations::parse_time).map(|t| t.min(start))
-        };
+        let epoch_of =
+            |text: &Option<String>| text.as_deref().and_then(crate::api::time::parse_time).map(|t| t.min(start));
         for (index, nc) in claims.iter().enumerate() {
             let name = nc.name().to_string();
             let status = nc.status.clone().unwrap_or_default();

@@ -1,6 +1,6 @@
-//! A deterministic discrete-event simulation of a cluster that Karpenter provisions (reference
-//! §1.1, §2): pods go pending, provisioning rounds batch them, NodeClaims launch, register and
-//! initialize, kube-scheduler binds pods, workload controllers keep replica counts, nodes are
+//! A deterministic discrete-event simulation of a cluster that Karpenter provisions (upstream
+//! `pkg/controllers`, v1.14.1): pods go pending, provisioning rounds batch them, NodeClaims
+//! launch, register and initialize, kube-scheduler binds pods, workload controllers keep replica counts, nodes are
 //! drained and terminated, spot instances are interrupted, offerings run out of capacity — each
 //! as an [`Event`] at a [`SimTime`].
 //!
@@ -15,10 +15,10 @@
 //! decides *when* a round runs and carries out its results. Nothing here reads the wall clock.
 
 mod batcher;
-pub mod clock;
-pub mod cost;
+pub(crate) mod clock;
+pub(crate) mod cost;
 mod disruption;
-pub mod events;
+pub(crate) mod events;
 mod kube_scheduler;
 mod lifecycle;
 mod pods;
@@ -36,15 +36,19 @@ use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
 
 use crate::catalogue::Catalogue;
+use crate::catalogue::UnavailableOffering;
 use crate::manifest::Manifests;
-use crate::scheduling::{cloudprovider::Launch, UnavailableOffering};
+use crate::scheduling::cloudprovider::Launch;
 
-pub use clock::{Clock, Duration, SimTime};
+pub use clock::{Clock, Duration, SimTime, DEFAULT_START};
 pub use cost::{CostPoint, CostSummary};
 pub use disruption::Disruption;
 pub use events::{Event, EventType, Involved, OfferingRef, Reason, RemovalCause};
 pub use pods::{report_pod, NodeClaimPlan, PodReport, PodStanding, TypePrice};
-pub use whatif::{whatif, CostDelta, DriftedNodeClaim, LaunchedNodeClaim, PendingPod, RemovedNode, Unedited, WhatIf};
+pub use steps::StepError;
+pub use whatif::{
+    whatif, CostDelta, DriftedNodeClaim, LaunchedNodeClaim, PendingPod, RemovedNode, Unedited, WhatIf, WhatIfError,
+};
 pub use workloads::WorkloadView;
 
 /// How long things take. The defaults put a new node Ready about a minute after its first pod
@@ -121,10 +125,11 @@ impl Default for Timings {
 }
 
 /// Why a simulation cannot start.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SimulationError {
-    #[error("{0}")]
-    Input(String),
+    /// The view a round reads cannot be built (region, reservations, instance types).
+    #[error(transparent)]
+    Input(#[from] crate::state::StateError),
     #[error("spec.startTime {0:?} is not an RFC 3339 time")]
     StartTime(String),
 }
@@ -395,8 +400,8 @@ impl Simulation {
         let clock =
             Clock::new(start.as_deref()).ok_or_else(|| SimulationError::StartTime(start.unwrap_or_default()))?;
         // Validates the input once, as a round would see it (region, reservations, classes).
-        let prepared = crate::scheduling::cluster::input_from_manifests(manifests, catalogue, region)
-            .map_err(SimulationError::Input)?;
+        let prepared =
+            crate::state::input_from_manifests(manifests, catalogue, region).map_err(SimulationError::Input)?;
         let mut objects = manifests.clone();
         objects.step_objects.clear();
         let workload_objects = Manifests {

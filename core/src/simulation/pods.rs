@@ -74,7 +74,7 @@ pub struct PodReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nodeclaim: Option<NodeClaimPlan>,
     /// The preferences relaxed to place it (or, if it cannot be placed, tried).
-    pub relaxations: Vec<crate::scheduling::pod::Relaxation>,
+    pub relaxations: Vec<crate::scheduling::explain::Relaxation>,
 }
 
 /// The NodeClaim a round would launch for a pod.
@@ -103,8 +103,8 @@ pub struct TypePrice {
 
 /// Explains pod `namespace/name` on a cluster state as it is (a round's input: bound pods stay
 /// where they are); `None`: no such pod.
-pub fn report_pod(mut input: crate::scheduling::Input, namespace: &str, name: &str) -> Option<PodReport> {
-    let is_it = |p: &crate::scheduling::pod::PodRef| p.namespace == namespace && p.name == name;
+pub fn report_pod(mut input: crate::state::Input, namespace: &str, name: &str) -> Option<PodReport> {
+    let is_it = |p: &crate::pod::PodRef| p.namespace == namespace && p.name == name;
     let pod = input.pods.iter().find(|p| {
         p.metadata.name.as_deref() == Some(name) && p.metadata.namespace.as_deref().unwrap_or("default") == namespace
     })?;
@@ -117,7 +117,7 @@ pub fn report_pod(mut input: crate::scheduling::Input, namespace: &str, name: &s
         };
         return Some(PodReport { pod: key, standing, evaluation: None, nodeclaim: None, relaxations: Vec::new() });
     }
-    input.options.evaluate = Some(crate::scheduling::pod::PodRef { namespace: namespace.into(), name: name.into() });
+    input.options.evaluate = Some(crate::pod::PodRef { namespace: namespace.into(), name: name.into() });
     let results = crate::scheduling::schedule(&input);
     let mut report = PodReport {
         pod: key,
@@ -138,7 +138,7 @@ pub fn report_pod(mut input: crate::scheduling::Input, namespace: &str, name: &s
 }
 
 /// The planned NodeClaim with its cheapest options priced.
-fn plan(input: &crate::scheduling::Input, c: &crate::scheduling::PlannedNodeClaim) -> NodeClaimPlan {
+fn plan(input: &crate::state::Input, c: &crate::scheduling::PlannedNodeClaim) -> NodeClaimPlan {
     let mut cheapest = Vec::new();
     let pool = input.nodepools.iter().find(|np| np.nodepool.name() == c.nodepool);
     if let (Some(pool), Ok(requirements)) =
@@ -166,10 +166,7 @@ fn plan(input: &crate::scheduling::Input, c: &crate::scheduling::PlannedNodeClai
 }
 
 /// Where the round put the pod.
-fn standing(
-    results: &crate::scheduling::Results,
-    is_it: &dyn Fn(&crate::scheduling::pod::PodRef) -> bool,
-) -> PodStanding {
+fn standing(results: &crate::scheduling::Results, is_it: &dyn Fn(&crate::pod::PodRef) -> bool) -> PodStanding {
     if let Some(u) = results.unschedulable.iter().find(|u| is_it(&u.pod)) {
         return PodStanding::Unschedulable { headline: u.explanation.headline(), explanation: Box::new(u.clone()) };
     }
@@ -202,19 +199,18 @@ impl Simulation {
     /// The full explanation of pod `namespace/name` now (`None`: no such pod).
     pub fn pod_report(&self, namespace: &str, name: &str) -> Option<PodReport> {
         self.pod_index(namespace, name)?;
-        let prepared =
-            match crate::scheduling::cluster::input_from_manifests(&self.objects, self.catalogue, Some(&self.region)) {
-                Ok(p) => p,
-                Err(e) => {
-                    return Some(PodReport {
-                        pod: format!("{namespace}/{name}"),
-                        standing: PodStanding::Ignored { reason: format!("no round can run: {e}") },
-                        evaluation: None,
-                        nodeclaim: None,
-                        relaxations: Vec::new(),
-                    })
-                }
-            };
+        let prepared = match crate::state::input_from_manifests(&self.objects, self.catalogue, Some(&self.region)) {
+            Ok(p) => p,
+            Err(e) => {
+                return Some(PodReport {
+                    pod: format!("{namespace}/{name}"),
+                    standing: PodStanding::Ignored { reason: format!("no round can run: {e}") },
+                    evaluation: None,
+                    nodeclaim: None,
+                    relaxations: Vec::new(),
+                })
+            }
+        };
         let mut input = prepared.input;
         input.unavailable_offerings = self.known_unavailable();
         input.options.now = Some(self.clock.epoch_seconds(self.now));

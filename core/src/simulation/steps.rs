@@ -32,6 +32,34 @@ fn describe(step: &Step) -> String {
     "nothing".into()
 }
 
+/// Why a step (a Scenario step, or an action taken now) could not be carried out. The simulation
+/// logs it as a `StepFailed` event either way.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StepError {
+    /// An `apply` step without objects.
+    #[error("no objects to apply")]
+    NoObjects,
+    /// A step that names no action.
+    #[error("the step has no action")]
+    NoAction,
+    /// The object the step names is not in the cluster (`name` is `namespace/name` for
+    /// namespaced kinds).
+    #[error("there is no {kind} {name}")]
+    NoSuchObject { kind: String, name: String },
+    /// The workload a `scale` step names is not in the cluster.
+    #[error("{kind} {name} is not in the cluster")]
+    NoSuchWorkload { kind: String, name: String },
+    /// A `delete` step of a kind steps do not delete.
+    #[error("{kind} cannot be deleted by a step")]
+    NotDeletable { kind: String },
+    /// An interruption notice for a node this simulation did not launch.
+    #[error("node {node} is not a Karpenter node this simulation launched")]
+    NotLaunched { node: String },
+    /// An interruption notice for an on-demand or reserved node.
+    #[error("node {node} is not a spot instance; EC2 sends interruption notices to spot instances only")]
+    NotSpot { node: String },
+}
+
 impl Simulation {
     pub(super) fn run_step(&mut self, i: usize) {
         let Some(step) = self.objects.scenario.as_ref().and_then(|s| s.spec.steps.get(i)).cloned() else { return };
@@ -42,18 +70,18 @@ impl Simulation {
     /// Takes `step`'s action now (its `at` is ignored), as the playground's buttons do; `objects`
     /// are what an `apply` step applies (as loaded from YAML). Logged like a Scenario step; the
     /// controllers react before this returns.
-    pub fn act(&mut self, step: &Step, objects: Option<Manifests>) -> Result<(), String> {
+    pub fn act(&mut self, step: &Step, objects: Option<Manifests>) -> Result<(), StepError> {
         let outcome = self.carry_out(step, objects, "action");
         self.settle();
         outcome
     }
 
     /// Applies `objects` now (an edited NodePool, EC2NodeClass, workload…), as an `apply` step.
-    pub fn apply(&mut self, objects: Manifests) -> Result<(), String> {
+    pub fn apply(&mut self, objects: Manifests) -> Result<(), StepError> {
         self.act(&Step { apply: Some(Vec::new()), ..Step::default() }, Some(objects))
     }
 
-    fn carry_out(&mut self, step: &Step, objects: Option<Manifests>, source: &str) -> Result<(), String> {
+    fn carry_out(&mut self, step: &Step, objects: Option<Manifests>, source: &str) -> Result<(), StepError> {
         let action = describe(step);
         let outcome = if let Some(s) = &step.scale {
             self.scale(&s.kind, &s.namespace, &s.name, s.replicas).map(|from| {
@@ -65,7 +93,7 @@ impl Simulation {
                     self.apply_objects(m, source);
                     Ok(())
                 }
-                None => Err("no objects to apply".into()),
+                None => Err(StepError::NoObjects),
             }
         } else if let Some(d) = &step.delete {
             self.delete_object(d)
@@ -75,11 +103,11 @@ impl Simulation {
             self.capacity_shortage(u);
             Ok(())
         } else {
-            Err("the step has no action".into())
+            Err(StepError::NoAction)
         };
         match &outcome {
             Ok(()) => self.emit(Involved::scenario(), Reason::StepApplied { action }),
-            Err(why) => self.emit(Involved::scenario(), Reason::StepFailed { action, why: why.clone() }),
+            Err(why) => self.emit(Involved::scenario(), Reason::StepFailed { action, why: why.to_string() }),
         }
         // Whatever changed, pending pods get another look (kube-scheduler re-queues them on
         // cluster events, which wakes the provisioner).
@@ -114,14 +142,14 @@ impl Simulation {
         }
     }
 
-    fn delete_object(&mut self, d: &DeleteAction) -> Result<(), String> {
+    fn delete_object(&mut self, d: &DeleteAction) -> Result<(), StepError> {
         let ns = d.namespace.clone().unwrap_or_else(|| "default".into());
         match d.kind.as_str() {
             "Node" => self.delete_node(&d.name),
             "NodeClaim" => self.delete_nodeclaim(&d.name),
             "Pod" => {
                 if self.pod_index(&ns, &d.name).is_none() {
-                    return Err(format!("there is no Pod {ns}/{}", d.name));
+                    return Err(StepError::NoSuchObject { kind: "Pod".into(), name: format!("{ns}/{}", d.name) });
                 }
                 self.remove_pod(&ns, &d.name, RemovalCause::Deleted);
                 Ok(())
@@ -146,10 +174,10 @@ impl Simulation {
                         && x.metadata.namespace.as_deref().unwrap_or("default") == ns)
                 });
                 if before == self.objects.daemonsets.len() {
-                    return Err(format!("there is no DaemonSet {ns}/{}", d.name));
+                    return Err(StepError::NoSuchObject { kind: "DaemonSet".into(), name: format!("{ns}/{}", d.name) });
                 }
                 self.objects.pods.retain(|p| {
-                    !(crate::scheduling::pod::daemonset_owner(p) == Some(d.name.as_str())
+                    !(crate::pod::daemonset_owner(p) == Some(d.name.as_str())
                         && p.metadata.namespace.as_deref().unwrap_or("default") == ns)
                 });
                 self.kube_dirty = true;
@@ -159,7 +187,7 @@ impl Simulation {
                 let before = self.objects.nodepools.len();
                 self.objects.nodepools.retain(|np| np.name() != d.name);
                 if before == self.objects.nodepools.len() {
-                    return Err(format!("there is no NodePool {}", d.name));
+                    return Err(StepError::NoSuchObject { kind: "NodePool".into(), name: d.name.clone() });
                 }
                 // upstream: a NodePool's NodeClaims are owned by it and deleted with it.
                 let owned: Vec<String> =
@@ -169,7 +197,7 @@ impl Simulation {
                 }
                 Ok(())
             }
-            other => Err(format!("{other} cannot be deleted by a step")),
+            other => Err(StepError::NotDeletable { kind: other.to_string() }),
         }
     }
 

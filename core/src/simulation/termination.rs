@@ -1,5 +1,5 @@
-//! Node termination (upstream `node/termination`, `terminator/{terminator,eviction}.go`,
-//! reference §2.5) and spot interruption (the AWS provider's interruption controller).
+//! Node termination (upstream `node/termination`, `terminator/{terminator,eviction}.go`)
+//! and spot interruption (the AWS provider's interruption controller).
 //!
 //! Deleting a NodeClaim taints its node `karpenter.sh/disrupted:NoSchedule` and drains it in
 //! upstream's four tiers (non-critical, non-critical DaemonSet, critical, critical DaemonSet; only
@@ -14,7 +14,8 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{Pod, Taint, Toleration};
 
-use crate::disruption::{do_not_disrupt, pdb};
+use crate::disruption::pdb;
+use crate::pod::do_not_disrupt;
 use crate::scheduling::taints;
 
 use super::events::{Involved, OfferingRef, Reason, RemovalCause};
@@ -121,7 +122,7 @@ impl Simulation {
             .filter(|&i| {
                 let p = &self.objects.pods[i];
                 p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str())
-                    && crate::scheduling::pod::is_active(p)
+                    && crate::pod::is_active(p)
                     && !tolerates_disrupted(p)
                     && !is_mirror(p)
             })
@@ -151,7 +152,7 @@ impl Simulation {
             return;
         }
         let tier = |p: &Pod| {
-            let ds = crate::scheduling::pod::daemonset_owner(p).is_some();
+            let ds = crate::pod::daemonset_owner(p).is_some();
             match (critical(p), ds) {
                 (false, false) => 0,
                 (false, true) => 1,
@@ -172,7 +173,7 @@ impl Simulation {
             let Some(i) = self.pod_index(&ns, &pod_name) else { continue };
             let pod = &self.objects.pods[i];
             if do_not_disrupt::pod_protection(pod, now_epoch) != do_not_disrupt::Protection::None {
-                if reported.insert((pod_name.clone(), do_not_disrupt::ANNOTATION.to_string())) {
+                if reported.insert((pod_name.clone(), crate::labels::DO_NOT_DISRUPT.to_string())) {
                     self.emit(
                         Involved::node(&node),
                         Reason::DrainBlockedByDoNotDisrupt { pod: format!("{ns}/{pod_name}") },
@@ -236,7 +237,7 @@ impl Simulation {
                 (
                     p.metadata.namespace.clone().unwrap_or_else(|| "default".into()),
                     p.metadata.name.clone().unwrap_or_default(),
-                    crate::scheduling::pod::daemonset_owner(p).is_some(),
+                    crate::pod::daemonset_owner(p).is_some(),
                 )
             })
             .collect();
@@ -256,13 +257,13 @@ impl Simulation {
 
     /// A `delete` step on a Node: Karpenter's finalizer drains a node it manages; any other node
     /// simply goes, with its pods.
-    pub(super) fn delete_node(&mut self, node: &str) -> Result<(), String> {
+    pub(super) fn delete_node(&mut self, node: &str) -> Result<(), super::StepError> {
         if let Some(nc) = self.machine_of_node(node) {
             self.terminate(&nc, &format!("node {node} was deleted"));
             return Ok(());
         }
         if !self.objects.nodes.iter().any(|n| n.metadata.name.as_deref() == Some(node)) {
-            return Err(format!("there is no Node {node}"));
+            return Err(super::StepError::NoSuchObject { kind: "Node".into(), name: node.to_string() });
         }
         let lost = self.remove_node_pods(node);
         self.objects.nodes.retain(|n| n.metadata.name.as_deref() != Some(node));
@@ -275,9 +276,9 @@ impl Simulation {
     }
 
     /// A `delete` step on a NodeClaim.
-    pub(super) fn delete_nodeclaim(&mut self, name: &str) -> Result<(), String> {
+    pub(super) fn delete_nodeclaim(&mut self, name: &str) -> Result<(), super::StepError> {
         if !self.machines.contains_key(name) {
-            return Err(format!("there is no NodeClaim {name}"));
+            return Err(super::StepError::NoSuchObject { kind: "NodeClaim".into(), name: name.to_string() });
         }
         self.terminate(name, &format!("NodeClaim {name} was deleted"));
         Ok(())
@@ -285,18 +286,16 @@ impl Simulation {
 
     /// A spot interruption notice for `node` (the interruption controller): the offering is
     /// marked unavailable, the NodeClaim deleted, and EC2 reclaims the instance in 2 minutes.
-    pub(super) fn interrupt(&mut self, node: &str) -> Result<(), String> {
+    pub(super) fn interrupt(&mut self, node: &str) -> Result<(), super::StepError> {
         let Some(name) = self.machine_of_node(node) else {
             return Err(match self.objects.nodes.iter().any(|n| n.metadata.name.as_deref() == Some(node)) {
-                true => format!("node {node} is not a Karpenter node this simulation launched"),
-                false => format!("there is no Node {node}"),
+                true => super::StepError::NotLaunched { node: node.to_string() },
+                false => super::StepError::NoSuchObject { kind: "Node".into(), name: node.to_string() },
             });
         };
         let launch = self.machines.get(&name).and_then(|m| m.launch.clone());
         let Some(launch) = launch.filter(|l| l.capacity_type == crate::labels::CAPACITY_TYPE_SPOT) else {
-            return Err(format!(
-                "node {node} is not a spot instance; EC2 sends interruption notices to spot instances only"
-            ));
+            return Err(super::StepError::NotSpot { node: node.to_string() });
         };
         let reclaim = self.now.plus(self.timings.spot_interruption_notice);
         let offering =
@@ -324,7 +323,7 @@ impl Simulation {
                     .pods
                     .iter()
                     .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(n))
-                    .filter(|p| crate::scheduling::pod::daemonset_owner(p).is_none())
+                    .filter(|p| crate::pod::daemonset_owner(p).is_none())
                     .count()
             })
             .unwrap_or(0);

@@ -1,3 +1,6 @@
+//! Simulation unit tests: timelines of provisioning, scaling, drains, PDBs, capacity shortages,
+//! interruptions, drift and consolidation, and the explanations and records they leave.
+
 use super::*;
 use crate::disruption::explain;
 use crate::manifest::load;

@@ -101,21 +101,33 @@ pub struct WhatIf {
     pub notes: Vec<String>,
 }
 
+/// Why a what-if cannot be answered.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum WhatIfError {
+    /// The edits hold no object.
+    #[error("the file holds no objects to apply")]
+    NothingToApply,
+    /// The current state does not start a simulation.
+    #[error(transparent)]
+    Simulation(#[from] super::SimulationError),
+    /// The edits could not be applied.
+    #[error(transparent)]
+    Apply(#[from] super::StepError),
+}
+
 /// Runs `current` with and without `edits` (applied at the start) for `until` of simulated time.
 pub fn whatif(
     current: &Manifests,
     edits: Manifests,
     catalogue: &'static Catalogue,
     until: SimTime,
-) -> Result<WhatIf, String> {
+) -> Result<WhatIf, WhatIfError> {
     let applied: Vec<String> = edits.origins.keys().map(|o| format!("{}/{}", o.kind, o.name)).collect();
     if applied.is_empty() {
-        return Err("the file holds no objects to apply".into());
+        return Err(WhatIfError::NothingToApply);
     }
-    let mut unedited =
-        Simulation::with_catalogue(current, None, Timings::default(), catalogue).map_err(|e| e.to_string())?;
-    let mut edited =
-        Simulation::with_catalogue(current, None, Timings::default(), catalogue).map_err(|e| e.to_string())?;
+    let mut unedited = Simulation::with_catalogue(current, None, Timings::default(), catalogue)?;
+    let mut edited = Simulation::with_catalogue(current, None, Timings::default(), catalogue)?;
     let now_per_hour = edited.cost().per_hour;
     // Both runs are counted from here: after the start's bindings, before the first round (the
     // edit applies before any provisioning round runs).

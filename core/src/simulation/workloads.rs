@@ -212,7 +212,7 @@ impl Simulation {
                     && s.metadata.namespace.as_deref().unwrap_or("default") == w.namespace
             }) {
                 let sts = sts.clone();
-                for claim in crate::scheduling::cluster::attach_claim_templates(&sts, &mut pod) {
+                for claim in crate::manifest::workloads::attach_claim_templates(&sts, &mut pod) {
                     let exists = self.objects.pvcs.iter().any(|c| {
                         c.metadata.name == claim.metadata.name && c.metadata.namespace == claim.metadata.namespace
                     });
@@ -234,7 +234,7 @@ impl Simulation {
         self.workloads_dirty = true;
         if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
             self.pod_event_on(&node);
-            if cause != RemovalCause::Deleted || crate::scheduling::pod::daemonset_owner(&pod).is_none() {
+            if cause != RemovalCause::Deleted || crate::pod::daemonset_owner(&pod).is_none() {
                 self.emit(Involved::pod(namespace, name), Reason::PodRemoved { node, cause });
             }
         }
@@ -242,10 +242,19 @@ impl Simulation {
     }
 
     /// Sets a workload's replicas (a `scale` step).
-    pub(super) fn scale(&mut self, kind: &str, namespace: &str, name: &str, replicas: i32) -> Result<i32, String> {
+    pub(super) fn scale(
+        &mut self,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        replicas: i32,
+    ) -> Result<i32, super::StepError> {
         let Some(w) = self.workloads.iter_mut().find(|w| w.kind == kind && w.namespace == namespace && w.name == name)
         else {
-            return Err(format!("{kind} {namespace}/{name} is not in the cluster"));
+            return Err(super::StepError::NoSuchWorkload {
+                kind: kind.to_string(),
+                name: format!("{namespace}/{name}"),
+            });
         };
         let from = w.replicas;
         w.replicas = replicas;

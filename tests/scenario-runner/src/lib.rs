@@ -19,8 +19,9 @@ use carpentry_core::catalogue::Catalogue;
 use carpentry_core::conversion::ConversionNote;
 use carpentry_core::disruption::explain::{NodeExplanation, NodePoolExplanation};
 use carpentry_core::manifest::{self, Manifests, Problem};
-use carpentry_core::scheduling::{self, cluster, Results};
+use carpentry_core::scheduling::{self, Results};
 use carpentry_core::simulation::{self, SimTime, Simulation, Timings};
+use carpentry_core::state;
 use serde::Serialize;
 
 /// How long past its last step a Scenario without Expectations `at` is run (ten minutes).
@@ -62,12 +63,13 @@ pub fn run_text(name: &str, text: &str) -> Result<String, String> {
     let mut m = manifest::load(text).map_err(|e| e.to_string())?;
     let conversions = m.convert_legacy();
 
-    let prepared = cluster::input_from_manifests(&m, Catalogue::embedded(), None)?;
+    let prepared =
+        state::input_from_manifests(&m, Catalogue::embedded(), None).map_err(|e| carpentry_core::error_chain(&e))?;
     let results = scheduling::schedule(&prepared.input);
 
     let mut sims = Vec::new();
     for (until, end) in time_runs(&m)? {
-        let mut sim = Simulation::new(&m, None, Timings::default()).map_err(|e| e.to_string())?;
+        let mut sim = Simulation::new(&m, None, Timings::default()).map_err(|e| carpentry_core::error_chain(&e))?;
         sim.run_until(SimTime(end));
         sims.push((until, sim));
     }

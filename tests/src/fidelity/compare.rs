@@ -8,7 +8,8 @@ use std::fmt::Write as _;
 
 use carpentry_core::catalogue::OfferingCompatibility;
 use carpentry_core::requirements::{NodeSelectorRequirementWithMinValues, Requirements};
-use carpentry_core::scheduling::{Input, Results};
+use carpentry_core::scheduling::Results;
+use carpentry_core::state::Input;
 use serde::Deserialize;
 
 /// What the oracle prints for one scenario (tests/oracle/README.md).
@@ -84,7 +85,7 @@ impl PodClasses {
                 .pods
                 .iter()
                 .map(|p| {
-                    let key = carpentry_core::scheduling::pod::PodRef::of(p).to_string();
+                    let key = carpentry_core::pod::PodRef::of(p).to_string();
                     let class = serde_json::to_string(&(&p.metadata.namespace, &p.metadata.labels, &p.spec))
                         .unwrap_or_else(|_| key.clone());
                     (key, class)

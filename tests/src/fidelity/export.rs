@@ -5,9 +5,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use carpentry_core::catalogue::UnavailableOffering;
 use carpentry_core::catalogue::{InstanceType, Offering};
+use carpentry_core::options::MinValuesPolicy;
 use carpentry_core::resources::ResourceList;
-use carpentry_core::scheduling::{Input, MinValuesPolicy, UnavailableOffering};
+use carpentry_core::state::Input;
 use serde_json::{json, Value};
 
 /// The label upstream's AWS provider reads an offering's reservation from.

@@ -6,7 +6,8 @@ use std::time::Instant;
 use anyhow::{anyhow, Result};
 use carpentry_core::catalogue::Catalogue;
 use carpentry_core::manifest;
-use carpentry_core::scheduling::{self, cluster, Input};
+use carpentry_core::scheduling;
+use carpentry_core::state::{self, Input};
 use serde_yaml::Value as Yaml;
 
 use super::compare::{compare, same_up_to_ties, same_up_to_zone_choice, Difference, Outcome, PodClasses};
@@ -52,7 +53,7 @@ pub fn input_of(yaml: &str) -> Result<(Input, String)> {
     let mut m = manifest::load(yaml).map_err(|e| anyhow!("{e}"))?;
     m.convert_legacy();
     let now = m.scenario.as_ref().and_then(|s| s.spec.start_time.clone()).unwrap_or_else(|| DEFAULT_NOW.to_string());
-    let prepared = cluster::input_from_manifests(&m, Catalogue::embedded(), None).map_err(|e| anyhow!("{e}"))?;
+    let prepared = state::input_from_manifests(&m, Catalogue::embedded(), None)?;
     let mut input = prepared.input;
     export::normalise(&mut input);
     Ok((input, now))

@@ -1,5 +1,5 @@
 //! Volume topology, validation and limits: the module's parts, then whole rounds on the fake
-//! instance types (zones test-zone-1/2/3; reference §1.13 and the upstream volume tests).
+//! instance types (zones test-zone-1/2/3; after upstream's volume topology tests in `provisioning/scheduling`).
 
 use std::sync::Arc;
 
@@ -8,10 +8,12 @@ use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use serde::de::DeserializeOwned;
 
 use super::*;
+use crate::manifest::workloads::ephemeral_claims;
 use crate::quantity::Quantity;
 use crate::scheduling::explain::{NodePoolFailure, NodeRejection};
 use crate::scheduling::fake;
-use crate::scheduling::scheduler::{schedule, Input, NodePoolInput, Results};
+use crate::scheduling::scheduler::{schedule, Results};
+use crate::state::{Input, NodePoolInput};
 
 fn yaml<T: DeserializeOwned>(text: &str) -> T {
     serde_yaml::from_str(text).unwrap_or_else(|e| panic!("{e}\n{text}"))

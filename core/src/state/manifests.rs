@@ -6,66 +6,13 @@ use std::sync::Arc;
 
 use crate::api::ec2nodeclass::{EC2NodeClass, EC2NodeClassSpec};
 use crate::catalogue::reservations::{self, ReservedCapacity};
-use crate::catalogue::{Catalogue, InstanceType};
+use crate::catalogue::{Catalogue, CatalogueError, InstanceType};
 use crate::manifest::scenario::DEFAULT_REGION;
 use crate::manifest::Manifests;
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 
-use super::scheduler::{Input, NodePoolInput, Options};
-use super::volumes;
-
-/// [`Manifests::all_pods`], with each StatefulSet pod given the PersistentVolumeClaim volumes of
-/// its `volumeClaimTemplates` (`<template>-<pod>`), as the StatefulSet controller creates them, so
-/// that volume topology is not silently ignored; and the claims those controllers (and the
-/// ephemeral volume controller, `<pod>-<volume>`) would have created, for the ones the input does
-/// not hold.
-pub(crate) fn pods(manifests: &Manifests) -> (Vec<Pod>, Vec<PersistentVolumeClaim>) {
-    use crate::manifest::workloads;
-    let mut claims = Vec::new();
-    let mut out = manifests.pods.clone();
-    out.extend(manifests.deployments.iter().flat_map(workloads::deployment_pods));
-    out.extend(manifests.replicasets.iter().flat_map(workloads::replicaset_pods));
-    for sts in &manifests.statefulsets {
-        for mut pod in workloads::statefulset_pods(sts) {
-            claims.extend(attach_claim_templates(sts, &mut pod));
-            out.push(pod);
-        }
-    }
-    out.extend(manifests.jobs.iter().flat_map(workloads::job_pods));
-    claims.extend(out.iter().flat_map(volumes::ephemeral_claims));
-    (out, claims)
-}
-
-/// Gives a StatefulSet pod the PersistentVolumeClaim volumes of its `volumeClaimTemplates`
-/// (`<template>-<pod>`), as the StatefulSet controller does, and returns those claims.
-pub(crate) fn attach_claim_templates(
-    sts: &k8s_openapi::api::apps::v1::StatefulSet,
-    pod: &mut Pod,
-) -> Vec<PersistentVolumeClaim> {
-    use k8s_openapi::api::core::v1::{PersistentVolumeClaimVolumeSource, Volume};
-    let templates = sts.spec.as_ref().and_then(|s| s.volume_claim_templates.clone()).unwrap_or_default();
-    let pod_name = pod.metadata.name.clone().unwrap_or_default();
-    let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
-    let mut claims = Vec::new();
-    if let Some(spec) = pod.spec.as_mut() {
-        for t in &templates {
-            let name = t.metadata.name.clone().unwrap_or_default();
-            if let Some(template_spec) = &t.spec {
-                claims.push(volumes::claim_from_template(&namespace, format!("{name}-{pod_name}"), template_spec));
-            }
-            spec.volumes.get_or_insert_with(Vec::new).push(Volume {
-                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                    claim_name: format!("{name}-{pod_name}"),
-                    read_only: None,
-                }),
-                name,
-                ..Default::default()
-            });
-        }
-    }
-    claims
-}
+use super::{Input, NodePoolInput, Options};
 
 /// The input's claims plus the `implied` ones it does not hold, with a note naming the latter.
 pub(crate) fn claims(
@@ -100,6 +47,25 @@ pub(crate) fn claims(
     out
 }
 
+/// Why the view of a round cannot be built from the manifests.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StateError {
+    /// The region (given, or the Scenario's) is not in the catalogue.
+    #[error("unknown region {region:?}; the catalogue has {}", known.join(", "))]
+    UnknownRegion { region: String, known: Vec<String> },
+    /// A Scenario capacity reservation is in a zone of another region (`--region` may differ
+    /// from the Scenario's, against which loading checked it).
+    #[error("Scenario spec.capacityReservations[{index}].availabilityZone: {zone:?} ({id}) is not a zone of {region}")]
+    ReservationZone { index: usize, zone: String, id: String, region: String },
+    /// The catalogue cannot list a NodePool's instance types for its EC2NodeClass.
+    #[error("NodePool {nodepool}: no instance types")]
+    InstanceTypes {
+        nodepool: String,
+        #[source]
+        source: CatalogueError,
+    },
+}
+
 /// The input and what was assumed to build it.
 #[derive(Debug, Clone)]
 pub struct Prepared {
@@ -116,16 +82,13 @@ pub fn input_from_manifests(
     manifests: &Manifests,
     catalogue: &Catalogue,
     region: Option<&str>,
-) -> Result<Prepared, String> {
+) -> Result<Prepared, StateError> {
     let region = region
         .map(str::to_string)
         .or_else(|| manifests.scenario.as_ref().map(|s| s.spec.region.clone()))
         .unwrap_or_else(|| DEFAULT_REGION.to_string());
     if !catalogue.regions().any(|r| r == region) {
-        return Err(format!(
-            "unknown region {region:?}; the catalogue has {}",
-            catalogue.regions().collect::<Vec<_>>().join(", ")
-        ));
+        return Err(StateError::UnknownRegion { region, known: catalogue.regions().map(str::to_string).collect() });
     }
     let mut notes = Vec::new();
     let world = manifests.scenario.as_ref().map(|s| s.spec.capacity_reservations.as_slice()).unwrap_or(&[]);
@@ -162,21 +125,22 @@ pub fn input_from_manifests(
                 EC2NodeClassSpec::default()
             }
         };
-        let mut instance_types =
-            catalogue.instance_types_shared(&region, &spec).map_err(|e| format!("NodePool {}: {e}", np.name()))?;
+        let mut instance_types = catalogue
+            .instance_types_shared(&region, &spec)
+            .map_err(|source| StateError::InstanceTypes { nodepool: np.name().to_string(), source })?;
         if let Some((nc, reserved)) = nodeclass.and_then(|nc| Some((nc, selected.get(nc.name())?))) {
             if let Some(types) = with_reservations.get(nc.name()) {
                 instance_types = types.clone();
             } else if !reserved.is_empty() {
                 instance_types = catalogue
                     .with_reservations(&region, &spec, instance_types, reserved)
-                    .map_err(|e| format!("NodePool {}: {e}", np.name()))?;
+                    .map_err(|source| StateError::InstanceTypes { nodepool: np.name().to_string(), source })?;
                 with_reservations.insert(nc.name(), instance_types.clone());
             }
         }
         nodepools.push(NodePoolInput { nodepool: np.clone(), instance_types });
     }
-    let (pods, implied) = pods(manifests);
+    let (pods, implied) = crate::manifest::workloads::pods(manifests);
     let pvcs = claims(manifests, implied, &mut notes);
     let input = Input {
         nodepools,
@@ -210,14 +174,16 @@ fn check_reservation_zones(
     catalogue: &Catalogue,
     region: &str,
     world: &[reservations::Ec2CapacityReservation],
-) -> Result<(), String> {
+) -> Result<(), StateError> {
     let zones = catalogue.zones(region).unwrap_or(&[]);
     for (i, r) in world.iter().enumerate() {
         if !zones.iter().any(|z| z.name == r.availability_zone) {
-            return Err(format!(
-                "Scenario spec.capacityReservations[{i}].availabilityZone: {:?} ({}) is not a zone of {region}",
-                r.availability_zone, r.id
-            ));
+            return Err(StateError::ReservationZone {
+                index: i,
+                zone: r.availability_zone.clone(),
+                id: r.id.clone(),
+                region: region.to_string(),
+            });
         }
     }
     Ok(())
@@ -336,7 +302,8 @@ spec:
         );
         let m = crate::manifest::load(&text).unwrap();
         let e = input_from_manifests(&m, Catalogue::embedded(), Some("eu-west-1")).unwrap_err();
-        assert!(e.contains("spec.capacityReservations[0].availabilityZone") && e.contains("eu-west-1"), "{e}");
+        assert!(matches!(&e, StateError::ReservationZone { index: 0, region, .. } if region == "eu-west-1"), "{e:?}");
+        assert!(e.to_string().contains("spec.capacityReservations[0].availabilityZone"), "{e}");
     }
 
     #[test]

@@ -1,10 +1,11 @@
-//! `karpenter.sh/do-not-disrupt` (reference §2.6): on a pod, `"true"` or a positive Go duration
+//! `karpenter.sh/do-not-disrupt` (upstream `pkg/utils/pod/scheduling.go::IsDisruptable`,
+//! `pkg/utils/node`, v1.14.1): on a pod, `"true"` or a positive Go duration
 //! measured from `status.startTime` (without a startTime the protection counts as active); an
 //! invalid value is ignored. On a node, exactly `"true"`.
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 
-pub const ANNOTATION: &str = "karpenter.sh/do-not-disrupt";
+use crate::labels::DO_NOT_DISRUPT;
 
 /// Whether a pod's protection is in force at `now` (seconds since the epoch), and until when
 /// (`None`: indefinitely).
@@ -17,7 +18,7 @@ pub enum Protection {
 
 /// The pod's protection at `now` (seconds since the epoch).
 pub fn pod_protection(pod: &Pod, now: i64) -> Protection {
-    let Some(value) = pod.metadata.annotations.as_ref().and_then(|a| a.get(ANNOTATION)) else {
+    let Some(value) = pod.metadata.annotations.as_ref().and_then(|a| a.get(DO_NOT_DISRUPT)) else {
         return Protection::None;
     };
     if value == "true" {
@@ -40,7 +41,7 @@ pub fn pod_protection(pod: &Pod, now: i64) -> Protection {
 
 /// The node annotation: exactly `"true"`.
 pub fn node_protected(node: &Node) -> bool {
-    node.metadata.annotations.as_ref().and_then(|a| a.get(ANNOTATION)).is_some_and(|v| v == "true")
+    node.metadata.annotations.as_ref().and_then(|a| a.get(DO_NOT_DISRUPT)).is_some_and(|v| v == "true")
 }
 
 #[cfg(test)]
@@ -49,7 +50,7 @@ mod tests {
 
     fn pod(value: &str, start: Option<&str>) -> Pod {
         serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "p", "annotations": {ANNOTATION: value}},
+            "metadata": {"name": "p", "annotations": {DO_NOT_DISRUPT: value}},
             "status": start.map(|s| serde_json::json!({"startTime": s})),
         }))
         .unwrap()
@@ -57,7 +58,7 @@ mod tests {
 
     #[test]
     fn durations_run_from_the_start_time() {
-        let t0 = crate::catalogue::reservations::parse_time("2026-12-01T10:00:00Z").unwrap();
+        let t0 = crate::api::time::parse_time("2026-12-01T10:00:00Z").unwrap();
         assert_eq!(pod_protection(&pod("true", None), t0), Protection::Indefinite);
         let p = pod("5m", Some("2026-12-01T10:00:00Z"));
         assert_eq!(pod_protection(&p, t0 + 60), Protection::Until(t0 + 300));

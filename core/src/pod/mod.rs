@@ -1,0 +1,87 @@
+//! Pod helpers every layer above uses (upstream `pkg/utils/pod` and `pkg/utils/pdb`, v1.14.1):
+//! a pod's identity, whether it is active, who owns it, the `karpenter.sh/do-not-disrupt`
+//! protection (`do_not_disrupt`) and whether a pod of a deleting node is rescheduled.
+//!
+//! A leaf: it reads Kubernetes objects, labels and durations, and no scheduling, disruption or
+//! simulation type.
+
+pub(crate) mod do_not_disrupt;
+
+use std::fmt;
+
+use k8s_openapi::api::core::v1::Pod;
+use serde::Serialize;
+
+use crate::labels;
+
+/// `namespace/name` of a pod.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct PodRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl PodRef {
+    pub fn of(pod: &Pod) -> PodRef {
+        PodRef {
+            namespace: pod.metadata.namespace.clone().unwrap_or_else(|| "default".into()),
+            name: pod.metadata.name.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl fmt::Display for PodRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Whether a pod is owned by a DaemonSet (and which).
+pub fn daemonset_owner(pod: &Pod) -> Option<&str> {
+    pod.metadata.owner_references.iter().flatten().find(|o| o.kind == "DaemonSet").map(|o| o.name.as_str())
+}
+
+/// Whether a bound pod still occupies its node (not Succeeded/Failed).
+pub fn is_active(pod: &Pod) -> bool {
+    !matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
+}
+
+/// Upstream `pdb.IsCurrentlyReschedulable`: a pod of a deleting node is rescheduled
+/// when it is active (or a terminating StatefulSet pod), not a DaemonSet or mirror pod, not under
+/// an active `karpenter.sh/do-not-disrupt` (a duration runs from the pod's start until `now`;
+/// without a clock any duration counts as active), and not covered by a fully blocking
+/// PodDisruptionBudget (maxUnavailable 0 or 0%, minAvailable 100%).
+pub fn reschedulable(pod: &Pod, pdbs: &[k8s_openapi::api::policy::v1::PodDisruptionBudget], now: Option<i64>) -> bool {
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let owners = pod.metadata.owner_references.iter().flatten();
+    let statefulset = owners.clone().any(|o| o.kind == "StatefulSet");
+    if !is_active(pod) || (pod.metadata.deletion_timestamp.is_some() && !statefulset) {
+        return false;
+    }
+    if owners.clone().any(|o| o.kind == "DaemonSet" || (o.kind == "Node" && o.api_version == "v1")) {
+        return false;
+    }
+    let protected = match now {
+        Some(now) => do_not_disrupt::pod_protection(pod, now) != do_not_disrupt::Protection::None,
+        None => pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(labels::DO_NOT_DISRUPT))
+            .is_some_and(|v| v == "true" || crate::api::Duration::parse(v).is_ok()),
+    };
+    if protected {
+        return false;
+    }
+    let labels = pod.metadata.labels.clone().unwrap_or_default();
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+    !pdbs.iter().any(|pdb| {
+        let Some(spec) = &pdb.spec else { return false };
+        let blocking = matches!(&spec.max_unavailable, Some(IntOrString::Int(0)))
+            || matches!(&spec.max_unavailable, Some(IntOrString::String(s)) if s == "0%")
+            || matches!(&spec.min_available, Some(IntOrString::String(s)) if s == "100%");
+        blocking
+            && pdb.metadata.namespace.as_deref().unwrap_or("default") == namespace
+            && spec.selector.as_ref().is_some_and(|s| labels::selector::matches(s, &labels))
+    })
+}

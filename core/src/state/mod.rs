@@ -1,0 +1,110 @@
+//! What one decision reads: the view of the cluster (upstream `pkg/controllers/state`, v1.14.1:
+//! nodes, NodeClaims and the pods bound to them, DaemonSets, PodDisruptionBudgets, volumes), the
+//! NodePools with the instance types their NodeClass can launch (upstream
+//! `CloudProvider.GetInstanceTypes`), the offerings out of capacity, and the round's options.
+//!
+//! Module map: the [`Input`] and its parts here; `manifests` builds one from loaded manifests
+//! (where upstream's informers fill `state.Cluster` from the API server). The scheduler
+//! ([`crate::scheduling::schedule`]) reads an `Input`; disruption and the simulation build them.
+
+pub(crate) mod manifests;
+
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+
+use crate::api::nodeclaim::NodeClaim;
+use crate::api::nodepool::NodePool;
+use crate::catalogue::{InstanceType, UnavailableOffering};
+use crate::options::MinValuesPolicy;
+use crate::pod::PodRef;
+use crate::resources::ResourceList;
+
+pub use manifests::{input_from_manifests, Prepared, StateError};
+
+/// Upstream `MaxInstanceTypes` (v1.7+).
+pub const MAX_INSTANCE_TYPES: usize = 600;
+
+/// Scheduler switches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    pub min_values_policy: MinValuesPolicy,
+    pub max_instance_types: usize,
+    /// When the round runs (epoch seconds): a `karpenter.sh/do-not-disrupt` duration on a pod of a
+    /// deleting node protects it until then. `None` (no clock, e.g. a single offline round
+    /// without a Scenario `startTime`): any duration counts as active.
+    pub now: Option<i64>,
+    /// Set when the round is disruption's simulation of removing nodes (upstream
+    /// `IsConsolidationSimulation`).
+    pub consolidation: Option<ConsolidationSimulation>,
+    /// The round stands for kube-scheduler binding pending pods to existing nodes (the
+    /// simulation's model): pods are read without Karpenter's validation, which decides what
+    /// Karpenter provisions for, not what kube-scheduler binds (a `kubernetes.io/hostname`
+    /// nodeSelector is fine for kube-scheduler).
+    pub kube_scheduler: bool,
+    /// Check this pending pod on its own against every existing node and NodePool before the
+    /// round (`Results::evaluation`): the grid `explain pod` shows, with passing NodePools too.
+    pub evaluate: Option<PodRef>,
+}
+
+/// What a consolidation simulation knows beyond the cluster (upstream v1.14+: consolidateAfter
+/// also guards destinations).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConsolidationSimulation {
+    /// The nodes being consolidated (marked deleting in the input for the simulation).
+    pub candidates: std::collections::BTreeSet<String>,
+    /// Existing nodes still inside their NodePool's consolidateAfter window (initialized, the last
+    /// pod event more recent than consolidateAfter): the candidates' pods may not move onto them.
+    /// Pending pods and pods of nodes that really are deleting may.
+    pub under_consolidate_after: std::collections::BTreeSet<String>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            min_values_policy: MinValuesPolicy::Strict,
+            max_instance_types: MAX_INSTANCE_TYPES,
+            now: None,
+            consolidation: None,
+            kube_scheduler: false,
+            evaluate: None,
+        }
+    }
+}
+
+/// A NodePool with the instance types its NodeClass can launch in the region.
+#[derive(Debug, Clone)]
+pub struct NodePoolInput {
+    pub nodepool: NodePool,
+    pub instance_types: Arc<Vec<InstanceType>>,
+}
+
+/// Everything one round reads.
+#[derive(Debug, Clone, Default)]
+pub struct Input {
+    pub nodepools: Vec<NodePoolInput>,
+    pub nodes: Vec<Node>,
+    pub nodeclaims: Vec<NodeClaim>,
+    /// Every pod: bound ones (with `spec.nodeName`) count against their node; the others are
+    /// candidates for the round.
+    pub pods: Vec<Pod>,
+    pub daemonsets: Vec<DaemonSet>,
+    /// Used to decide which pods of deleting nodes are rescheduled (fully blocking PDBs).
+    pub pdbs: Vec<PodDisruptionBudget>,
+    pub unavailable_offerings: Vec<UnavailableOffering>,
+    pub options: Options,
+    /// PersistentVolumeClaims, PersistentVolumes and StorageClasses: volume topology and the
+    /// validation of pods' claims.
+    pub pvcs: Vec<PersistentVolumeClaim>,
+    pub pvs: Vec<PersistentVolume>,
+    pub storage_classes: Vec<StorageClass>,
+    /// CSINodes (named after their Node): the CSI volume limits of existing nodes.
+    pub csinodes: Vec<CSINode>,
+    /// Each pod's requests (`resources::pod_requests`, aligned with `pods`), when the caller runs
+    /// many rounds over the same pods (disruption's simulations) and computed them once; `None`:
+    /// each round reads them. Must be rebuilt if `pods` change.
+    pub pod_requests: Option<std::sync::Arc<Vec<ResourceList>>>,
+}
