@@ -160,7 +160,7 @@ fn test_steps(args: TestArgs) -> Result<()> {
     if !args.no_lint {
         util::step("rustfmt", || util::cargo(&["fmt", "--all", "--check"]))?;
         util::step("tidy: core's module graph, file docs, outside references", || {
-            tidy::run(tidy::TidyArgs { report: false })
+            tidy::run(tidy::TidyArgs { report: false, root: None })
         })?;
         util::step("clippy", || {
             // The ci profile: its build scripts and proc-macros are the ones the test build runs.
@@ -187,6 +187,16 @@ fn test_steps(args: TestArgs) -> Result<()> {
             util::run(&mut cmd)
         })?;
     }
+    // The playground: its wasm32 release build beside the native builds (a target directory of its
+    // own, so neither waits for the other's lock; on two cores the native builds leave one idle
+    // for long stretches), then wasm-bindgen once wasm-bindgen-cli is installed.
+    let bundle =
+        util::background_with("playground bundle (wasm32 release build, wasm-bindgen)", "playground", move || {
+            let target = target_dir().join("playground");
+            play::build_wasm(&target)?;
+            bindgen.wait()?;
+            play::package(&target)
+        })?;
     // Every native test and bench binary in one profile and one invocation (one feature
     // resolution, so nothing is compiled twice). It includes the native scenario runner that the
     // parity test runs: cargo builds a package's binaries for its integration tests.
@@ -205,16 +215,12 @@ fn test_steps(args: TestArgs) -> Result<()> {
             "wasm32-wasip1",
         ])
     })?;
-    // The playground's release build also proves that core and the wasm adapter build for
-    // wasm32-unknown-unknown (one invocation, so they are compiled once).
-    bindgen.wait()?;
-    util::step("playground bundle builds (cargo xtask play --build-only)", || {
-        let dist = play::build_bundle()?;
-        for file in ["index.html", "carpentry_web.js", "carpentry_web_bg.wasm"] {
-            anyhow::ensure!(dist.join(file).is_file(), "{file} is missing from {}", dist.display());
-        }
-        Ok(())
-    })?;
+    let bundle = bundle.wait()?;
+    anyhow::ensure!(
+        ["index.html", "carpentry_web.js", "carpentry_web_bg.wasm"].iter().all(|f| bundle.join(f).is_file()),
+        "the playground bundle in {} is incomplete",
+        bundle.display()
+    );
     let catalogue_inputs = catalogue_inputs.wait()?;
     util::step("the committed EC2 catalogue is what the generator produces", || {
         catalog::check_with_built_generator(&catalogue_inputs)

@@ -29,30 +29,45 @@ pub fn run(args: PlayArgs) -> Result<()> {
 /// Builds the wasm crate, runs wasm-bindgen and lays out web/dist. Returns the dist directory.
 pub fn build_bundle() -> Result<PathBuf> {
     util::ensure_rust_toolchain()?;
-    let bindgen_version = locked_version("wasm-bindgen")?;
-    ensure_wasm_bindgen_cli(&bindgen_version)?;
-    // Core and the wasm adapter are named too (the web crate depends on both), so that this one
-    // release build is also the check that they build for wasm32-unknown-unknown.
+    let target = crate::target_dir();
+    build_wasm(&target)?;
+    ensure_wasm_bindgen_cli(&locked_version("wasm-bindgen")?)?;
+    package(&target)
+}
+
+/// The playground's wasm32 release build in `target`. Core and the wasm adapter are named too (the
+/// web crate depends on both), so that this one build is also the check that they build for
+/// wasm32-unknown-unknown. (`cargo xtask test` gives it a target directory of its own, so that it
+/// runs beside the native builds without waiting for their lock.)
+pub fn build_wasm(target: &Path) -> Result<()> {
     util::step("build carpentry-web (release, wasm32)", || {
-        util::cargo(&[
-            "build",
-            "--locked",
-            "--release",
-            "-p",
-            "carpentry-web",
-            "-p",
-            "carpentry-wasm",
-            "-p",
-            "carpentry-core",
-            "--target",
-            "wasm32-unknown-unknown",
-        ])
-    })?;
+        util::cargo_in(
+            target,
+            &[
+                "build",
+                "--locked",
+                "--release",
+                "-p",
+                "carpentry-web",
+                "-p",
+                "carpentry-wasm",
+                "-p",
+                "carpentry-core",
+                "--target",
+                "wasm32-unknown-unknown",
+            ],
+        )
+    })
+}
+
+/// web/dist from the wasm [`build_wasm`] left in `target`: wasm-bindgen's glue, the optimised
+/// module and the page (wasm-bindgen-cli must be installed).
+pub fn package(target: &Path) -> Result<PathBuf> {
     let dist = PathBuf::from("web/dist");
     // Start clean: files of an older layout must not linger on a static host.
     let _ = std::fs::remove_dir_all(&dist);
     std::fs::create_dir_all(&dist)?;
-    let wasm = crate::target_dir().join("wasm32-unknown-unknown/release/carpentry_web.wasm");
+    let wasm = target.join("wasm32-unknown-unknown/release/carpentry_web.wasm");
     util::step("wasm-bindgen", || {
         util::run(
             Command::new(wasm_bindgen_program())

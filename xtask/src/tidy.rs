@@ -22,11 +22,15 @@ pub struct TidyArgs {
     /// Also print core's module graph and its number of public modules and items.
     #[arg(long)]
     pub report: bool,
+    /// Check this checkout instead of the one xtask was built from (to compare commits: a
+    /// `git worktree` of the older one).
+    #[arg(long)]
+    pub root: Option<PathBuf>,
 }
 
 pub fn run(args: TidyArgs) -> Result<()> {
-    let root = crate::workspace_root();
-    let tree = ModuleTree::load(&root.join("core/src/lib.rs"))?;
+    let root = args.root.clone().unwrap_or_else(crate::workspace_root);
+    let tree = ModuleTree::load(&root)?;
     let graph = tree.graph();
     let mut problems = Vec::new();
     problems.extend(graph.cycle_problems(&tree));
@@ -68,12 +72,15 @@ struct Module {
 }
 
 struct ModuleTree {
+    root: PathBuf,
     modules: BTreeMap<Vec<String>, Module>,
 }
 
 impl ModuleTree {
-    fn load(lib: &Path) -> Result<Self> {
-        let mut tree = ModuleTree { modules: BTreeMap::new() };
+    fn load(root: &Path) -> Result<Self> {
+        let lib = root.join("core/src/lib.rs");
+        let lib = lib.as_path();
+        let mut tree = ModuleTree { root: root.to_path_buf(), modules: BTreeMap::new() };
         let file = parse(lib)?;
         let dir = lib.parent().context("lib.rs has a directory")?.to_path_buf();
         tree.add(Vec::new(), lib.to_path_buf(), dir, true, false, &file.attrs, file.items)?;
@@ -242,7 +249,7 @@ impl ModuleTree {
                     continue;
                 }
                 let text = segments.join("::");
-                let file = module.file.strip_prefix(crate::workspace_root()).unwrap_or(&module.file);
+                let file = module.file.strip_prefix(&self.root).unwrap_or(&module.file);
                 if path[0] != target[0] {
                     graph.add(None, &path[0], &target[0], file, &text);
                 } else if path.len() > 1 && target.len() > 1 && path[1] != target[1] {
@@ -253,10 +260,13 @@ impl ModuleTree {
         graph
     }
 
-    /// (public modules, public items) reachable from outside the crate, test code left out.
+    /// (public modules, public items) reachable from outside the crate, test code left out: the
+    /// public definitions and re-exports of public modules, and the public associated items of
+    /// inherent `impl`s (wherever they are written) of the types those name (matched by name).
     fn public_counts(&self) -> (usize, usize) {
         let mut modules = 0;
         let mut items = 0;
+        let mut public_types = BTreeSet::new();
         for (path, module) in &self.modules {
             if !module.public || module.test {
                 continue;
@@ -269,6 +279,19 @@ impl ModuleTree {
                     continue;
                 }
                 items += public_items(item);
+                public_types.extend(public_names(item));
+            }
+        }
+        for module in self.modules.values().filter(|m| !m.test) {
+            for item in &module.items {
+                if let syn::Item::Impl(i) = item {
+                    if i.trait_.is_none()
+                        && !is_cfg_test(&i.attrs)
+                        && self_type_name(&i.self_ty).is_some_and(|n| public_types.contains(&n))
+                    {
+                        items += public_associated_items(i);
+                    }
+                }
             }
         }
         (modules, items)
@@ -576,17 +599,46 @@ fn public_items(item: &syn::Item) -> usize {
             use_leaves(&u.tree, &mut Vec::new(), &mut leaves);
             leaves.len()
         }
-        syn::Item::Impl(i) if i.trait_.is_none() => i
-            .items
-            .iter()
-            .filter(|item| match item {
-                syn::ImplItem::Const(c) => public(&c.vis) && !is_cfg_test(&c.attrs),
-                syn::ImplItem::Fn(f) => public(&f.vis) && !is_cfg_test(&f.attrs),
-                syn::ImplItem::Type(t) => public(&t.vis) && !is_cfg_test(&t.attrs),
-                _ => false,
-            })
-            .count(),
         _ => 0,
+    }
+}
+
+/// The public associated items of an inherent `impl`.
+fn public_associated_items(i: &syn::ItemImpl) -> usize {
+    let public = |vis: &syn::Visibility| matches!(vis, syn::Visibility::Public(_));
+    i.items
+        .iter()
+        .filter(|item| match item {
+            syn::ImplItem::Const(c) => public(&c.vis) && !is_cfg_test(&c.attrs),
+            syn::ImplItem::Fn(f) => public(&f.vis) && !is_cfg_test(&f.attrs),
+            syn::ImplItem::Type(t) => public(&t.vis) && !is_cfg_test(&t.attrs),
+            _ => false,
+        })
+        .count()
+}
+
+/// The type names a public item makes nameable: its own (a public struct, enum, union, type
+/// alias or trait) or those a public `use` re-exports.
+fn public_names(item: &syn::Item) -> Vec<String> {
+    let public = |vis: &syn::Visibility| matches!(vis, syn::Visibility::Public(_));
+    match item {
+        syn::Item::Struct(i) if public(&i.vis) => vec![i.ident.to_string()],
+        syn::Item::Enum(i) if public(&i.vis) => vec![i.ident.to_string()],
+        syn::Item::Union(i) if public(&i.vis) => vec![i.ident.to_string()],
+        syn::Item::Type(i) if public(&i.vis) => vec![i.ident.to_string()],
+        syn::Item::Use(u) if public(&u.vis) => {
+            let mut leaves = Vec::new();
+            use_leaves(&u.tree, &mut Vec::new(), &mut leaves);
+            leaves.into_iter().filter_map(|(name, path)| name.and(path.last().cloned())).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+fn self_type_name(ty: &syn::Type) -> Option<String> {
+    match ty {
+        syn::Type::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()),
+        _ => None,
     }
 }
 

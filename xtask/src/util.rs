@@ -183,6 +183,11 @@ pub fn cargo(args: &[&str]) -> Result<()> {
     run(cargo_command().args(args))
 }
 
+/// [`cargo`] with `target` as its target directory.
+pub fn cargo_in(target: &std::path::Path, args: &[&str]) -> Result<()> {
+    run(cargo_command().env("CARGO_TARGET_DIR", target).args(args))
+}
+
 /// A cargo command with the toolchain that runs xtask, in the tasks' target directory
 /// ([`crate::target_dir`]; the tests it runs see it as `CARGO_TARGET_DIR` too), without the
 /// variables `cargo run` set for xtask itself. Build scripts that track `CARGO_MANIFEST_DIR` or
