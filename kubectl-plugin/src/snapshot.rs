@@ -183,7 +183,7 @@ pub fn render(
     let _ = writeln!(
         header,
         "# Region {}. {count} objects{}.",
-        spec["region"].as_str().unwrap_or("us-east-1"),
+        spec["region"].as_str().unwrap_or(carpentry_core::manifest::scenario::DEFAULT_REGION),
         if summary.is_empty() { String::new() } else { format!(": {summary}") }
     );
     header.push_str(REDACTED);

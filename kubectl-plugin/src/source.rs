@@ -3,14 +3,12 @@
 //! answers the same on a cluster and on its snapshot.
 
 use carpentry_core::catalogue::Catalogue;
-use carpentry_core::manifest::scenario::Scenario;
+use carpentry_core::manifest::scenario::{Scenario, DEFAULT_REGION};
 use carpentry_core::manifest::Manifests;
+use carpentry_core::state;
 
 use crate::common::ReadArgs;
 use crate::{input, Failure};
-
-/// The region label every node carries (well-known, set by the cloud provider).
-const REGION_LABEL: &str = "topology.kubernetes.io/region";
 
 /// A cluster state, ready for the core.
 pub struct ClusterState {
@@ -31,7 +29,7 @@ pub struct ClusterState {
 
 impl ClusterState {
     pub fn region(&self) -> &str {
-        self.manifests.scenario.as_ref().map_or("us-east-1", |s| s.spec.region.as_str())
+        self.manifests.scenario.as_ref().map_or(DEFAULT_REGION, |s| s.spec.region.as_str())
     }
 }
 
@@ -56,7 +54,16 @@ pub fn read(common: &ReadArgs) -> Result<ClusterState, Failure> {
         .into_iter()
         .map(|n| format!("converted {}: {}: {}", n.object, n.field, n.message))
         .collect();
-    let had_scenario = manifests.scenario.is_some();
+    // The region: the flag, else the file's Scenario's (`snapshot` writes one), else the nodes'
+    // label, else the default (core's rule), chosen before a default Scenario is added below.
+    let region = state::choose_region(&manifests, common.region.as_deref());
+    if region.source == state::RegionSource::Default {
+        notes.push(format!(
+            "no node has a {} label: using {DEFAULT_REGION} (--region to choose)",
+            carpentry_core::labels::TOPOLOGY_REGION
+        ));
+    }
+    let region = region.region;
     let scenario = manifests.scenario.get_or_insert_with(|| Scenario {
         api_version: "carpentry.dev/v1alpha1".into(),
         kind: "Scenario".into(),
@@ -74,21 +81,6 @@ pub fn read(common: &ReadArgs) -> Result<ClusterState, Failure> {
         }
         None => {}
     }
-    // The region: the flag, else the file's Scenario's (`snapshot` writes one), else the nodes'
-    // label (the most common one, ties by name), else the default.
-    let region = match &common.region {
-        Some(r) => r.clone(),
-        None if had_scenario => manifests.scenario.as_ref().map(|s| s.spec.region.clone()).unwrap_or_default(),
-        None => match region_of_nodes(&manifests) {
-            Some(r) => r,
-            None => {
-                notes.push(
-                    "no node has a topology.kubernetes.io/region label: using us-east-1 (--region to choose)".into(),
-                );
-                "us-east-1".into()
-            }
-        },
-    };
     if catalogue.zones(&region).is_none() {
         return Err(Failure::Input(format!(
             "region {region:?} is not in the catalogue (it has: {})",
@@ -109,17 +101,6 @@ pub fn read(common: &ReadArgs) -> Result<ClusterState, Failure> {
 pub fn now_rfc3339() -> String {
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     carpentry_core::api::time::format_time(secs as i64)
-}
-
-fn region_of_nodes(m: &Manifests) -> Option<String> {
-    let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
-    for n in &m.nodes {
-        if let Some(r) = n.metadata.labels.as_ref().and_then(|l| l.get(REGION_LABEL)) {
-            *counts.entry(r.as_str()).or_default() += 1;
-        }
-    }
-    // Most nodes first; among equals the first by name (BTreeMap order, max_by keeps the last max).
-    counts.into_iter().rev().max_by_key(|(_, n)| *n).map(|(r, _)| r.to_string())
 }
 
 fn catalogue(common: &ReadArgs) -> Result<&'static Catalogue, Failure> {

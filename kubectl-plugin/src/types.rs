@@ -15,7 +15,7 @@ pub struct TypesArgs {
     #[arg(short = 'f', long = "filename")]
     file: String,
     /// AWS region whose zones and offerings to use.
-    #[arg(long, default_value = "us-east-1")]
+    #[arg(long, default_value = carpentry_core::manifest::scenario::DEFAULT_REGION)]
     region: String,
     /// Only this NodePool (default: every NodePool in the file).
     #[arg(long)]

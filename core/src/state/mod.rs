@@ -4,10 +4,12 @@
 //! `CloudProvider.GetInstanceTypes`), the offerings out of capacity, and the round's options.
 //!
 //! Module map: the [`Input`] and its parts here; `manifests` builds one from loaded manifests
-//! (where upstream's informers fill `state.Cluster` from the API server). The scheduler
+//! (where upstream's informers fill `state.Cluster` from the API server); `region` chooses the
+//! region when the input does not name one ([`choose_region`]). The scheduler
 //! ([`crate::scheduling::schedule`]) reads an `Input`; disruption and the simulation build them.
 
 pub(crate) mod manifests;
+mod region;
 
 use std::sync::Arc;
 
@@ -24,6 +26,7 @@ use crate::pod::PodRef;
 use crate::resources::ResourceList;
 
 pub use manifests::{input_from_manifests, Prepared, StateError};
+pub use region::{choose_region, RegionChoice, RegionSource};
 
 /// Upstream `MaxInstanceTypes` (v1.7+).
 pub const MAX_INSTANCE_TYPES: usize = 600;
