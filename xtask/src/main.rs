@@ -176,8 +176,6 @@ fn test_steps(args: TestArgs) -> Result<()> {
                 "warnings",
             ])
         })?;
-    }
-    if !args.no_lint {
         // Core's API docs build without a warning (broken intra-doc links, bad HTML). After
         // clippy, so the dependencies' metadata is already built in this profile.
         util::step("core's API docs (rustdoc -D warnings)", || {

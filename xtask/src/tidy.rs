@@ -34,8 +34,9 @@ pub fn run(args: TidyArgs) -> Result<()> {
     let graph = tree.graph();
     let mut problems = Vec::new();
     problems.extend(graph.cycle_problems(&tree));
-    problems.extend(missing_file_docs(&root)?);
-    problems.extend(outside_references(&root)?);
+    let files = tracked_files(&root)?;
+    problems.extend(missing_file_docs(&root, &files)?);
+    problems.extend(outside_references(&root, &files)?);
     if args.report {
         print!("{}", graph.render());
         let (modules, items) = tree.public_counts();
@@ -705,13 +706,13 @@ fn tracked_files(root: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// Rust source files whose first line is not a `//!` doc.
-fn missing_file_docs(root: &Path) -> Result<Vec<String>> {
+fn missing_file_docs(root: &Path, files: &[PathBuf]) -> Result<Vec<String>> {
     let mut problems = Vec::new();
-    for file in tracked_files(root)? {
+    for file in files {
         if file.extension().is_none_or(|e| e != "rs") {
             continue;
         }
-        let text = std::fs::read_to_string(root.join(&file)).with_context(|| format!("read {}", file.display()))?;
+        let text = std::fs::read_to_string(root.join(file)).with_context(|| format!("read {}", file.display()))?;
         let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
         if !first.trim_start().starts_with("//!") {
             problems.push(format!("{}: no //! doc at the top of the file (say what it holds)", file.display()));
@@ -727,14 +728,13 @@ const OUTSIDE_NOTES: &[&str] =
 
 /// Citations of documents that are not in the repository: the outside notes by name or by
 /// section (a section sign), and relative Markdown links to missing files.
-fn outside_references(root: &Path) -> Result<Vec<String>> {
-    let files = tracked_files(root)?;
+fn outside_references(root: &Path, files: &[PathBuf]) -> Result<Vec<String>> {
     let tracked: BTreeSet<String> =
         files.iter().filter_map(|f| f.file_name().map(|n| n.to_string_lossy().into_owned())).collect();
     // Our documents have no numbered sections: a section sign cites the outside notes.
     let section_sign = '\u{a7}';
     let mut problems = Vec::new();
-    for file in &files {
+    for file in files {
         let text_file = matches!(
             file.extension().and_then(|e| e.to_str()),
             Some("rs" | "md" | "toml" | "go" | "yaml" | "yml" | "sh" | "html" | "css" | "js")
