@@ -25,7 +25,8 @@
 //!   for everything that changed meaning.
 //!
 //! Each explanation is a structured value (serde-serialisable); its text is rendered from it
-//! ([`render_unschedulable`], [`render_node`], [`render_nodepool`]).
+//! ([`render_unschedulable`], [`render_node`], [`render_nodepool`]); the `*_styled` variants take a
+//! [`style::Style`] for adapters that colour what passed and what failed.
 //!
 //! The modules stay public as namespaces for the vocabulary adapters name (the API types in
 //! [`api`], well-known [`labels`], [`quantity`], [`requirements`]); what an adapter needs beyond
@@ -45,10 +46,13 @@ pub mod resources;
 pub mod scheduling;
 pub mod simulation;
 pub mod state;
+pub mod style;
 
 pub use catalogue::Catalogue;
 pub use conversion::{convert, ConversionNote, Converted, LegacyObject};
-pub use disruption::explain::{render_node, render_nodepool, NodeExplanation, NodePoolExplanation};
+pub use disruption::explain::{
+    render_node, render_node_styled, render_nodepool, NodeExplanation, NodePoolExplanation, NodeVerdict,
+};
 pub use manifest::{load, load_from_api_server, LoadError, Manifests, Problem};
 pub use scheduling::explain::{render_unschedulable, PodExplanation, Unschedulable};
 pub use scheduling::{schedule, Results};

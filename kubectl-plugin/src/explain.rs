@@ -116,7 +116,7 @@ pub fn run(args: ExplainArgs) -> Result<(), Failure> {
                 Output::Json | Output::Yaml => render::structured(&answer, out.output),
                 Output::Text | Output::Wide => {
                     match (&explanation, &answer.why_unmanaged) {
-                        (Some(e), _) => print!("{}", node_text(e, paint)),
+                        (Some(e), _) => print!("{}", carpentry_core::render_node_styled(e, &paint)),
                         (None, Some(why)) => println!("Node {name} is not managed by Karpenter: {why}"),
                         (None, None) => {}
                     }
@@ -407,22 +407,6 @@ fn evaluation_text(e: &PodEvaluation, wide: bool, no_headers: bool, paint: Paint
             let examples = if wide { format!(" (e.g. {})", g.examples.join(", ")) } else { String::new() };
             let _ = writeln!(s, "  {} × {}{examples}", g.count, g.rejection);
         }
-    }
-    s
-}
-
-fn node_text(e: &NodeExplanation, paint: Paint) -> String {
-    let text = carpentry_core::disruption::explain::render_node(e);
-    let mut s = String::new();
-    for line in text.lines() {
-        let line = if let Some(rest) = line.strip_prefix("  [FAIL]") {
-            format!("  [{}]{rest}", paint.bad("FAIL"))
-        } else if let Some(rest) = line.strip_prefix("  [ok  ]") {
-            format!("  [{}]{rest}", paint.good("ok  "))
-        } else {
-            line.to_string()
-        };
-        let _ = writeln!(s, "{line}");
     }
     s
 }

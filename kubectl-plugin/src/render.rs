@@ -58,3 +58,16 @@ impl Paint {
         }
     }
 }
+
+/// Core's marks in the plugin's colours.
+impl carpentry_core::style::Style for Paint {
+    fn mark(&self, mark: carpentry_core::style::Mark, text: &str) -> String {
+        use carpentry_core::style::Mark;
+        match mark {
+            Mark::Pass => self.good(text),
+            Mark::Fail => self.bad(text),
+            Mark::Warn => self.warn(text),
+            Mark::Strong => self.bold(text),
+        }
+    }
+}

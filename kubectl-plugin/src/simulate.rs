@@ -120,11 +120,7 @@ pub fn run(args: SimulateArgs) -> Result<(), Failure> {
         let m = input::load(file)?;
         manifests.merge(m).map_err(|e| Failure::Input(format!("{file}: {e}")))?;
     }
-    let mut notes: Vec<String> = manifests
-        .convert_legacy()
-        .into_iter()
-        .map(|n| format!("converted {}: {}: {}", n.object, n.field, n.message))
-        .collect();
+    let mut notes: Vec<String> = manifests.convert_legacy().into_iter().map(|n| n.on_load()).collect();
     if let Some(until) = &args.until {
         return run_over_time(&manifests, &args, until, notes);
     }

@@ -4,12 +4,14 @@
 //! The state is read as every command reads it ([`crate::source::read`]), then written as
 //! multi-document YAML: a header comment, the Scenario (region, start time = when it was read),
 //! then the objects kind by kind. What the engine does not read and may be sensitive is left out
-//! (see [`REDACTED`]); what it reads is kept, so that the snapshot answers as the cluster does.
+//! (see [`redacted_header`]); what it reads is kept, so that the snapshot answers as the cluster does.
 
 use std::fmt::Write as _;
 
 use serde::Serialize;
 use serde_json::Value;
+
+use carpentry_core::labels::{is_read_annotation, READ_ANNOTATIONS, READ_ANNOTATION_DOMAINS};
 
 use crate::common::ReadArgs;
 use crate::Failure;
@@ -26,14 +28,21 @@ pub struct SnapshotArgs {
     pub keep_images: bool,
 }
 
-/// What the header says was redacted (keep in step with [`redact`]).
-const REDACTED: &str = "\
+/// What the header says was redacted (keep in step with [`redact`]); the annotations kept are
+/// core's list of those the engine reads.
+fn redacted_header() -> String {
+    let domains: Vec<String> = READ_ANNOTATION_DOMAINS.iter().map(|d| format!("{d}/")).collect();
+    format!(
+        "\
 # Redacted: containers' (and init and ephemeral containers') env values and valueFrom (the names
-#   are kept), envFrom, command and args; every annotation except those of karpenter.sh/,
-#   karpenter.k8s.aws/, carpentry.dev/ (and their subdomains) and the four the scheduler reads
-#   (pv.kubernetes.io/bind-completed, storageclass[.beta].kubernetes.io/is-default-class,
-#   controller.kubernetes.io/pod-deletion-cost); metadata.managedFields; nodes' status.images;
-";
+#   are kept), envFrom, command and args; every annotation except those of {} (and their
+#   subdomains) and the {} others the engine reads ({}); metadata.managedFields; nodes' status.images;
+",
+        domains.join(", "),
+        READ_ANNOTATIONS.len(),
+        READ_ANNOTATIONS.join(", "),
+    )
+}
 const IMAGES_REDACTED: &str =
     "#   container image names and image IDs (replaced by `redacted`; --keep-images keeps them).\n";
 const IMAGES_KEPT: &str = "#   (image names are kept: --keep-images).\n";
@@ -42,16 +51,6 @@ const KEPT: &str = "\
 #   node status (addresses included), NodePools and EC2NodeClasses whole (userData and tags too: they
 #   decide drift). Secrets and ConfigMaps are never read.
 ";
-
-/// Annotations kept besides the Karpenter and carpentry ones: those the engine reads.
-const KEPT_ANNOTATIONS: [&str; 4] = [
-    "pv.kubernetes.io/bind-completed",
-    "storageclass.kubernetes.io/is-default-class",
-    "storageclass.beta.kubernetes.io/is-default-class",
-    "controller.kubernetes.io/pod-deletion-cost",
-];
-/// Annotation prefixes (DNS domains) kept, with their subdomains.
-const KEPT_DOMAINS: [&str; 3] = ["karpenter.sh", "karpenter.k8s.aws", "carpentry.dev"];
 
 pub fn run(args: SnapshotArgs) -> Result<(), Failure> {
     let state = crate::source::read(&args.read)?;
@@ -186,7 +185,7 @@ pub fn render(
         spec["region"].as_str().unwrap_or(carpentry_core::manifest::scenario::DEFAULT_REGION),
         if summary.is_empty() { String::new() } else { format!(": {summary}") }
     );
-    header.push_str(REDACTED);
+    header.push_str(&redacted_header());
     header.push_str(if keep_images { IMAGES_KEPT } else { IMAGES_REDACTED });
     header.push_str(KEPT);
     header.push_str("---\n");
@@ -203,15 +202,6 @@ fn plural(kind: &str, n: usize) -> String {
 
 fn yaml(value: &Value) -> Result<String, Failure> {
     serde_yaml::to_string(value).map_err(|e| Failure::Other(anyhow::anyhow!("cannot write YAML: {e}")))
-}
-
-/// Whether an annotation survives redaction.
-fn keep_annotation(key: &str) -> bool {
-    if KEPT_ANNOTATIONS.contains(&key) {
-        return true;
-    }
-    let Some((domain, _)) = key.split_once('/') else { return false };
-    KEPT_DOMAINS.iter().any(|d| domain == *d || domain.strip_suffix(d).is_some_and(|sub| sub.ends_with('.')))
 }
 
 /// Redacts one object (any kind) in place.
@@ -258,7 +248,7 @@ fn redact_metadata(metadata: Option<&mut Value>) {
     let Some(Value::Object(meta)) = metadata else { return };
     meta.remove("managedFields");
     if let Some(Value::Object(annotations)) = meta.get_mut("annotations") {
-        annotations.retain(|k, _| keep_annotation(k));
+        annotations.retain(|k, _| is_read_annotation(k));
         if annotations.is_empty() {
             meta.remove("annotations");
         }
@@ -293,29 +283,6 @@ fn redact_pod_spec(spec: &mut Value, keep_images: bool) {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn annotations_kept_by_domain_and_by_use() {
-        for kept in [
-            "karpenter.sh/do-not-disrupt",
-            "karpenter.k8s.aws/ec2nodeclass-hash",
-            "compatibility.karpenter.sh/v1beta1-nodeclass-reference",
-            "carpentry.dev/note",
-            "pv.kubernetes.io/bind-completed",
-            "controller.kubernetes.io/pod-deletion-cost",
-        ] {
-            assert!(keep_annotation(kept), "{kept}");
-        }
-        for dropped in [
-            "kubectl.kubernetes.io/last-applied-configuration",
-            "notkarpenter.sh/x",
-            "karpenter.sh.evil.com/x",
-            "example.com/karpenter.sh",
-            "karpenter.sh",
-        ] {
-            assert!(!keep_annotation(dropped), "{dropped}");
-        }
-    }
 
     #[test]
     fn pods_and_templates_are_redacted() {

@@ -49,11 +49,7 @@ pub fn read(common: &ReadArgs) -> Result<ClusterState, Failure> {
         }
         (manifests, common.from_file.join(", "), None)
     };
-    let mut notes: Vec<String> = manifests
-        .convert_legacy()
-        .into_iter()
-        .map(|n| format!("converted {}: {}: {}", n.object, n.field, n.message))
-        .collect();
+    let mut notes: Vec<String> = manifests.convert_legacy().into_iter().map(|n| n.on_load()).collect();
     // The region: the flag, else the file's Scenario's (`snapshot` writes one), else the nodes'
     // label, else the default (core's rule), chosen before a default Scenario is added below.
     let region = state::choose_region(&manifests, common.region.as_deref());

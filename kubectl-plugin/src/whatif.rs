@@ -51,9 +51,7 @@ pub fn run(args: WhatifArgs) -> Result<(), Failure> {
         ));
     }
     let mut notes = state.notes.clone();
-    notes.extend(
-        edits.convert_legacy().into_iter().map(|n| format!("converted {}: {}: {}", n.object, n.field, n.message)),
-    );
+    notes.extend(edits.convert_legacy().into_iter().map(|n| n.on_load()));
     let result = simulation::whatif(&state.manifests, edits, state.catalogue, SimTime(until))
         .map_err(|e| Failure::Input(format!("whatif: {}", carpentry_core::error_chain(&e))))?;
     notes.extend(result.notes.iter().cloned());

@@ -3,7 +3,8 @@
 //! web/dist (`cargo xtask play --build-only` builds it), served from a loopback port.
 //!
 //! One walk through what a user does: open the page cold, load the `inflate` example, scale it to
-//! 3, explain a pending pod, run the clock, see three nodes with instance types and prices, share
+//! 3, explain a pending pod, run the clock, see three nodes with instance types and prices, explain
+//! one (its verdict is core's, computed natively beside the page), share
 //! the state through the URL and reload to the same state. It also measures the first render and
 //! the engine's recompute of the 1,000-pod example (`performance.now()` in the page), printed to
 //! stderr and written to target/browser/figures.json, and saves a screenshot of the main view as
@@ -128,6 +129,19 @@ async fn node_rows(c: &Client) -> Vec<(String, String, String)> {
     serde_json::from_value(v).expect("rows as triples")
 }
 
+/// What core says of `node` after the walk below (inflate scaled to 3 at the start, three
+/// minutes run), computed natively.
+fn native_node_verdict(node: &str) -> &'static str {
+    use carpentry_core::manifest::scenario::{ScaleAction, Step};
+    let m = carpentry_core::load(include_str!("../../web/examples/inflate.yaml")).expect("the example loads");
+    let mut sim = carpentry_core::Simulation::new(&m, None, carpentry_core::Timings::default()).expect("it runs");
+    let scale =
+        ScaleAction { kind: "Deployment".into(), namespace: "default".into(), name: "inflate".into(), replicas: 3 };
+    sim.act(&Step { at: "0s".into(), scale: Some(scale), ..Step::default() }, None).expect("scale");
+    sim.run_until(carpentry_core::SimTime::from_secs(180));
+    sim.explain_node(node).unwrap_or_else(|| panic!("core knows node {node}")).verdict().describe()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn playground_end_to_end_in_chromium() {
     let dist = workspace().join("web/dist");
@@ -179,6 +193,12 @@ async fn playground_end_to_end_in_chromium() {
     }
     let clock = text(&c, "#clock").await;
     assert_eq!(clock, "+3m0s");
+
+    // Click a node: the page states core's verdict on it, the one the plugin prints.
+    let node = &rows[0].0;
+    click(&c, &format!("tr[data-node='{node}'] .node-name")).await;
+    let shown = text(&c, "#node-verdict").await;
+    assert_eq!(shown, format!("It {}.", native_node_verdict(node)), "node {node}");
     let screenshot = c.screenshot().await.expect("screenshot");
     std::fs::write(artifacts.join("main-view.png"), &screenshot).expect("save the screenshot");
 

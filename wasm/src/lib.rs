@@ -24,7 +24,7 @@ impl Playground {
     /// Loads YAML text; a bad document is an error naming the document, object, field and line.
     #[wasm_bindgen(constructor)]
     pub fn new(yaml: &str) -> Result<Playground, JsValue> {
-        Session::load(yaml).map(Playground).map_err(err)
+        Session::load(yaml).map(Playground).map_err(|e| err(e.message))
     }
 
     /// Milliseconds since the start.
@@ -92,7 +92,7 @@ impl Playground {
 
     /// A Scenario step's action (JSON) taken now: scale, delete, interrupt, unavailableOffering.
     pub fn act(&mut self, step_json: &str) -> Result<(), JsValue> {
-        self.0.act(step_json).map_err(err)
+        self.0.act_json(step_json).map_err(err)
     }
 
     /// Applies edited objects (YAML text) now.

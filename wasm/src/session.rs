@@ -32,14 +32,14 @@ pub struct State {
 impl Session {
     /// Loads YAML text (any number of documents, legacy kinds converted with a note each).
     /// Errors name the document, object, field and line.
-    pub fn load(yaml: &str) -> Result<Session, String> {
-        let mut m: Manifests = manifest::load(yaml).map_err(|e| e.to_string())?;
-        let mut notes: Vec<String> = m
-            .convert_legacy()
-            .into_iter()
-            .map(|n| format!("converted {}: {}: {}", n.object, n.field, n.message))
-            .collect();
-        let sim = Simulation::new(&m, None, Timings::default()).map_err(|e| carpentry_core::error_chain(&e))?;
+    pub fn load(yaml: &str) -> Result<Session, LoadFailure> {
+        let mut m: Manifests = manifest::load(yaml).map_err(|e| LoadFailure {
+            line: e.problems.iter().map(|p| p.position.line).find(|&l| l > 0),
+            message: e.to_string(),
+        })?;
+        let mut notes: Vec<String> = m.convert_legacy().into_iter().map(|n| n.on_load()).collect();
+        let sim = Simulation::new(&m, None, Timings::default())
+            .map_err(|e| LoadFailure { message: carpentry_core::error_chain(&e), line: None })?;
         notes.extend(sim.notes().map(str::to_string));
         Ok(Session { sim, notes })
     }
@@ -105,17 +105,22 @@ impl Session {
     }
 
     /// A Scenario step's action taken now (`scale`, `delete`, `interrupt`, `unavailableOffering`;
-    /// `at` is ignored), as JSON.
-    pub fn act(&mut self, step_json: &str) -> Result<(), String> {
+    /// `at` is ignored). Objects are applied with [`Session::apply`].
+    pub fn act(&mut self, step: &Step) -> Result<(), String> {
+        if step.apply.is_some() {
+            return Err("action: use apply with YAML text to apply objects".into());
+        }
+        self.sim.act(step, None).map_err(|e| carpentry_core::error_chain(&e))
+    }
+
+    /// [`Session::act`] on a step given as JSON (what JavaScript passes; `at` may be left out).
+    pub fn act_json(&mut self, step_json: &str) -> Result<(), String> {
         let mut value: serde_json::Value = serde_json::from_str(step_json).map_err(|e| format!("action: {e}"))?;
         if let Some(map) = value.as_object_mut() {
             map.entry("at").or_insert_with(|| "0s".into());
         }
         let step: Step = serde_json::from_value(value).map_err(|e| format!("action: {e}"))?;
-        if step.apply.is_some() {
-            return Err("action: use apply with YAML text to apply objects".into());
-        }
-        self.sim.act(&step, None).map_err(|e| carpentry_core::error_chain(&e))
+        self.act(&step)
     }
 
     /// Applies edited objects (YAML text) now.
@@ -161,24 +166,18 @@ impl Session {
     /// The EC2NodeClass `name` with its AMI selection replaced by `alias` (e.g. `al2023@v20250101`),
     /// as JSON text for [`Session::apply`]: the edit a user makes to roll out an AMI.
     pub fn pin_ami(&self, name: &str, alias: &str) -> Result<String, String> {
-        let alias = alias.trim();
-        if !alias.contains('@') {
-            return Err(format!("AMI alias {alias:?}: expected family@version, e.g. al2023@v20250101"));
-        }
-        let mut nc = self
+        let nc = self
             .sim
             .objects()
             .nodeclasses
             .iter()
             .find(|nc| nc.metadata.name.as_deref() == Some(name))
-            .cloned()
             .ok_or_else(|| format!("no EC2NodeClass {name}"))?;
-        nc.status = None;
-        nc.spec.ami_selector_terms = vec![carpentry_core::api::ec2nodeclass::AmiSelectorTerm {
-            alias: Some(alias.to_string()),
-            ..Default::default()
-        }];
-        serde_json::to_string(&nc).map_err(|e| e.to_string())
+        let edited = nc.with_ami_alias(alias).map_err(|errors| {
+            let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            format!("EC2NodeClass {name}: {}", errors.join("; "))
+        })?;
+        serde_json::to_string(&edited).map_err(|e| e.to_string())
     }
 
     /// NodePool `name`'s disruption budgets as JSON text (what the budget editor starts from).
@@ -208,6 +207,20 @@ impl Session {
     }
 }
 
+/// Why a scenario does not load: the message (naming the document, object, field and line), and the
+/// first line of the text it names, for an editor to mark.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadFailure {
+    pub message: String,
+    pub line: Option<usize>,
+}
+
+impl std::fmt::Display for LoadFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 /// A workload the playground can scale.
 pub use carpentry_core::simulation::WorkloadView as Workload;
 
@@ -221,6 +234,11 @@ pub struct NodeClassSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use carpentry_core::manifest::scenario::ScaleAction;
+
+    fn scale(name: &str, replicas: i32) -> ScaleAction {
+        ScaleAction { kind: "Deployment".into(), namespace: "default".into(), name: name.into(), replicas }
+    }
 
     const INFLATE: &str = "apiVersion: karpenter.sh/v1
 kind: NodePool
@@ -248,7 +266,7 @@ spec:
     #[test]
     fn the_inflate_example_scales_and_explains() {
         let mut s = Session::load(INFLATE).unwrap();
-        s.act(r#"{"scale": {"kind": "Deployment", "name": "inflate", "replicas": 3}}"#).unwrap();
+        s.act(&Step::scale("0s", scale("inflate", 3))).unwrap();
         assert_eq!(s.state().snapshot.pending.len(), 3);
         s.run_until(120_000);
         let state = s.state();
@@ -286,14 +304,15 @@ spec:
     #[test]
     fn bad_input_and_bad_actions_are_errors_not_panics() {
         let err = Session::load("kind: NodePool\napiVersion: karpenter.sh/v1\nspec: {template: 3}\n").err().unwrap();
-        assert!(err.contains("document 1"), "{err}");
+        assert!(err.message.contains("document 1"), "{err}");
+        assert_eq!(err.line, Some(3), "{err}");
         let mut s = Session::load(INFLATE).unwrap();
-        assert!(s.act("{").unwrap_err().starts_with("action:"));
-        assert!(s.act(r#"{"scale": {"kind": "Deployment", "name": "nope", "replicas": 1}}"#).is_err());
-        assert!(s.act(r#"{"launch": {}}"#).unwrap_err().contains("unknown field"));
+        assert!(s.act_json("{").unwrap_err().starts_with("action:"));
+        assert!(s.act_json(r#"{"scale": {"kind": "Deployment", "name": "nope", "replicas": 1}}"#).is_err());
+        assert!(s.act_json(r#"{"launch": {}}"#).unwrap_err().contains("unknown field"));
         assert!(s.apply("kind: [").is_err());
         // An edit applied now: the NodePool template gains a label, and launched nodes drift.
-        s.act(r#"{"scale": {"kind": "Deployment", "name": "inflate", "replicas": 1}}"#).unwrap();
+        s.act(&Step::scale("0s", scale("inflate", 1))).unwrap();
         s.run_until(120_000);
         let edited = INFLATE.replace(
             "  template:\n    spec:\n      nodeClassRef",

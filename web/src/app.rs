@@ -6,9 +6,10 @@ use std::collections::BTreeMap;
 
 use carpentry_core::api::time::format_time;
 use carpentry_core::disruption::explain::{NodeExplanation, NodePoolExplanation};
+use carpentry_core::manifest::scenario::{CapacityShortage, DeleteAction, ScaleAction, Step};
 use carpentry_core::scheduling::explain::failure_text;
 use carpentry_core::simulation::{Event as SimEvent, NodeState, NodeView, PodStanding};
-use carpentry_wasm::session::{NodeClassSummary, State, Workload};
+use carpentry_wasm::session::{LoadFailure, NodeClassSummary, State, Workload};
 use carpentry_wasm::Session;
 use gloo::storage::Storage as _;
 use wasm_bindgen::JsCast as _;
@@ -22,6 +23,8 @@ use crate::view;
 
 /// Where the page keeps the recording between visits.
 const STORAGE_KEY: &str = "carpentry.playground.v1";
+/// The `at` of a step taken on the spot (the recording keeps its time).
+const NOW: &str = "0s";
 /// Tick of the running clock (wall milliseconds).
 const TICK_MS: u32 = 250;
 /// Rows shown per table before "refine the search".
@@ -36,7 +39,17 @@ pub enum Selection {
     NodePool(String),
 }
 
+/// What the page reacts to, by pane; each pane has its handler (`App::on_scenario` and so on).
 pub enum Msg {
+    Scenario(ScenarioMsg),
+    Clock(ClockMsg),
+    Explain(ExplainMsg),
+    Action(ActionMsg),
+    Filter(FilterMsg),
+}
+
+/// The scenario pane: the editor, examples and templates, and the file and link menu.
+pub enum ScenarioMsg {
     EditorInput(String),
     EditorScroll,
     Load,
@@ -44,13 +57,32 @@ pub enum Msg {
     Example(&'static str),
     Template(String),
     GotoLine(usize),
+    Share,
+    Export,
+    Import(web_sys::File),
+    Imported(String),
+    Reset,
+}
+
+/// The clock: play, pause, speed, step and scrub.
+pub enum ClockMsg {
     TogglePlay,
     Tick,
     Speed(u64),
     Step,
     Scrub(u64),
+}
+
+/// The explain pane: what is selected, and the budget editor of a selected NodePool.
+pub enum ExplainMsg {
     Select(Selection),
     CloseExplain,
+    BudgetText(String),
+    ApplyBudgets(String),
+}
+
+/// The actions pane: scale, delete, interrupt, capacity shortages, AMI pins.
+pub enum ActionMsg {
     ScaleInput(String, String),
     Scale(Workload),
     DeleteNode(String),
@@ -60,16 +92,13 @@ pub enum Msg {
     AmiClass(String),
     AmiAlias(String),
     PinAmi,
-    BudgetText(String),
-    ApplyBudgets(String),
+}
+
+/// The filters of the node, pod and event tables.
+pub enum FilterMsg {
     Search(String),
     StateFilter(String),
     EventFilter(String),
-    Share,
-    Export,
-    Import(web_sys::File),
-    Imported(String),
-    Reset,
 }
 
 pub struct App {
@@ -82,7 +111,7 @@ pub struct App {
     nodeclasses: Vec<NodeClassSummary>,
     nodepools: Vec<String>,
     reasons: BTreeMap<String, String>,
-    load_error: Option<String>,
+    load_error: Option<LoadFailure>,
     action_error: Option<String>,
     playing: bool,
     speed: u64,
@@ -183,7 +212,7 @@ impl App {
                     self.session = Some(s);
                     self.events.clear();
                 }
-                Err(e) => self.action_error = Some(e),
+                Err(e) => self.action_error = Some(e.message),
             }
         }
         self.refresh();
@@ -209,7 +238,7 @@ impl App {
         self.playing = playing;
         self.ticker = if playing {
             let link = ctx.link().clone();
-            Some(gloo::timers::callback::Interval::new(TICK_MS, move || link.send_message(Msg::Tick)))
+            Some(gloo::timers::callback::Interval::new(TICK_MS, move || link.send_message(Msg::Clock(ClockMsg::Tick))))
         } else {
             None
         };
@@ -301,179 +330,12 @@ impl Component for App {
 
     fn update(&mut self, ctx: &Context<Self>, msg: Msg) -> bool {
         match msg {
-            Msg::EditorInput(text) => self.editor = text,
-            Msg::EditorScroll => {
-                if let (Some(t), Some(g)) =
-                    (self.textarea.cast::<HtmlTextAreaElement>(), self.gutter.cast::<web_sys::Element>())
-                {
-                    g.set_scroll_top(t.scroll_top());
-                }
-                return false;
-            }
-            Msg::Load => {
-                self.set_playing(ctx, false);
-                let example = self
-                    .recording
-                    .example
-                    .clone()
-                    .filter(|id| examples::by_id(id).is_some_and(|e| e.yaml == self.editor));
-                self.open(Recording::new(self.editor.clone(), example));
-            }
-            Msg::ApplyEditor => {
-                let text = self.editor.clone();
-                self.act(ActionKind::Apply(text));
-            }
-            Msg::Example(id) => {
-                self.set_playing(ctx, false);
-                self.open(App::example(id));
-            }
-            Msg::Template(kind) => {
-                if let Some(t) = TEMPLATES.iter().find(|t| t.0 == kind) {
-                    let sep = if self.editor.trim().is_empty() { "" } else { "\n---\n" };
-                    self.editor = format!("{}{sep}{}", self.editor.trim_end(), t.1);
-                }
-            }
-            Msg::GotoLine(line) => {
-                if let Some(t) = self.textarea.cast::<HtmlTextAreaElement>() {
-                    let start: usize = self.editor.split_inclusive('\n').take(line - 1).map(str::len).sum();
-                    let end = start + self.editor[start..].find('\n').unwrap_or(self.editor.len() - start);
-                    let utf16 = |byte: usize| self.editor[..byte].encode_utf16().count() as u32;
-                    let _ = t.focus();
-                    let _ = t.set_selection_range(utf16(start), utf16(end));
-                    // About 1.4em per line: bring the line into view.
-                    t.set_scroll_top(((line.saturating_sub(5)) as f64 * 17.5) as i32);
-                }
-                return false;
-            }
-            Msg::TogglePlay => {
-                let playing = !self.playing;
-                self.set_playing(ctx, playing);
-            }
-            Msg::Tick => {
-                let now = self.session.as_ref().map_or(0, Session::now_ms);
-                self.go_to(now + self.speed * TICK_MS as u64);
-            }
-            Msg::Speed(s) => self.speed = s,
-            Msg::Step => {
-                let started = now_ms();
-                if let Some(s) = &mut self.session {
-                    s.step();
-                }
-                self.refresh();
-                self.last_compute_ms = now_ms() - started;
-            }
-            Msg::Scrub(ms) => {
-                self.set_playing(ctx, false);
-                self.go_to(ms);
-            }
-            Msg::Select(sel) => {
-                if let Selection::NodePool(np) = &sel {
-                    self.budget_text = self.session.as_ref().and_then(|s| s.budgets(np).ok()).map(|b| (np.clone(), b));
-                }
-                self.selection = Some(sel);
-            }
-            Msg::CloseExplain => self.selection = None,
-            Msg::ScaleInput(key, v) => {
-                self.scale_inputs.insert(key, v);
-            }
-            Msg::Scale(w) => {
-                let key = workload_key(&w);
-                let replicas = self.scale_inputs.get(&key).and_then(|v| v.trim().parse::<i32>().ok());
-                match replicas {
-                    Some(r) if r >= 0 => self.act(ActionKind::Act(
-                        serde_json::json!({"scale": {"kind": w.kind, "namespace": w.namespace, "name": w.name, "replicas": r}})
-                            .to_string(),
-                    )),
-                    _ => self.action_error = Some(format!("scale {key}: replicas must be a whole number ≥ 0")),
-                }
-            }
-            Msg::DeleteNode(node) => {
-                self.act(ActionKind::Act(serde_json::json!({"delete": {"kind": "Node", "name": node}}).to_string()))
-            }
-            Msg::InterruptNode(node) => {
-                self.act(ActionKind::Act(serde_json::json!({"interrupt": {"node": node}}).to_string()))
-            }
-            Msg::OfferingField(i, v) => self.offering[i] = v,
-            Msg::MarkUnavailable => {
-                let [it, zone, ct, duration] = self.offering.clone();
-                let mut shortage =
-                    serde_json::json!({"instanceType": it.trim(), "zone": zone.trim(), "capacityType": ct});
-                if !duration.trim().is_empty() {
-                    shortage["duration"] = duration.trim().into();
-                }
-                self.act(ActionKind::Act(serde_json::json!({"unavailableOffering": shortage}).to_string()));
-            }
-            Msg::AmiClass(v) => self.ami_class = v,
-            Msg::AmiAlias(v) => self.ami_alias = v,
-            Msg::PinAmi => {
-                let edited = self.session.as_ref().map(|s| s.pin_ami(&self.ami_class, &self.ami_alias));
-                match edited {
-                    Some(Ok(json)) => self.act(ActionKind::Apply(json)),
-                    Some(Err(e)) => self.action_error = Some(e),
-                    None => {}
-                }
-            }
-            Msg::BudgetText(v) => {
-                if let Some((_, text)) = &mut self.budget_text {
-                    *text = v;
-                }
-            }
-            Msg::ApplyBudgets(np) => {
-                let text = self.budget_text.as_ref().map(|(_, t)| t.clone()).unwrap_or_default();
-                let edited = self.session.as_ref().map(|s| s.with_budgets(&np, &text));
-                match edited {
-                    Some(Ok(json)) => self.act(ActionKind::Apply(json)),
-                    Some(Err(e)) => self.action_error = Some(e),
-                    None => {}
-                }
-            }
-            Msg::Search(v) => self.search = v,
-            Msg::StateFilter(v) => self.state_filter = v,
-            Msg::EventFilter(v) => self.event_filter = v,
-            Msg::Share => {
-                let payload = share::encode(&self.recording);
-                if let Some(w) = web_sys::window() {
-                    let hash = format!("#{}{payload}", share::FRAGMENT_KEY);
-                    let _ = w
-                        .history()
-                        .and_then(|h| h.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(&hash)));
-                    let href = w.location().href().unwrap_or_default();
-                    self.share_link = Some(href);
-                }
-            }
-            Msg::Export => {
-                let yaml = self.recording.export_yaml();
-                download("scenario.yaml", &yaml);
-                return false;
-            }
-            Msg::Import(file) => {
-                let link = ctx.link().clone();
-                let file = gloo::file::File::from(file);
-                self.reader = Some(gloo::file::callbacks::read_as_text(&file, move |r| {
-                    link.send_message(Msg::Imported(r.unwrap_or_else(|e| format!("# could not read the file: {e}\n"))));
-                }));
-                return false;
-            }
-            Msg::Imported(text) => {
-                self.reader = None;
-                self.set_playing(ctx, false);
-                self.open(Recording::new(text, None));
-            }
-            Msg::Reset => {
-                self.set_playing(ctx, false);
-                let id = self.recording.example.clone();
-                let recording = match id.as_deref().and_then(examples::by_id) {
-                    Some(e) => Recording::new(e.yaml.to_string(), Some(e.id.to_string())),
-                    None => Recording::new(self.recording.yaml.clone(), None),
-                };
-                if let Some(w) = web_sys::window() {
-                    let _ =
-                        w.history().and_then(|h| h.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some("#")));
-                }
-                self.open(recording);
-            }
+            Msg::Scenario(m) => self.on_scenario(ctx, m),
+            Msg::Clock(m) => self.on_clock(ctx, m),
+            Msg::Explain(m) => self.on_explain(m),
+            Msg::Action(m) => self.on_action(m),
+            Msg::Filter(m) => self.on_filter(m),
         }
-        true
     }
 
     fn view(&self, ctx: &Context<Self>) -> Html {
@@ -503,6 +365,213 @@ impl Component for App {
                 </footer>
             </div>
         }
+    }
+}
+
+/// Each pane's messages.
+impl App {
+    fn on_scenario(&mut self, ctx: &Context<Self>, msg: ScenarioMsg) -> bool {
+        match msg {
+            ScenarioMsg::EditorInput(text) => self.editor = text,
+            ScenarioMsg::EditorScroll => {
+                if let (Some(t), Some(g)) =
+                    (self.textarea.cast::<HtmlTextAreaElement>(), self.gutter.cast::<web_sys::Element>())
+                {
+                    g.set_scroll_top(t.scroll_top());
+                }
+                return false;
+            }
+            ScenarioMsg::Load => {
+                self.set_playing(ctx, false);
+                let example = self
+                    .recording
+                    .example
+                    .clone()
+                    .filter(|id| examples::by_id(id).is_some_and(|e| e.yaml == self.editor));
+                self.open(Recording::new(self.editor.clone(), example));
+            }
+            ScenarioMsg::ApplyEditor => {
+                let text = self.editor.clone();
+                self.act(ActionKind::Apply(text));
+            }
+            ScenarioMsg::Example(id) => {
+                self.set_playing(ctx, false);
+                self.open(App::example(id));
+            }
+            ScenarioMsg::Template(kind) => {
+                if let Some(t) = TEMPLATES.iter().find(|t| t.0 == kind) {
+                    let sep = if self.editor.trim().is_empty() { "" } else { "\n---\n" };
+                    self.editor = format!("{}{sep}{}", self.editor.trim_end(), t.1);
+                }
+            }
+            ScenarioMsg::GotoLine(line) => {
+                if let Some(t) = self.textarea.cast::<HtmlTextAreaElement>() {
+                    let start: usize = self.editor.split_inclusive('\n').take(line - 1).map(str::len).sum();
+                    let end = start + self.editor[start..].find('\n').unwrap_or(self.editor.len() - start);
+                    let utf16 = |byte: usize| self.editor[..byte].encode_utf16().count() as u32;
+                    let _ = t.focus();
+                    let _ = t.set_selection_range(utf16(start), utf16(end));
+                    // About 1.4em per line: bring the line into view.
+                    t.set_scroll_top(((line.saturating_sub(5)) as f64 * 17.5) as i32);
+                }
+                return false;
+            }
+            ScenarioMsg::Share => {
+                let payload = share::encode(&self.recording);
+                if let Some(w) = web_sys::window() {
+                    let hash = format!("#{}{payload}", share::FRAGMENT_KEY);
+                    let _ = w
+                        .history()
+                        .and_then(|h| h.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(&hash)));
+                    let href = w.location().href().unwrap_or_default();
+                    self.share_link = Some(href);
+                }
+            }
+            ScenarioMsg::Export => {
+                let yaml = self.recording.export_yaml();
+                download("scenario.yaml", &yaml);
+                return false;
+            }
+            ScenarioMsg::Import(file) => {
+                let link = ctx.link().clone();
+                let file = gloo::file::File::from(file);
+                self.reader = Some(gloo::file::callbacks::read_as_text(&file, move |r| {
+                    link.send_message(Msg::Scenario(ScenarioMsg::Imported(
+                        r.unwrap_or_else(|e| format!("# could not read the file: {e}\n")),
+                    )));
+                }));
+                return false;
+            }
+            ScenarioMsg::Imported(text) => {
+                self.reader = None;
+                self.set_playing(ctx, false);
+                self.open(Recording::new(text, None));
+            }
+            ScenarioMsg::Reset => {
+                self.set_playing(ctx, false);
+                let id = self.recording.example.clone();
+                let recording = match id.as_deref().and_then(examples::by_id) {
+                    Some(e) => Recording::new(e.yaml.to_string(), Some(e.id.to_string())),
+                    None => Recording::new(self.recording.yaml.clone(), None),
+                };
+                if let Some(w) = web_sys::window() {
+                    let _ =
+                        w.history().and_then(|h| h.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some("#")));
+                }
+                self.open(recording);
+            }
+        }
+        true
+    }
+
+    fn on_clock(&mut self, ctx: &Context<Self>, msg: ClockMsg) -> bool {
+        match msg {
+            ClockMsg::TogglePlay => {
+                let playing = !self.playing;
+                self.set_playing(ctx, playing);
+            }
+            ClockMsg::Tick => {
+                let now = self.session.as_ref().map_or(0, Session::now_ms);
+                self.go_to(now + self.speed * TICK_MS as u64);
+            }
+            ClockMsg::Speed(s) => self.speed = s,
+            ClockMsg::Step => {
+                let started = now_ms();
+                if let Some(s) = &mut self.session {
+                    s.step();
+                }
+                self.refresh();
+                self.last_compute_ms = now_ms() - started;
+            }
+            ClockMsg::Scrub(ms) => {
+                self.set_playing(ctx, false);
+                self.go_to(ms);
+            }
+        }
+        true
+    }
+
+    fn on_explain(&mut self, msg: ExplainMsg) -> bool {
+        match msg {
+            ExplainMsg::Select(sel) => {
+                if let Selection::NodePool(np) = &sel {
+                    self.budget_text = self.session.as_ref().and_then(|s| s.budgets(np).ok()).map(|b| (np.clone(), b));
+                }
+                self.selection = Some(sel);
+            }
+            ExplainMsg::CloseExplain => self.selection = None,
+            ExplainMsg::BudgetText(v) => {
+                if let Some((_, text)) = &mut self.budget_text {
+                    *text = v;
+                }
+            }
+            ExplainMsg::ApplyBudgets(np) => {
+                let text = self.budget_text.as_ref().map(|(_, t)| t.clone()).unwrap_or_default();
+                let edited = self.session.as_ref().map(|s| s.with_budgets(&np, &text));
+                match edited {
+                    Some(Ok(json)) => self.act(ActionKind::Apply(json)),
+                    Some(Err(e)) => self.action_error = Some(e),
+                    None => {}
+                }
+            }
+        }
+        true
+    }
+
+    fn on_action(&mut self, msg: ActionMsg) -> bool {
+        match msg {
+            ActionMsg::ScaleInput(key, v) => {
+                self.scale_inputs.insert(key, v);
+            }
+            ActionMsg::Scale(w) => {
+                let key = workload_key(&w);
+                let replicas = self.scale_inputs.get(&key).and_then(|v| v.trim().parse::<i32>().ok());
+                match replicas {
+                    Some(replicas) if replicas >= 0 => {
+                        let action =
+                            ScaleAction { kind: w.kind.to_string(), namespace: w.namespace, name: w.name, replicas };
+                        self.act(ActionKind::Act(Step::scale(NOW, action)))
+                    }
+                    _ => self.action_error = Some(format!("scale {key}: replicas must be a whole number ≥ 0")),
+                }
+            }
+            ActionMsg::DeleteNode(node) => self.act(ActionKind::Act(Step::delete(
+                NOW,
+                DeleteAction { kind: "Node".into(), namespace: None, name: node },
+            ))),
+            ActionMsg::InterruptNode(node) => self.act(ActionKind::Act(Step::interrupt(NOW, node))),
+            ActionMsg::OfferingField(i, v) => self.offering[i] = v,
+            ActionMsg::MarkUnavailable => {
+                let [it, zone, ct, duration] = self.offering.clone();
+                let shortage = CapacityShortage {
+                    instance_type: it.trim().to_string(),
+                    zone: zone.trim().to_string(),
+                    capacity_type: ct,
+                    duration: Some(duration.trim().to_string()).filter(|d| !d.is_empty()),
+                };
+                self.act(ActionKind::Act(Step::unavailable_offering(NOW, shortage)));
+            }
+            ActionMsg::AmiClass(v) => self.ami_class = v,
+            ActionMsg::AmiAlias(v) => self.ami_alias = v,
+            ActionMsg::PinAmi => {
+                let edited = self.session.as_ref().map(|s| s.pin_ami(&self.ami_class, &self.ami_alias));
+                match edited {
+                    Some(Ok(json)) => self.act(ActionKind::Apply(json)),
+                    Some(Err(e)) => self.action_error = Some(e),
+                    None => {}
+                }
+            }
+        }
+        true
+    }
+
+    fn on_filter(&mut self, msg: FilterMsg) -> bool {
+        match msg {
+            FilterMsg::Search(v) => self.search = v,
+            FilterMsg::StateFilter(v) => self.state_filter = v,
+            FilterMsg::EventFilter(v) => self.event_filter = v,
+        }
+        true
     }
 }
 
@@ -595,20 +664,20 @@ impl App {
                         let id = e.id;
                         html! {
                             <button class={classes!("example", (current == id).then_some("current"))} title={e.summary}
-                                data-example={id} onclick={link.callback(move |_| Msg::Example(id))}>{ e.title }</button>
+                                data-example={id} onclick={link.callback(move |_| Msg::Scenario(ScenarioMsg::Example(id)))}>{ e.title }</button>
                         }
                     }) }
                 </nav>
                 <div class="tools">
-                    <button id="share" onclick={link.callback(|_| Msg::Share)} title="Put the scenario, actions and time in the URL">{ "Share" }</button>
-                    <button id="export" onclick={link.callback(|_| Msg::Export)} title="Download the scenario as YAML, actions as Scenario steps">{ "Export YAML" }</button>
+                    <button id="share" onclick={link.callback(|_| Msg::Scenario(ScenarioMsg::Share))} title="Put the scenario, actions and time in the URL">{ "Share" }</button>
+                    <button id="export" onclick={link.callback(|_| Msg::Scenario(ScenarioMsg::Export))} title="Download the scenario as YAML, actions as Scenario steps">{ "Export YAML" }</button>
                     <label class="file-button">{ "Import YAML" }
                         <input type="file" accept=".yaml,.yml,.json,text/yaml" onchange={link.batch_callback(|e: Event| {
                             let input: HtmlInputElement = e.target_unchecked_into();
-                            input.files().and_then(|f| f.get(0)).map(Msg::Import)
+                            input.files().and_then(|f| f.get(0)).map(|f| Msg::Scenario(ScenarioMsg::Import(f)))
                         })} />
                     </label>
-                    <button id="reset" onclick={link.callback(|_| Msg::Reset)} title="Back to the example's start">{ "Reset" }</button>
+                    <button id="reset" onclick={link.callback(|_| Msg::Scenario(ScenarioMsg::Reset))} title="Back to the example's start">{ "Reset" }</button>
                 </div>
                 if let Some(href) = &self.share_link {
                     <div class="share-link">
@@ -648,21 +717,21 @@ impl App {
         let next = self.session.as_ref().and_then(Session::next_event_ms);
         html! {
             <div class="time" role="group" aria-label="Simulated time">
-                <button id="play" onclick={link.callback(|_| Msg::TogglePlay)} aria-pressed={self.playing.to_string()}>
+                <button id="play" onclick={link.callback(|_| Msg::Clock(ClockMsg::TogglePlay))} aria-pressed={self.playing.to_string()}>
                     { if self.playing { "⏸ Pause" } else { "▶ Play" } }
                 </button>
                 <label>{ "Speed " }
-                    <select onchange={link.callback(|e: Event| Msg::Speed(select_value(&e).parse().unwrap_or(10)))}>
+                    <select onchange={link.callback(|e: Event| Msg::Clock(ClockMsg::Speed(select_value(&e).parse().unwrap_or(10))))}>
                         { for SPEEDS.iter().map(|(v, label)| html! { <option value={v.to_string()} selected={*v == self.speed}>{ *label }</option> }) }
                     </select>
                 </label>
-                <button id="step" onclick={link.callback(|_| Msg::Step)} disabled={next.is_none()}
+                <button id="step" onclick={link.callback(|_| Msg::Clock(ClockMsg::Step))} disabled={next.is_none()}
                     title="Run the next moment at which something happens">{ "Step ›" }</button>
-                <button id="run-1m" onclick={link.callback(move |_| Msg::Scrub(now + 60_000))}>{ "+1 min" }</button>
-                <button id="run-10m" onclick={link.callback(move |_| Msg::Scrub(now + 600_000))}>{ "+10 min" }</button>
+                <button id="run-1m" onclick={link.callback(move |_| Msg::Clock(ClockMsg::Scrub(now + 60_000)))}>{ "+1 min" }</button>
+                <button id="run-10m" onclick={link.callback(move |_| Msg::Clock(ClockMsg::Scrub(now + 600_000)))}>{ "+10 min" }</button>
                 <input id="scrub" type="range" min="0" max={max.to_string()} step="1000" value={now.to_string()}
                     aria-label="Scrub simulated time"
-                    onchange={link.callback(|e: Event| Msg::Scrub(e.target_unchecked_into::<HtmlInputElement>().value().parse().unwrap_or(0)))} />
+                    onchange={link.callback(|e: Event| Msg::Clock(ClockMsg::Scrub(e.target_unchecked_into::<HtmlInputElement>().value().parse().unwrap_or(0))))} />
                 <span class="clock"><b id="clock">{ format!("+{}", view::duration(now)) }</b>
                     { format!(" since {start}") }
                     { next.map(|n| format!(" · next event at +{}", view::duration(n))).unwrap_or_else(|| " · nothing scheduled".into()) }
@@ -673,17 +742,17 @@ impl App {
 
     fn view_editor(&self, ctx: &Context<Self>) -> Html {
         let link = ctx.link();
-        let error_line = self.load_error.as_deref().and_then(view::error_line);
+        let error_line = self.load_error.as_ref().and_then(|e| e.line);
         let lines = self.editor.lines().count().max(1);
         let notes = self.state.as_ref().map(|s| s.notes.clone()).unwrap_or_default();
         html! {
             <>
                 <h2>{ "Scenario YAML" }</h2>
                 <div class="editor-tools">
-                    <button id="load" onclick={link.callback(|_| Msg::Load)} title="Start over from this text at time 0">{ "Load (restart)" }</button>
-                    <button id="apply" onclick={link.callback(|_| Msg::ApplyEditor)} title="Apply the objects in the text to the running cluster now">{ "Apply now" }</button>
+                    <button id="load" onclick={link.callback(|_| Msg::Scenario(ScenarioMsg::Load))} title="Start over from this text at time 0">{ "Load (restart)" }</button>
+                    <button id="apply" onclick={link.callback(|_| Msg::Scenario(ScenarioMsg::ApplyEditor))} title="Apply the objects in the text to the running cluster now">{ "Apply now" }</button>
                     <label>{ "Insert template " }
-                        <select onchange={link.callback(|e: Event| Msg::Template(select_value(&e)))}>
+                        <select onchange={link.callback(|e: Event| Msg::Scenario(ScenarioMsg::Template(select_value(&e))))}>
                             <option value="" selected=true>{ "…" }</option>
                             { for TEMPLATES.iter().map(|(k, _)| html! { <option value={*k}>{ *k }</option> }) }
                         </select>
@@ -697,14 +766,14 @@ impl App {
                     </div>
                     <textarea id="yaml" ref={self.textarea.clone()} spellcheck="false" aria-label="Scenario YAML"
                         value={self.editor.clone()}
-                        oninput={link.callback(|e: InputEvent| Msg::EditorInput(e.target_unchecked_into::<HtmlTextAreaElement>().value()))}
-                        onscroll={link.callback(|_| Msg::EditorScroll)} />
+                        oninput={link.callback(|e: InputEvent| Msg::Scenario(ScenarioMsg::EditorInput(e.target_unchecked_into::<HtmlTextAreaElement>().value())))}
+                        onscroll={link.callback(|_| Msg::Scenario(ScenarioMsg::EditorScroll))} />
                 </div>
                 if let Some(e) = &self.load_error {
                     <div class="error" id="load-error" role="alert">
-                        <b>{ "Cannot load: " }</b>{ e.clone() }
+                        <b>{ "Cannot load: " }</b>{ e.message.clone() }
                         if let Some(l) = error_line {
-                            { " " }<button onclick={link.callback(move |_| Msg::GotoLine(l))}>{ format!("go to line {l}") }</button>
+                            { " " }<button onclick={link.callback(move |_| Msg::Scenario(ScenarioMsg::GotoLine(l)))}>{ format!("go to line {l}") }</button>
                         }
                     </div>
                 }
@@ -755,7 +824,7 @@ impl App {
                         let rect = svg.get_bounding_client_rect();
                         let scale = (w + 50.0) / rect.width().max(1.0);
                         let x = (e.client_x() as f64 - rect.left()) * scale - 40.0;
-                        Msg::Scrub(((x / w).clamp(0.0, 1.0) * span as f64) as u64)
+                        Msg::Clock(ClockMsg::Scrub(((x / w).clamp(0.0, 1.0) * span as f64) as u64))
                     })}>
                     <title>{ "$/hour over time; click to go to a moment" }</title>
                     <line x1="0" y1={h.to_string()} x2={w.to_string()} y2={h.to_string()} class="axis" />
@@ -803,9 +872,9 @@ impl App {
             <div class="nodes">
                 <div class="filters">
                     <label>{ "Search " }<input id="search" type="search" placeholder="node, type, zone, pod…" value={self.search.clone()}
-                        oninput={link.callback(|e: InputEvent| Msg::Search(input_value(&e)))} /></label>
+                        oninput={link.callback(|e: InputEvent| Msg::Filter(FilterMsg::Search(input_value(&e))))} /></label>
                     <label>{ "State " }
-                        <select id="state-filter" onchange={link.callback(|e: Event| Msg::StateFilter(select_value(&e)))}>
+                        <select id="state-filter" onchange={link.callback(|e: Event| Msg::Filter(FilterMsg::StateFilter(select_value(&e))))}>
                             <option value="" selected={filter.is_empty()}>{ "any" }</option>
                             { for ["Launching", "Launched", "Registered", "Ready", "Terminating"].iter().map(|st| html! {
                                 <option value={*st} selected={filter == *st}>{ *st }</option>
@@ -821,7 +890,7 @@ impl App {
                         <section class="nodepool" data-nodepool={np.clone()}>
                             <h3>
                                 if karpenter {
-                                    <button class="link" onclick={link.callback(move |_| Msg::Select(Selection::NodePool(name.clone())))}>{ format!("NodePool {np}") }</button>
+                                    <button class="link" onclick={link.callback(move |_| Msg::Explain(ExplainMsg::Select(Selection::NodePool(name.clone()))))}>{ format!("NodePool {np}") }</button>
                                 } else { { np.clone() } }
                                 { format!(" — {} node(s), {}/hour", nodes.len(), view::price(price, nodes.iter().any(|n| n.price_synthetic))) }
                             </h3>
@@ -853,7 +922,7 @@ impl App {
             n.state != NodeState::Terminating && (n.nodeclaim.is_none() || n.state >= NodeState::Registered);
         html! {
             <tr class={classes!(selected.then_some("selected"))} data-node={n.name.clone()}>
-                <td><button class="link node-name" onclick={link.callback(move |_| Msg::Select(Selection::Node(name.clone())))}>{ n.name.clone() }</button></td>
+                <td><button class="link node-name" onclick={link.callback(move |_| Msg::Explain(ExplainMsg::Select(Selection::Node(name.clone()))))}>{ n.name.clone() }</button></td>
                 <td class="instance-type">{ n.instance_type.clone().unwrap_or_else(|| "…".into()) }</td>
                 <td>{ n.capacity_type.clone().unwrap_or_default() }</td>
                 <td>{ n.zone.clone().unwrap_or_default() }</td>
@@ -864,10 +933,10 @@ impl App {
                 <td>{ n.pods.len() }</td>
                 <td class="row-actions">
                     if deletable {
-                        <button title="kubectl delete node" onclick={link.callback(move |_| Msg::DeleteNode(del.clone()))}>{ "delete" }</button>
+                        <button title="kubectl delete node" onclick={link.callback(move |_| Msg::Action(ActionMsg::DeleteNode(del.clone())))}>{ "delete" }</button>
                     }
                     if spot && n.state != NodeState::Terminating {
-                        <button title="Send a spot interruption notice" onclick={link.callback(move |_| Msg::InterruptNode(int.clone()))}>{ "interrupt" }</button>
+                        <button title="Send a spot interruption notice" onclick={link.callback(move |_| Msg::Action(ActionMsg::InterruptNode(int.clone())))}>{ "interrupt" }</button>
                     }
                 </td>
             </tr>
@@ -896,7 +965,7 @@ impl App {
                                 let key = (*p).clone();
                                 html! {
                                     <tr data-pod={key.clone()}>
-                                        <td><button class="link pod-name" onclick={link.callback(move |_| Msg::Select(Selection::Pod(key.clone())))}>{ (*p).clone() }</button></td>
+                                        <td><button class="link pod-name" onclick={link.callback(move |_| Msg::Explain(ExplainMsg::Select(Selection::Pod(key.clone()))))}>{ (*p).clone() }</button></td>
                                         <td>{ self.reasons.get(*p).cloned().unwrap_or_else(|| "waiting for the next provisioning round".into()) }</td>
                                     </tr>
                                 }
@@ -926,24 +995,24 @@ impl App {
                             <div class="scale" data-workload={w.name.clone()}>
                                 <label>{ format!("{} {}/{} replicas ", w.kind, w.namespace, w.name) }
                                     <input type="number" min="0" class="replicas" value={value}
-                                        oninput={link.callback(move |e: InputEvent| Msg::ScaleInput(k2.clone(), input_value(&e)))} />
+                                        oninput={link.callback(move |e: InputEvent| Msg::Action(ActionMsg::ScaleInput(k2.clone(), input_value(&e))))} />
                                 </label>
-                                <button class="scale-button" onclick={link.callback(move |_| Msg::Scale(wl.clone()))}>{ "Scale" }</button>
+                                <button class="scale-button" onclick={link.callback(move |_| Msg::Action(ActionMsg::Scale(wl.clone())))}>{ "Scale" }</button>
                             </div>
                         }
                     }) }
                 </div>
                 <div class="action-group">
                     <h4>{ "Mark an offering unavailable (InsufficientInstanceCapacity)" }</h4>
-                    <label>{ "type " }<input size="12" placeholder="m5.large" value={self.offering[0].clone()} oninput={link.callback(|e: InputEvent| Msg::OfferingField(0, input_value(&e)))} /></label>
-                    <label>{ " zone " }<input size="11" placeholder="us-east-1a" value={self.offering[1].clone()} oninput={link.callback(|e: InputEvent| Msg::OfferingField(1, input_value(&e)))} /></label>
+                    <label>{ "type " }<input size="12" placeholder="m5.large" value={self.offering[0].clone()} oninput={link.callback(|e: InputEvent| Msg::Action(ActionMsg::OfferingField(0, input_value(&e))))} /></label>
+                    <label>{ " zone " }<input size="11" placeholder="us-east-1a" value={self.offering[1].clone()} oninput={link.callback(|e: InputEvent| Msg::Action(ActionMsg::OfferingField(1, input_value(&e))))} /></label>
                     <label>{ " capacity " }
-                        <select onchange={link.callback(|e: Event| Msg::OfferingField(2, select_value(&e)))}>
+                        <select onchange={link.callback(|e: Event| Msg::Action(ActionMsg::OfferingField(2, select_value(&e))))}>
                             { for ["on-demand", "spot", "reserved"].iter().map(|c| html! { <option value={*c} selected={self.offering[2] == *c}>{ *c }</option> }) }
                         </select>
                     </label>
-                    <label>{ " for " }<input size="5" placeholder="(ever)" value={self.offering[3].clone()} oninput={link.callback(|e: InputEvent| Msg::OfferingField(3, input_value(&e)))} /></label>
-                    { " " }<button onclick={link.callback(|_| Msg::MarkUnavailable)}>{ "Mark unavailable" }</button>
+                    <label>{ " for " }<input size="5" placeholder="(ever)" value={self.offering[3].clone()} oninput={link.callback(|e: InputEvent| Msg::Action(ActionMsg::OfferingField(3, input_value(&e))))} /></label>
+                    { " " }<button onclick={link.callback(|_| Msg::Action(ActionMsg::MarkUnavailable))}>{ "Mark unavailable" }</button>
                 </div>
                 <div class="action-group">
                     <h4>{ "Change the AMI (drift)" }</h4>
@@ -951,12 +1020,12 @@ impl App {
                         <p class="quiet">{ "No EC2NodeClass in the scenario (the default one is assumed)." }</p>
                     } else {
                         <label>{ "EC2NodeClass " }
-                            <select onchange={link.callback(|e: Event| Msg::AmiClass(select_value(&e)))}>
+                            <select onchange={link.callback(|e: Event| Msg::Action(ActionMsg::AmiClass(select_value(&e))))}>
                                 { for self.nodeclasses.iter().map(|nc| html! { <option value={nc.name.clone()} selected={nc.name == self.ami_class}>{ format!("{} ({})", nc.name, nc.ami) }</option> }) }
                             </select>
                         </label>
-                        <label>{ " alias " }<input id="ami-alias" value={self.ami_alias.clone()} oninput={link.callback(|e: InputEvent| Msg::AmiAlias(input_value(&e)))} /></label>
-                        { " " }<button id="pin-ami" onclick={link.callback(|_| Msg::PinAmi)}>{ "Pin AMI" }</button>
+                        <label>{ " alias " }<input id="ami-alias" value={self.ami_alias.clone()} oninput={link.callback(|e: InputEvent| Msg::Action(ActionMsg::AmiAlias(input_value(&e))))} /></label>
+                        { " " }<button id="pin-ami" onclick={link.callback(|_| Msg::Action(ActionMsg::PinAmi))}>{ "Pin AMI" }</button>
                     }
                 </div>
                 <p class="quiet">{ "Delete or interrupt nodes from their rows; edit budgets from a NodePool's explanation; edit anything in the YAML and press Apply now." }</p>
@@ -978,7 +1047,7 @@ impl App {
             <section class="events">
                 <h3>{ format!("Events ({})", self.events.len()) }</h3>
                 <label>{ "Filter " }<input id="event-filter" type="search" placeholder="reason, object, text…" value={self.event_filter.clone()}
-                    oninput={link.callback(|e: InputEvent| Msg::EventFilter(input_value(&e)))} /></label>
+                    oninput={link.callback(|e: InputEvent| Msg::Filter(FilterMsg::EventFilter(input_value(&e))))} /></label>
                 <table id="events-table">
                     <thead><tr><th>{ "at" }</th><th>{ "type" }</th><th>{ "reason" }</th><th>{ "object" }</th><th>{ "message" }</th></tr></thead>
                     <tbody>
@@ -986,7 +1055,7 @@ impl App {
                             let at = e.at.millis();
                             html! {
                                 <tr class={classes!((format!("{:?}", e.event_type) == "Warning").then_some("warning"))}>
-                                    <td><button class="link" title="Go to this moment" onclick={link.callback(move |_| Msg::Scrub(at))}>{ format!("+{}", view::duration(at)) }</button></td>
+                                    <td><button class="link" title="Go to this moment" onclick={link.callback(move |_| Msg::Clock(ClockMsg::Scrub(at)))}>{ format!("+{}", view::duration(at)) }</button></td>
                                     <td>{ format!("{:?}", e.event_type) }</td>
                                     <td>{ e.reason.name() }</td>
                                     <td>{ e.object.to_string() }</td>
@@ -1043,7 +1112,7 @@ impl App {
         };
         html! {
             <aside class="explain" id="explain" aria-label="Explanation" aria-live="polite">
-                <button class="close" aria-label="Close the explanation" onclick={link.callback(|_| Msg::CloseExplain)}>{ "×" }</button>
+                <button class="close" aria-label="Close the explanation" onclick={link.callback(|_| Msg::Explain(ExplainMsg::CloseExplain))}>{ "×" }</button>
                 { body }
             </aside>
         }
@@ -1093,8 +1162,8 @@ impl App {
                     if *name == e.nodepool {
                         <h4>{ "Edit the budgets" }</h4>
                         <textarea class="budgets" aria-label="Budgets as JSON" rows="4" value={text.clone()}
-                            oninput={link.callback(|e: InputEvent| Msg::BudgetText(e.target_unchecked_into::<HtmlTextAreaElement>().value()))} />
-                        <button onclick={link.callback(move |_| Msg::ApplyBudgets(np.clone()))}>{ "Apply budgets now" }</button>
+                            oninput={link.callback(|e: InputEvent| Msg::Explain(ExplainMsg::BudgetText(e.target_unchecked_into::<HtmlTextAreaElement>().value())))} />
+                        <button onclick={link.callback(move |_| Msg::Explain(ExplainMsg::ApplyBudgets(np.clone())))}>{ "Apply budgets now" }</button>
                     }
                 }
             </>
@@ -1109,7 +1178,7 @@ fn pod_list(ctx: &Context<App>, pods: &[String]) -> Html {
             <h4>{ format!("Pods ({})", pods.len()) }</h4>
             <ul class="pods">{ for pods.iter().take(ROW_CAP).map(|p| {
                 let key = p.clone();
-                html! { <li><button class="link" onclick={link.callback(move |_| Msg::Select(Selection::Pod(key.clone())))}>{ p.clone() }</button></li> }
+                html! { <li><button class="link" onclick={link.callback(move |_| Msg::Explain(ExplainMsg::Select(Selection::Pod(key.clone()))))}>{ p.clone() }</button></li> }
             }) }</ul>
         </>
     }
@@ -1157,12 +1226,7 @@ fn explain_node(ctx: &Context<App>, e: &NodeExplanation, pods: &[String]) -> Htm
         <>
             <h3>{ format!("Node {}", e.node) }</h3>
             <p>{ format!("NodeClaim {}, NodePool {}, {}/hour.", e.nodeclaim, e.nodepool, view::price(e.price, false)) }</p>
-            <p class="verdict">{ match (e.drift_replaces_now, e.disruptable) {
-                (Some(true), _) => "It is drifted: drift replaces it now.",
-                (Some(false), _) => "It is drifted, but a check below holds its replacement back.",
-                (None, true) => "Every check passes: consolidation may remove or replace it.",
-                (None, false) => "It stays: a check below fails.",
-            } }</p>
+            <p class="verdict" id="node-verdict">{ format!("It {}.", e.verdict().describe()) }</p>
             <table class="checks">
                 <thead><tr><th>{ "check" }</th><th>{ "result" }</th><th>{ "detail" }</th></tr></thead>
                 <tbody>{ for e.checks.iter().map(|c| html! {

@@ -59,9 +59,17 @@ pub fn by_id(id: &str) -> Option<&'static Example> {
 
 #[cfg(test)]
 mod tests {
+    use carpentry_core::manifest::scenario::{ScaleAction, Step};
     use carpentry_wasm::Session;
 
     use super::*;
+
+    fn scale_inflate(replicas: i32) -> Step {
+        Step::scale(
+            "0s",
+            ScaleAction { kind: "Deployment".into(), namespace: "default".into(), name: "inflate".into(), replicas },
+        )
+    }
 
     fn run(id: &str, until_ms: u64) -> Session {
         let mut s = Session::load(by_id(id).unwrap().yaml).unwrap_or_else(|e| panic!("{id}: {e}"));
@@ -77,7 +85,7 @@ mod tests {
     fn inflate_scaled_to_three_gets_three_two_vcpu_nodes() {
         let mut s = run("inflate", 10_000);
         assert!(s.state().snapshot.nodes.is_empty());
-        s.act(r#"{"scale": {"kind": "Deployment", "name": "inflate", "replicas": 3}}"#).unwrap();
+        s.act(&scale_inflate(3)).unwrap();
         s.run_until(180_000);
         let state = s.state();
         assert_eq!(state.snapshot.nodes.len(), 3);
@@ -155,7 +163,7 @@ mod tests {
     #[test]
     fn pinning_the_ami_by_hand_drifts_the_nodes() {
         let mut s = run("inflate", 0);
-        s.act(r#"{"scale": {"kind": "Deployment", "name": "inflate", "replicas": 2}}"#).unwrap();
+        s.act(&scale_inflate(2)).unwrap();
         s.run_until(180_000);
         assert!(s.pin_ami("default", "latest").unwrap_err().contains("family@version"));
         let edited = s.pin_ami("default", "al2023@v20261201").unwrap();

@@ -2,6 +2,8 @@
 //! time reached. The simulation is deterministic, so replaying a recording rebuilds the same
 //! state; that is how the page scrubs back in time, restores a reload and opens a share link.
 
+use carpentry_core::manifest::scenario::Step;
+use carpentry_wasm::session::LoadFailure;
 use carpentry_wasm::Session;
 use serde::{Deserialize, Serialize};
 
@@ -31,38 +33,59 @@ pub struct Action {
     pub what: ActionKind,
 }
 
+// A recording holds a few dozen actions at most: boxing the step would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum ActionKind {
-    /// A Scenario step's action as JSON (scale, delete, interrupt, unavailableOffering).
-    Act(String),
+    /// A Scenario step's action (scale, delete, interrupt, unavailableOffering; its `at` is unused,
+    /// the action's time is [`Action::at_ms`]).
+    Act(#[serde(deserialize_with = "step_or_step_json")] Step),
     /// Objects applied (YAML or JSON text).
     Apply(String),
+}
+
+/// A step, or (as recordings saved before steps were typed hold it) the step as JSON text.
+fn step_or_step_json<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Step, D::Error> {
+    #[allow(clippy::large_enum_variant)]
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Saved {
+        Step(Step),
+        Json(String),
+    }
+    match Saved::deserialize(deserializer)? {
+        Saved::Step(step) => Ok(step),
+        Saved::Json(text) => {
+            let mut value: serde_json::Value = serde_json::from_str(&text).map_err(serde::de::Error::custom)?;
+            if let Some(map) = value.as_object_mut() {
+                map.entry("at").or_insert_with(|| "0s".into());
+            }
+            serde_json::from_value(value).map_err(serde::de::Error::custom)
+        }
+    }
 }
 
 impl ActionKind {
     pub fn perform(&self, session: &mut Session) -> Result<(), String> {
         match self {
-            ActionKind::Act(json) => session.act(json),
+            ActionKind::Act(step) => session.act(step),
             ActionKind::Apply(text) => session.apply(text),
         }
     }
 
-    /// The action as a Scenario step (JSON text), for export.
+    /// The action as a Scenario step (JSON text) at `at`, for export; empty for YAML text, which
+    /// the exporter keeps as a comment instead.
     pub fn as_step(&self, at: &str) -> String {
         match self {
-            ActionKind::Act(json) => match serde_json::from_str::<serde_json::Value>(json) {
-                Ok(serde_json::Value::Object(mut map)) => {
-                    map.insert("at".into(), at.into());
-                    serde_json::Value::Object(map).to_string()
-                }
-                _ => json.clone(),
-            },
+            ActionKind::Act(step) => {
+                let step = Step { at: at.to_string(), ..step.clone() };
+                serde_json::to_string(&step).unwrap_or_default()
+            }
             ActionKind::Apply(text) => {
                 let objects: Vec<serde_json::Value> = match serde_json::from_str::<serde_json::Value>(text) {
                     Ok(serde_json::Value::Array(list)) => list,
                     Ok(one) => vec![one],
-                    // YAML text: kept as a comment by the exporter instead.
                     Err(_) => return String::new(),
                 };
                 serde_json::json!({ "at": at, "apply": objects }).to_string()
@@ -77,11 +100,15 @@ impl Recording {
     }
 
     /// Loads the scenario and replays the actions up to `until_ms`.
-    pub fn replay(&self, until_ms: u64) -> Result<Session, String> {
+    /// A failed action names no line of the scenario text.
+    pub fn replay(&self, until_ms: u64) -> Result<Session, LoadFailure> {
         let mut session = Session::load(&self.yaml)?;
         for a in self.actions.iter().filter(|a| a.at_ms <= until_ms) {
             session.run_until(a.at_ms);
-            a.what.perform(&mut session).map_err(|e| format!("replaying the action at {} ms: {e}", a.at_ms))?;
+            a.what.perform(&mut session).map_err(|e| LoadFailure {
+                message: format!("replaying the action at {} ms: {e}", a.at_ms),
+                line: None,
+            })?;
         }
         session.run_until(until_ms);
         Ok(session)
@@ -135,13 +162,26 @@ impl Recording {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use carpentry_core::manifest::scenario::ScaleAction;
 
     fn inflate() -> Recording {
         Recording::new(crate::examples::by_id("inflate").unwrap().yaml.to_string(), Some("inflate".into()))
     }
 
     fn scale(replicas: i32) -> ActionKind {
-        ActionKind::Act(format!(r#"{{"scale": {{"kind": "Deployment", "name": "inflate", "replicas": {replicas}}}}}"#))
+        let action =
+            ScaleAction { kind: "Deployment".into(), namespace: "default".into(), name: "inflate".into(), replicas };
+        ActionKind::Act(Step::scale("0s", action))
+    }
+
+    #[test]
+    fn recordings_saved_with_steps_as_json_text_still_load() {
+        let saved = r#"{"yaml": "", "actions": [{"atMs": 5000, "act": "{\"scale\": {\"kind\": \"Deployment\", \"name\": \"inflate\", \"replicas\": 3}}"}]}"#;
+        let r: Recording = serde_json::from_str(saved).unwrap();
+        assert_eq!(r.actions[0].what, scale(3));
+        let typed = serde_json::to_string(&r).unwrap();
+        assert_eq!(serde_json::from_str::<Recording>(&typed).unwrap(), r, "and round-trip as typed steps");
+        assert!(serde_json::from_str::<Recording>(r#"{"yaml": "", "actions": [{"atMs": 1, "act": "{"}]}"#).is_err());
     }
 
     #[test]

@@ -35,11 +35,13 @@ pub fn from_fragment(fragment: &str) -> Option<Result<Recording, String>> {
 mod tests {
     use super::*;
     use crate::replay::ActionKind;
+    use carpentry_core::manifest::scenario::{DeleteAction, Step};
 
     #[test]
     fn a_recording_round_trips_and_compresses() {
         let mut r = Recording::new(crate::examples::by_id("thousand-pods").unwrap().yaml.to_string(), None);
-        r.record(1_000, ActionKind::Act(r#"{"delete": {"kind": "Deployment", "name": "api"}}"#.into()));
+        let delete = DeleteAction { kind: "Deployment".into(), namespace: None, name: "api".into() };
+        r.record(1_000, ActionKind::Act(Step::delete("0s", delete)));
         r.now_ms = 90_000;
         let link = encode(&r);
         assert!(link.len() < r.yaml.len() / 3, "{} vs {}", link.len(), r.yaml.len());

@@ -60,13 +60,6 @@ pub fn percent(part: f64, whole: f64) -> f64 {
     }
 }
 
-/// The line a located error names (`…, line 9, column 20: …`).
-pub fn error_line(message: &str) -> Option<usize> {
-    let rest = &message[message.find("line ")? + 5..];
-    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().ok().filter(|&l| l > 0)
-}
-
 /// A step line through `(t, value)` points from 0 to `end`, scaled into `width` × `height`
 /// (SVG coordinates: y grows downwards). The value holds until the next point.
 pub fn step_path(points: &[(f64, f64)], end: f64, width: f64, height: f64, max_value: f64) -> String {
@@ -125,13 +118,6 @@ mod tests {
         assert_eq!(duration(2 * 86_400_000 + 3_600_000), "2d1h0m");
         assert_eq!(percent(1.0, 4.0), 25.0);
         assert_eq!(percent(1.0, 0.0), 0.0);
-    }
-
-    #[test]
-    fn error_lines() {
-        let m = "document 1 (NodePool/a), field spec.x, line 9, column 20: unknown variant";
-        assert_eq!(error_line(m), Some(9));
-        assert_eq!(error_line("no line here"), None);
     }
 
     #[test]

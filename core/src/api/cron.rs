@@ -16,7 +16,47 @@ use std::fmt;
 #[error("invalid cron schedule {schedule:?}: {reason}")]
 pub struct CronError {
     pub schedule: String,
-    pub reason: String,
+    pub reason: CronReason,
+}
+
+/// What is wrong with a schedule (robfig/cron's messages, which upstream reports).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CronReason {
+    #[error("empty spec string")]
+    EmptySpec,
+    #[error("@every is not supported in budget schedules")]
+    EveryUnsupported,
+    #[error("unrecognized descriptor {0:?}")]
+    UnrecognizedDescriptor(String),
+    #[error("expected exactly 5 fields (minute hour day-of-month month day-of-week), found {0}")]
+    FieldCount(usize),
+    #[error("too many slashes in {field} field {part:?}")]
+    TooManySlashes { field: &'static str, part: String },
+    #[error("too many hyphens in {field} field {part:?}")]
+    TooManyHyphens { field: &'static str, part: String },
+    #[error("{number} in {field} field")]
+    BadValue { field: &'static str, number: NumberError },
+    #[error("{number} in the step of {field} field {part:?}")]
+    BadStep { field: &'static str, part: String, number: NumberError },
+    #[error("beginning of range ({start}) below minimum ({min}) in {field} field {part:?}")]
+    BelowMinimum { field: &'static str, part: String, start: u32, min: u32 },
+    #[error("end of range ({end}) above maximum ({max}) in {field} field {part:?}")]
+    AboveMaximum { field: &'static str, part: String, end: u32, max: u32 },
+    #[error("beginning of range ({start}) beyond end of range ({end}) in {field} field {part:?}")]
+    StartBeyondEnd { field: &'static str, part: String, start: u32, end: u32 },
+    #[error("step of range should be a positive number in {field} field {part:?}")]
+    ZeroStep { field: &'static str, part: String },
+}
+
+/// Why a number in a field does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NumberError {
+    #[error("empty value")]
+    Empty,
+    #[error("negative number ({0}) not allowed")]
+    Negative(String),
+    #[error("failed to parse int from {0:?}")]
+    NotAnInt(String),
 }
 
 /// A parsed schedule: one bit per allowed value of each field.
@@ -74,10 +114,10 @@ const DAY_OF_WEEK: Bounds =
 impl CronSchedule {
     /// Parses a schedule as `cron.ParseStandard` does.
     pub fn parse(schedule: &str) -> Result<CronSchedule, CronError> {
-        let err = |reason: String| CronError { schedule: schedule.to_string(), reason };
+        let err = |reason: CronReason| CronError { schedule: schedule.to_string(), reason };
         let trimmed = schedule.trim();
         if trimmed.is_empty() {
-            return Err(err("empty spec string".to_string()));
+            return Err(err(CronReason::EmptySpec));
         }
         if trimmed.starts_with('@') {
             let expansion = match trimmed {
@@ -86,19 +126,14 @@ impl CronSchedule {
                 "@weekly" => "0 0 * * 0",
                 "@daily" | "@midnight" => "0 0 * * *",
                 "@hourly" => "0 * * * *",
-                other if other.starts_with("@every") => {
-                    return Err(err("@every is not supported in budget schedules".to_string()))
-                }
-                other => return Err(err(format!("unrecognized descriptor {other:?}"))),
+                other if other.starts_with("@every") => return Err(err(CronReason::EveryUnsupported)),
+                other => return Err(err(CronReason::UnrecognizedDescriptor(other.to_string()))),
             };
             return CronSchedule::parse(expansion);
         }
         let fields: Vec<&str> = trimmed.split_whitespace().collect();
         if fields.len() != 5 {
-            return Err(err(format!(
-                "expected exactly 5 fields (minute hour day-of-month month day-of-week), found {}",
-                fields.len()
-            )));
+            return Err(err(CronReason::FieldCount(fields.len())));
         }
         let (minutes, _) = parse_field(fields[0], &MINUTE).map_err(err)?;
         let (hours, _) = parse_field(fields[1], &HOUR).map_err(err)?;
@@ -120,7 +155,7 @@ impl CronSchedule {
 }
 
 /// One field: returns the bit set and whether it was a plain star.
-fn parse_field(field: &str, bounds: &Bounds) -> Result<(u64, bool), String> {
+fn parse_field(field: &str, bounds: &Bounds) -> Result<(u64, bool), CronReason> {
     let mut bits = 0u64;
     let mut star = false;
     for part in field.split(',') {
@@ -131,19 +166,20 @@ fn parse_field(field: &str, bounds: &Bounds) -> Result<(u64, bool), String> {
     Ok((bits, star))
 }
 
-fn parse_range(part: &str, bounds: &Bounds) -> Result<(u64, bool), String> {
-    let name = bounds.name;
-    let mut range_and_step = part.split('/');
+fn parse_range(text: &str, bounds: &Bounds) -> Result<(u64, bool), CronReason> {
+    let field = bounds.name;
+    let part = || text.to_string();
+    let mut range_and_step = text.split('/');
     let range = range_and_step.next().unwrap_or("");
     let step_text = range_and_step.next();
     if range_and_step.next().is_some() {
-        return Err(format!("too many slashes in {name} field {part:?}"));
+        return Err(CronReason::TooManySlashes { field, part: part() });
     }
     let mut low_and_high = range.split('-');
     let low = low_and_high.next().unwrap_or("");
     let high = low_and_high.next();
     if low_and_high.next().is_some() {
-        return Err(format!("too many hyphens in {name} field {part:?}"));
+        return Err(CronReason::TooManyHyphens { field, part: part() });
     }
     let (start, mut end, mut star) = if low == "*" || low == "?" {
         // robfig ignores anything after `*-`.
@@ -159,7 +195,7 @@ fn parse_range(part: &str, bounds: &Bounds) -> Result<(u64, bool), String> {
     let step = match step_text {
         None => 1,
         Some(text) => {
-            let step = parse_number(text).map_err(|e| format!("{e} in the step of {name} field {part:?}"))?;
+            let step = parse_number(text).map_err(|number| CronReason::BadStep { field, part: part(), number })?;
             // `N/step` means from N to the maximum.
             if high.is_none() && !star {
                 end = bounds.max;
@@ -171,16 +207,16 @@ fn parse_range(part: &str, bounds: &Bounds) -> Result<(u64, bool), String> {
         }
     };
     if start < bounds.min {
-        return Err(format!("beginning of range ({start}) below minimum ({}) in {name} field {part:?}", bounds.min));
+        return Err(CronReason::BelowMinimum { field, part: part(), start, min: bounds.min });
     }
     if end > bounds.max {
-        return Err(format!("end of range ({end}) above maximum ({}) in {name} field {part:?}", bounds.max));
+        return Err(CronReason::AboveMaximum { field, part: part(), end, max: bounds.max });
     }
     if start > end {
-        return Err(format!("beginning of range ({start}) beyond end of range ({end}) in {name} field {part:?}"));
+        return Err(CronReason::StartBeyondEnd { field, part: part(), start, end });
     }
     if step == 0 {
-        return Err(format!("step of range should be a positive number in {name} field {part:?}"));
+        return Err(CronReason::ZeroStep { field, part: part() });
     }
     let mut bits = 0u64;
     let mut v = start;
@@ -191,28 +227,28 @@ fn parse_range(part: &str, bounds: &Bounds) -> Result<(u64, bool), String> {
     Ok((bits, star))
 }
 
-fn parse_value(text: &str, bounds: &Bounds) -> Result<u32, String> {
+fn parse_value(text: &str, bounds: &Bounds) -> Result<u32, CronReason> {
     let lower = text.to_ascii_lowercase();
     if let Some(index) = bounds.names.iter().position(|n| *n == lower) {
         // Month names start at 1, weekday names at 0.
         return Ok(index as u32 + bounds.min);
     }
-    parse_number(text).map_err(|e| format!("{e} in {} field", bounds.name))
+    parse_number(text).map_err(|number| CronReason::BadValue { field: bounds.name, number })
 }
 
-fn parse_number(text: &str) -> Result<u32, String> {
+fn parse_number(text: &str) -> Result<u32, NumberError> {
     if text.is_empty() {
-        return Err("empty value".to_string());
+        return Err(NumberError::Empty);
     }
     if let Some(rest) = text.strip_prefix('-') {
         if !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(format!("negative number ({text}) not allowed"));
+            return Err(NumberError::Negative(text.to_string()));
         }
     }
     if !text.bytes().all(|b| b.is_ascii_digit()) || text.len() > 9 {
-        return Err(format!("failed to parse int from {text:?}"));
+        return Err(NumberError::NotAnInt(text.to_string()));
     }
-    text.parse::<u32>().map_err(|_| format!("failed to parse int from {text:?}"))
+    text.parse::<u32>().map_err(|_| NumberError::NotAnInt(text.to_string()))
 }
 
 #[cfg(test)]

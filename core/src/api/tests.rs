@@ -530,6 +530,25 @@ fn nodeclass(spec: EC2NodeClassSpec) -> EC2NodeClass {
 }
 
 #[test]
+fn pinning_an_ami_alias_is_validated_as_the_api_server_would() {
+    let nc = minimal_nodeclass();
+    let pinned = nc.with_ami_alias(" al2023@v20250101 ").expect("a well-formed alias");
+    assert_eq!(pinned.spec.alias(), Some("al2023@v20250101"));
+    assert_eq!(pinned.spec.ami_selector_terms.len(), 1);
+    assert!(pinned.status.is_none());
+    let malformed = nc.with_ami_alias("latest").unwrap_err();
+    assert!(malformed.iter().all(|e| e.path == "spec.amiSelectorTerms[0].alias"), "{malformed:?}");
+    assert!(malformed.iter().any(|e| e.message.contains("family@version")), "{malformed:?}");
+    assert!(nc.with_ami_alias("windows2022@v1").unwrap_err().iter().any(|e| e.rule == Rule::AmiAliasWindowsVersion));
+    // The family must agree with an explicit amiFamily.
+    let mut bottlerocket = nc.clone();
+    bottlerocket.spec.ami_family = Some(AmiFamily::Bottlerocket);
+    assert!(bottlerocket.with_ami_alias("bottlerocket@v1.20.0").is_ok());
+    let mismatch = bottlerocket.with_ami_alias("al2023@v20250101").unwrap_err();
+    assert!(mismatch.iter().any(|e| e.message.contains("amiFamily must be")), "{mismatch:?}");
+}
+
+#[test]
 fn nodeclass_defaults_and_round_trip() {
     let nc = minimal_nodeclass();
     assert_eq!(nc.spec.metadata_options, Some(MetadataOptions::default()));

@@ -104,6 +104,14 @@ pub struct ConversionNote {
     pub message: String,
 }
 
+impl ConversionNote {
+    /// The note for a legacy object converted while loading, as the commands and the playground
+    /// list it: `converted Provisioner/default: spec.ttlSecondsAfterEmpty: …`.
+    pub fn on_load(&self) -> String {
+        format!("converted {}: {}: {}", self.object, self.field, self.message)
+    }
+}
+
 impl fmt::Display for ConversionNote {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} {}: {}", self.object, self.field, self.message)

@@ -29,9 +29,28 @@ pub struct BudgetStatus {
     /// While active with a schedule: when the window ends (epoch seconds; RFC 3339 in JSON).
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "rfc3339_opt")]
     pub window_ends: Option<i64>,
-    /// Set when the budget cannot be read (it then allows 0).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    /// Set when the budget cannot be read (it then allows 0); its text in JSON.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "as_text")]
+    pub error: Option<BudgetError>,
+}
+
+/// Why a budget cannot be read (the API server rejects such budgets; a snapshot or an old object
+/// may still hold one).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BudgetError {
+    #[error(transparent)]
+    Schedule(#[from] crate::api::cron::CronError),
+    #[error("{0:?} is not a percentage")]
+    NotAPercentage(String),
+    #[error("{0:?} is not a number of nodes")]
+    NotANumber(String),
+}
+
+fn as_text<S: serde::Serializer>(error: &Option<BudgetError>, serializer: S) -> Result<S::Ok, S::Error> {
+    match error {
+        Some(e) => serializer.collect_str(e),
+        None => serializer.serialize_none(),
+    }
 }
 
 /// The allowance of a NodePool for one reason.
@@ -120,12 +139,12 @@ pub fn next_hit(schedule: &CronSchedule, after: i64, horizon: i64) -> Option<i64
 }
 
 /// `nodes` of a budget as a count of `total` nodes (percentages rounded up).
-fn scaled(nodes: &str, total: i64) -> Result<i64, String> {
+fn scaled(nodes: &str, total: i64) -> Result<i64, BudgetError> {
     if let Some(pct) = nodes.strip_suffix('%') {
-        let p: i64 = pct.parse().map_err(|_| format!("{nodes:?} is not a percentage"))?;
+        let p: i64 = pct.parse().map_err(|_| BudgetError::NotAPercentage(nodes.to_string()))?;
         return Ok((p * total + 99) / 100);
     }
-    nodes.parse::<i64>().map_err(|_| format!("{nodes:?} is not a number of nodes"))
+    nodes.parse::<i64>().map_err(|_| BudgetError::NotANumber(nodes.to_string()))
 }
 
 /// One budget at `now` (epoch seconds) for a NodePool of `total` nodes.
@@ -143,7 +162,7 @@ pub fn status(index: usize, b: &Budget, total: i64, now: i64) -> BudgetStatus {
         let schedule = match CronSchedule::parse(text) {
             Ok(s) => s,
             Err(e) => {
-                out.error = Some(e.to_string());
+                out.error = Some(e.into());
                 out.allows = Some(0);
                 return out;
             }

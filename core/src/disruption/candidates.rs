@@ -93,7 +93,7 @@ pub fn eviction_cost(p: &Pod) -> f64 {
         .metadata
         .annotations
         .as_ref()
-        .and_then(|a| a.get("controller.kubernetes.io/pod-deletion-cost"))
+        .and_then(|a| a.get(crate::labels::POD_DELETION_COST))
         .and_then(|v| v.parse().ok())
         .unwrap_or(0.0);
     let priority = f64::from(p.spec.as_ref().and_then(|s| s.priority).unwrap_or(0));

@@ -8,6 +8,7 @@ use serde::Serialize;
 use super::{budgets, pdb, Candidate, View};
 use crate::api::nodepool::{BudgetReason, ConsolidationPolicy};
 use crate::pod::do_not_disrupt;
+use crate::style::{Mark, Plain, Style};
 
 /// One condition.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -490,25 +491,73 @@ pub fn render_nodepool(e: &NodePoolExplanation) -> String {
     s
 }
 
+/// What happens to a node, in one word (from [`NodeExplanation::verdict`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum NodeVerdict {
+    /// Drifted, and drift replaces it now (its checks and the Drifted budget allow it).
+    DriftReplacesNow,
+    /// Drifted, but a check holds its replacement back.
+    DriftHeldBack,
+    /// Every check passes and removing it saves money: consolidation may take it.
+    Consolidatable,
+    /// Every check passes, but removing it would save nothing: consolidation leaves it.
+    SavesNothing,
+    /// A check fails: it stays.
+    Stays,
+}
+
+impl NodeVerdict {
+    /// The verdict as the predicate of a sentence about the node ("Node x … is drifted: …").
+    pub fn describe(self) -> &'static str {
+        match self {
+            NodeVerdict::DriftReplacesNow => "is drifted: drift replaces it now (the checks drift makes pass)",
+            NodeVerdict::DriftHeldBack => "is drifted, but a check holds its replacement back",
+            NodeVerdict::Consolidatable => "passes every check, and removing it saves money: consolidation may take it",
+            NodeVerdict::SavesNothing => {
+                "passes every check, but removing it would save nothing: consolidation leaves it"
+            }
+            NodeVerdict::Stays => "stays: a check fails",
+        }
+    }
+}
+
+impl NodeExplanation {
+    /// Drift first (its checks differ); else consolidation, which takes a node only when every check
+    /// passes and removing it saves money (upstream `computeConsolidation` refuses a replacement
+    /// that is not cheaper, and a delete of a node that costs nothing saves nothing).
+    pub fn verdict(&self) -> NodeVerdict {
+        let saves = self.removal.as_ref().map_or(0.0, |r| r.savings_per_hour);
+        match (self.drift_replaces_now, self.disruptable) {
+            (Some(true), _) => NodeVerdict::DriftReplacesNow,
+            (Some(false), _) => NodeVerdict::DriftHeldBack,
+            (None, true) if saves > 0.0 => NodeVerdict::Consolidatable,
+            (None, true) => NodeVerdict::SavesNothing,
+            (None, false) => NodeVerdict::Stays,
+        }
+    }
+}
+
 /// A node's explanation as text: the checklist, then what removing it would do.
 pub fn render_node(e: &NodeExplanation) -> String {
+    render_node_styled(e, &Plain)
+}
+
+/// [`render_node`] with each check's mark passed through `style`.
+pub fn render_node_styled(e: &NodeExplanation, style: &dyn Style) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
-    let saves = e.removal.as_ref().map_or(0.0, |r| r.savings_per_hour);
-    let verdict = match (e.drift_replaces_now, e.disruptable, saves > 0.0) {
-        (Some(true), _, _) => "is drifted: drift replaces it now (the checks drift makes pass)",
-        (Some(false), _, _) => "is drifted, but a check holds its replacement back",
-        (None, true, true) => "passes every check, and removing it saves money: consolidation may take it",
-        (None, true, false) => "passes every check, but removing it would save nothing: consolidation leaves it",
-        (None, false, _) => "stays: a check fails",
-    };
     let _ = writeln!(
         s,
-        "Node {} (NodeClaim {}, NodePool {}, ${:.4}/hour) {verdict}:",
-        e.node, e.nodeclaim, e.nodepool, e.price
+        "Node {} (NodeClaim {}, NodePool {}, ${:.4}/hour) {}:",
+        e.node,
+        e.nodeclaim,
+        e.nodepool,
+        e.price,
+        e.verdict().describe()
     );
     for c in &e.checks {
-        let mark = if c.passed { "ok  " } else { "FAIL" };
+        let mark = if c.passed { style.mark(Mark::Pass, "ok  ") } else { style.mark(Mark::Fail, "FAIL") };
         let detail = if c.detail.is_empty() { String::new() } else { format!(": {}", c.detail) };
         let _ = writeln!(s, "  [{mark}] {}{detail}", c.condition);
     }

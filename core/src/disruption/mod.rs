@@ -3,17 +3,20 @@
 //!
 //! [`decide`] is one pass of upstream's disruption loop over a [`View`] of the cluster: the
 //! methods in upstream's order (emptiness, drift, multi-node consolidation, single-node
-//! consolidation); the first that produces a [`Command`] wins. Every node that is not a candidate
-//! carries its [`candidates::Blocker`]s, every method that declines says why
-//! ([`Declined`]). Expiration is not a method: expired NodeClaims are deleted regardless
+//! consolidation, one file each in `methods/`, sharing `consolidation.rs`); the first that
+//! produces a [`Command`] wins. Every node that is not a candidate carries its
+//! [`candidates::Blocker`]s, every method that declines a node says why ([`Declined`], a
+//! [`Decline`] per node; `decline.rs` is the vocabulary at the bottom of the module). Expiration is not a method: expired NodeClaims are deleted regardless
 //! ([`expired`]). The simulation (`crate::simulation`) waits, validates and executes commands.
 
 pub(crate) mod balanced;
 pub(crate) mod budgets;
 pub(crate) mod candidates;
 pub(crate) mod consolidation;
+pub(crate) mod decline;
 pub(crate) mod drift;
 pub mod explain;
+mod methods;
 pub(crate) mod pdb;
 
 use serde::Serialize;
@@ -24,6 +27,7 @@ use crate::manifest::Manifests;
 use crate::scheduling::PlannedNodeClaim;
 
 pub use candidates::{Blocker, Candidate};
+pub use decline::{BindingBudget, Decline, GuardedDestination};
 pub use drift::DriftReason;
 
 /// What disruption knows about a node beyond its objects (upstream: cluster state).
@@ -190,8 +194,8 @@ impl Command {
 #[serde(rename_all = "camelCase")]
 pub struct Declined {
     pub method: Method,
-    /// Node (or `nodepool/<name>` for budget reasons) → why.
-    pub nodes: Vec<(String, String)>,
+    /// Node → why (in JSON, the reason's text).
+    pub nodes: Vec<(String, Decline)>,
 }
 
 /// One pass of the disruption loop.
@@ -223,7 +227,7 @@ pub fn decide(view: &View<'_>) -> Pass {
         (Method::SingleNodeConsolidation, &graceful),
     ];
     for (method, cands) in methods {
-        match consolidation::run(view, method, cands) {
+        match methods::run(view, method, cands) {
             Ok(command) => {
                 pass.command = Some(command);
                 break;

@@ -47,6 +47,32 @@ pub const NODE_REGISTERED: &str = "karpenter.sh/registered";
 /// `karpenter.sh/do-not-sync-taints`.
 pub const NODE_DO_NOT_SYNC_TAINTS: &str = "karpenter.sh/do-not-sync-taints";
 
+/// The annotation the PersistentVolume controller sets on a claim once it has bound it; without it
+/// kube-scheduler (and so Karpenter) treats a claim with a `volumeName` as unbound.
+pub const PV_BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
+/// The annotations that mark the default StorageClass (GA and beta).
+pub const DEFAULT_STORAGE_CLASS: [&str; 2] =
+    ["storageclass.kubernetes.io/is-default-class", "storageclass.beta.kubernetes.io/is-default-class"];
+/// A pod's deletion cost (the ReplicaSet controller's), which disruption's eviction cost weighs.
+pub const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
+
+/// Every annotation outside [`READ_ANNOTATION_DOMAINS`] that the engine reads.
+pub const READ_ANNOTATIONS: [&str; 4] =
+    [PV_BIND_COMPLETED, DEFAULT_STORAGE_CLASS[0], DEFAULT_STORAGE_CLASS[1], POD_DELETION_COST];
+/// The DNS domains (and their subdomains) whose annotations the engine may read: Karpenter's, its AWS
+/// provider's and carpentry's own.
+pub const READ_ANNOTATION_DOMAINS: [&str; 3] = ["karpenter.sh", "karpenter.k8s.aws", "carpentry.dev"];
+
+/// Whether the engine may read the annotation `key` (so a redacted copy of the cluster must keep it
+/// to answer as the cluster does).
+pub fn is_read_annotation(key: &str) -> bool {
+    if READ_ANNOTATIONS.contains(&key) {
+        return true;
+    }
+    let Some((domain, _)) = key.split_once('/') else { return false };
+    READ_ANNOTATION_DOMAINS.iter().any(|d| domain == *d || domain.strip_suffix(d).is_some_and(|sub| sub.ends_with('.')))
+}
+
 /// Beta aliases, normalised on requirement construction (upstream `NormalizedLabels`).
 pub const FAILURE_DOMAIN_BETA_ZONE: &str = "failure-domain.beta.kubernetes.io/zone";
 /// `failure-domain.beta.kubernetes.io/region`.
@@ -348,6 +374,29 @@ pub fn check_in(key: &str, used_in: LabelUse) -> Result<(), RestrictedLabelError
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn annotations_read_by_domain_and_by_use() {
+        for kept in [
+            "karpenter.sh/do-not-disrupt",
+            "karpenter.k8s.aws/ec2nodeclass-hash",
+            "compatibility.karpenter.sh/v1beta1-nodeclass-reference",
+            "carpentry.dev/note",
+            "pv.kubernetes.io/bind-completed",
+            "controller.kubernetes.io/pod-deletion-cost",
+        ] {
+            assert!(is_read_annotation(kept), "{kept}");
+        }
+        for dropped in [
+            "kubectl.kubernetes.io/last-applied-configuration",
+            "notkarpenter.sh/x",
+            "karpenter.sh.evil.com/x",
+            "example.com/karpenter.sh",
+            "karpenter.sh",
+        ] {
+            assert!(!is_read_annotation(dropped), "{dropped}");
+        }
+    }
 
     #[test]
     fn well_known_set_contains_core_and_aws() {

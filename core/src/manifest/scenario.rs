@@ -167,6 +167,26 @@ pub const DELETABLE_KINDS: &[&str] =
     &["Node", "NodeClaim", "Pod", "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "NodePool"];
 
 impl Step {
+    /// Scale a workload at `at` (a Go duration after the start).
+    pub fn scale(at: impl Into<String>, action: ScaleAction) -> Step {
+        Step { at: at.into(), scale: Some(action), ..Step::default() }
+    }
+
+    /// Delete an object at `at`.
+    pub fn delete(at: impl Into<String>, action: DeleteAction) -> Step {
+        Step { at: at.into(), delete: Some(action), ..Step::default() }
+    }
+
+    /// A spot interruption notice for `node` at `at`.
+    pub fn interrupt(at: impl Into<String>, node: impl Into<String>) -> Step {
+        Step { at: at.into(), interrupt: Some(InterruptAction { node: node.into() }), ..Step::default() }
+    }
+
+    /// EC2 runs out of capacity for an offering at `at`.
+    pub fn unavailable_offering(at: impl Into<String>, shortage: CapacityShortage) -> Step {
+        Step { at: at.into(), unavailable_offering: Some(shortage), ..Step::default() }
+    }
+
     /// The step's time in milliseconds after the start, if `at` is a valid, non-negative duration.
     pub fn at_millis(&self) -> Option<u64> {
         parse_offset(&self.at)

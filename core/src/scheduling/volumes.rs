@@ -29,14 +29,6 @@ use crate::requirements::{AllowUndefined, IncompatibleReason, Operator, Requirem
 
 use super::explain::{IgnoreReason, VolumeConflict, VolumeLimit, VolumeOrigin, VolumeProblem};
 
-/// The annotation the PersistentVolume controller sets once it has bound a claim; without it
-/// kube-scheduler (and so Karpenter) treats a claim with a `volumeName` as unbound.
-pub const BIND_COMPLETED_ANNOTATION: &str = "pv.kubernetes.io/bind-completed";
-
-/// The annotations that mark the default StorageClass (GA and beta).
-const DEFAULT_CLASS_ANNOTATIONS: [&str; 2] =
-    ["storageclass.kubernetes.io/is-default-class", "storageclass.beta.kubernetes.io/is-default-class"];
-
 /// The AWS EBS CSI driver.
 pub const EBS_CSI_DRIVER: &str = "ebs.csi.aws.com";
 
@@ -99,7 +91,7 @@ impl<'a> Storage<'a> {
             .iter()
             .filter(|c| {
                 let annotations = c.metadata.annotations.as_ref();
-                DEFAULT_CLASS_ANNOTATIONS
+                crate::labels::DEFAULT_STORAGE_CLASS
                     .iter()
                     .any(|a| annotations.and_then(|m| m.get(*a)).is_some_and(|v| v == "true"))
             })
@@ -151,7 +143,7 @@ impl<'a> Storage<'a> {
             }
             // upstream: kube-scheduler treats a claim with a volumeName but without this
             // annotation as unbound.
-            if !claim.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(BIND_COMPLETED_ANNOTATION)) {
+            if !claim.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(crate::labels::PV_BIND_COMPLETED)) {
                 return Err(VolumeProblem::BindNotCompleted { persistent_volume });
             }
             return Ok(());
@@ -185,7 +177,7 @@ impl<'a> Storage<'a> {
             };
             let origin = VolumeOrigin::PersistentVolume { name: name.to_string() };
             let terms = volume_terms(volume)
-                .map_err(|message| VolumeProblem::InvalidTopology { origin: origin.clone(), message })?;
+                .map_err(|e| VolumeProblem::InvalidTopology { origin: origin.clone(), message: e.to_string() })?;
             return Ok(Some((origin, terms)));
         }
         let class = self.class_name(claim);
@@ -232,7 +224,7 @@ impl<'a> Storage<'a> {
 /// A PersistentVolume's `nodeAffinity.required` terms, each one alternative. For `local` and
 /// `hostPath` volumes the hostname expressions are dropped (upstream: the pod is being placed on
 /// a new node anyway) and a term that held only those becomes an unconstrained alternative.
-fn volume_terms(volume: &PersistentVolume) -> Result<Vec<Requirements>, String> {
+fn volume_terms(volume: &PersistentVolume) -> Result<Vec<Requirements>, crate::requirements::RequirementError> {
     let Some(spec) = volume.spec.as_ref() else { return Ok(Vec::new()) };
     let node_local = spec.local.is_some() || spec.host_path.is_some();
     let terms = spec.node_affinity.as_ref().and_then(|a| a.required.as_ref()).map(|r| r.node_selector_terms.as_slice());
@@ -250,7 +242,7 @@ fn volume_terms(volume: &PersistentVolume) -> Result<Vec<Requirements>, String> 
             }
             continue;
         }
-        out.push(Requirements::from_k8s_node_selector_requirements(&kept).map_err(|e| e.to_string())?);
+        out.push(Requirements::from_k8s_node_selector_requirements(&kept)?);
     }
     Ok(out)
 }

@@ -9,7 +9,7 @@
 //! `Unconsolidatable`), not on every pass: a pass that decides the same thing is not a new
 //! decision.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
@@ -294,8 +294,13 @@ impl Simulation {
 
     fn log_verdicts(&mut self, pass: &rules::Pass) {
         let mut seen = BTreeMap::new();
+        // A new node not initialized yet, or one already being disrupted, is not news.
+        let mut routine = BTreeSet::new();
         for (node, blockers) in &pass.blocked {
             let texts: Vec<String> = blockers.iter().map(ToString::to_string).collect();
+            if blockers.iter().all(|b| matches!(b, rules::Blocker::NotInitialized | rules::Blocker::Deleting)) {
+                routine.insert(node.clone());
+            }
             seen.insert(node.clone(), (texts.join("; "), Reason::DisruptionBlocked { blockers: texts }));
         }
         for d in &pass.declined {
@@ -303,7 +308,7 @@ impl Simulation {
                 seen.entry(node.clone()).or_insert_with(|| {
                     (
                         format!("{:?}: {why}", d.method),
-                        Reason::Unconsolidatable { method: format!("{:?}", d.method), why: why.clone() },
+                        Reason::Unconsolidatable { method: format!("{:?}", d.method), why: why.to_string() },
                     )
                 });
             }
@@ -311,10 +316,7 @@ impl Simulation {
         for (node, (text, reason)) in seen {
             if self.disruption.logged.get(&node) != Some(&text) {
                 self.disruption.logged.insert(node.clone(), text);
-                // A new node not initialized yet, or one already being disrupted, is not news.
-                let routine = ["node isn't initialized", "node is deleting or marked for deletion"];
-                if !matches!(&reason, Reason::DisruptionBlocked { blockers } if blockers.iter().all(|b| routine.contains(&b.as_str())))
-                {
+                if !routine.contains(&node) {
                     self.emit(Involved::node(&node), reason);
                 }
             }

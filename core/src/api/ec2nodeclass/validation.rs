@@ -97,6 +97,24 @@ impl Validate for EC2NodeClass {
     }
 }
 
+impl EC2NodeClass {
+    /// This EC2NodeClass with its AMI selection replaced by the one term `alias: <alias>` (e.g.
+    /// `al2023@v20250101`) and its status cleared: the edit that rolls out an AMI. The edited object
+    /// is validated as the API server would (the alias's format, its family against `amiFamily`).
+    pub fn with_ami_alias(&self, alias: &str) -> Result<EC2NodeClass, Vec<FieldError>> {
+        let mut edited = self.clone();
+        edited.status = None;
+        edited.spec.ami_selector_terms =
+            vec![AmiSelectorTerm { alias: Some(alias.trim().to_string()), ..AmiSelectorTerm::default() }];
+        let errors = edited.validate();
+        if errors.is_empty() {
+            Ok(edited)
+        } else {
+            Err(errors)
+        }
+    }
+}
+
 impl EC2NodeClassSpec {
     /// Checks the spec; `path` is where it sits (`spec`).
     pub fn validate_into(&self, path: &str, out: &mut Vec<FieldError>) {

@@ -103,7 +103,36 @@ pub struct RelaxedPod {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SkippedNodePool {
     pub nodepool: String,
-    pub why: String,
+    /// In JSON, the reason's text.
+    #[serde(serialize_with = "as_text")]
+    pub why: SkipReason,
+}
+
+/// Why a NodePool takes no part in a round (upstream `Provisioner.NewScheduler`'s filter and
+/// `NewScheduler`'s template checks).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SkipReason {
+    #[error("static NodePool (spec.replicas): not used for dynamic provisioning")]
+    Static,
+    #[error("being deleted")]
+    BeingDeleted,
+    #[error("nodeClassRef {group}/{kind} is not managed by the AWS provider")]
+    ForeignNodeClass { group: String, kind: String },
+    #[error("not Ready ({})", message.as_deref().unwrap_or("condition Ready is not True"))]
+    NotReady { message: Option<String> },
+    #[error("requirements: {0}")]
+    Requirements(#[source] crate::requirements::RequirementError),
+    #[error("NodePool requirements filtered out all compatible available instance types")]
+    NoInstanceTypes,
+    #[error(
+        "NodePool requirements filtered out all compatible available instance types due to minValues \
+         incompatibility ({0})"
+    )]
+    MinValues(crate::scheduling::nodeclaim_template::MinValuesShortfall),
+}
+
+fn as_text<S: serde::Serializer>(reason: &SkipReason, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(reason)
 }
 
 /// The outcome of one round.

@@ -5,21 +5,21 @@
 use super::*;
 
 /// Upstream `Provisioner.NewScheduler`'s NodePool filter.
-pub(super) fn eligibility(np: &NodePool) -> Result<(), String> {
+pub(super) fn eligibility(np: &NodePool) -> Result<(), SkipReason> {
     if np.is_static() {
-        return Err("static NodePool (spec.replicas): not used for dynamic provisioning".into());
+        return Err(SkipReason::Static);
     }
     if np.metadata.deletion_timestamp.is_some() {
-        return Err("being deleted".into());
+        return Err(SkipReason::BeingDeleted);
     }
     let r = &np.spec.template.spec.node_class_ref;
     if r.group != crate::api::AWS_GROUP || r.kind != "EC2NodeClass" {
-        return Err(format!("nodeClassRef {}/{} is not managed by the AWS provider", r.group, r.kind));
+        return Err(SkipReason::ForeignNodeClass { group: r.group.clone(), kind: r.kind.clone() });
     }
     if let Some(status) = &np.status {
         if let Some(c) = crate::api::find_condition(&status.conditions, "Ready") {
             if !c.is_true() {
-                return Err(format!("not Ready ({})", c.message.as_deref().unwrap_or("condition Ready is not True")));
+                return Err(SkipReason::NotReady { message: c.message.clone() });
             }
         }
     }
@@ -31,8 +31,8 @@ pub(super) fn build_template(
     unavailable: &BTreeMap<&str, Vec<&UnavailableOffering>>,
     daemons: &[Daemon],
     policy: MinValuesPolicy,
-) -> Result<Template, String> {
-    let base = NodeClaimTemplate::new(&np.nodepool).map_err(|e| format!("requirements: {e}"))?;
+) -> Result<Template, SkipReason> {
+    let base = NodeClaimTemplate::new(&np.nodepool).map_err(SkipReason::Requirements)?;
     // The unavailable-offerings input marks offerings unavailable (upstream's ICE cache).
     let mut instance_types = np.instance_types.clone();
     if instance_types.iter().any(|it| unavailable.contains_key(it.name.as_str())) {
@@ -52,13 +52,10 @@ pub(super) fn build_template(
     unlimited.limits.clear();
     let prefilter = unlimited.prefilter_survivors(&instance_types);
     if prefilter.options.is_empty() {
-        return Err("NodePool requirements filtered out all compatible available instance types".into());
+        return Err(SkipReason::NoInstanceTypes);
     }
     if let (Err(shortfall), MinValuesPolicy::Strict) = (&prefilter.min_values, policy) {
-        return Err(format!(
-            "NodePool requirements filtered out all compatible available instance types due to minValues \
-             incompatibility ({shortfall})"
-        ));
+        return Err(SkipReason::MinValues(shortfall.clone()));
     }
     let index: HashMap<&str, usize> = instance_types.iter().enumerate().map(|(i, it)| (it.name.as_str(), i)).collect();
     let types: Vec<usize> = prefilter.options.iter().map(|o| index[o.instance_type.name.as_str()]).collect();
