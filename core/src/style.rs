@@ -31,3 +31,21 @@ impl Style for Plain {
         text.to_string()
     }
 }
+
+/// Serialises a typed reason as its rendered text: the JSON shape reasons had when they were
+/// strings, which the playground, the plugin's `--output json` and saved recordings read.
+/// Use with `#[serde(serialize_with = "crate::style::as_text")]`.
+pub(crate) fn as_text<T: std::fmt::Display, S: serde::Serializer>(value: &T, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(value)
+}
+
+/// [`as_text`] for an optional reason: `null` when there is none.
+pub(crate) fn option_as_text<T: std::fmt::Display, S: serde::Serializer>(
+    value: &Option<T>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match value {
+        Some(value) => serializer.collect_str(value),
+        None => serializer.serialize_none(),
+    }
+}

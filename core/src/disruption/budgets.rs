@@ -30,7 +30,7 @@ pub struct BudgetStatus {
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "rfc3339_opt")]
     pub window_ends: Option<i64>,
     /// Set when the budget cannot be read (it then allows 0); its text in JSON.
-    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "as_text")]
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "crate::style::option_as_text")]
     pub error: Option<BudgetError>,
 }
 
@@ -44,13 +44,6 @@ pub enum BudgetError {
     NotAPercentage(String),
     #[error("{0:?} is not a number of nodes")]
     NotANumber(String),
-}
-
-fn as_text<S: serde::Serializer>(error: &Option<BudgetError>, serializer: S) -> Result<S::Ok, S::Error> {
-    match error {
-        Some(e) => serializer.collect_str(e),
-        None => serializer.serialize_none(),
-    }
 }
 
 /// The allowance of a NodePool for one reason.

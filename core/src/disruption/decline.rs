@@ -173,6 +173,6 @@ impl fmt::Display for Decline {
 /// In JSON a decline is its text (the shape `Declined` had when reasons were strings).
 impl Serialize for Decline {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
+        crate::style::as_text(self, serializer)
     }
 }

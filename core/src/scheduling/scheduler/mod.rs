@@ -104,7 +104,7 @@ pub struct RelaxedPod {
 pub struct SkippedNodePool {
     pub nodepool: String,
     /// In JSON, the reason's text.
-    #[serde(serialize_with = "as_text")]
+    #[serde(serialize_with = "crate::style::as_text")]
     pub why: SkipReason,
 }
 
@@ -129,10 +129,6 @@ pub enum SkipReason {
          incompatibility ({0})"
     )]
     MinValues(crate::scheduling::nodeclaim_template::MinValuesShortfall),
-}
-
-fn as_text<S: serde::Serializer>(reason: &SkipReason, serializer: S) -> Result<S::Ok, S::Error> {
-    serializer.collect_str(reason)
 }
 
 /// The outcome of one round.
