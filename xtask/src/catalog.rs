@@ -11,8 +11,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{anyhow, bail, ensure, Context, Result};
-use serde_json::Value;
+use anyhow::{anyhow, ensure, Context, Result};
 
 use crate::util;
 
@@ -161,23 +160,5 @@ fn fetch_moto_wheel(version: &str, cache: &Path) -> Result<PathBuf> {
 // karpenter-provider-aws (Go module).
 
 fn fetch_karpenter_module(version: &str, cache: &Path) -> Result<PathBuf> {
-    // `go mod download` needs a main module; a throwaway one in the cache directory will do.
-    let scratch = cache.join("gomod");
-    fs::create_dir_all(&scratch)?;
-    fs::write(scratch.join("go.mod"), "module carpentry.invalid/catalog\n\ngo 1.21\n")?;
-    let module = format!("{KARPENTER_MODULE}@{version}");
-    eprintln!("fetching {module} with go mod download");
-    let output = Command::new("go")
-        .args(["mod", "download", "-json", &module])
-        .current_dir(&scratch)
-        .env("GOFLAGS", "-mod=mod")
-        .output()
-        .context("cannot run `go` (needed for the karpenter-provider-aws tables; or pass --karpenter-dir)")?;
-    let info: Value = serde_json::from_slice(&output.stdout)
-        .with_context(|| format!("go mod download printed no JSON: {}", String::from_utf8_lossy(&output.stderr)))?;
-    if let Some(err) = info["Error"].as_str() {
-        bail!("go mod download {module}: {err}");
-    }
-    ensure!(output.status.success(), "go mod download {module} failed: {}", String::from_utf8_lossy(&output.stderr));
-    Ok(PathBuf::from(info["Dir"].as_str().ok_or_else(|| anyhow!("go mod download gave no Dir"))?))
+    Ok(crate::gomod::download(KARPENTER_MODULE, version, cache)?.dir)
 }

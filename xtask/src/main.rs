@@ -4,8 +4,10 @@
 //! (`cargo xtask play`, `cargo xtask test`) work on a clean clone.
 
 mod catalog;
+mod crds;
 mod fidelity;
 mod gobin;
+mod gomod;
 mod play;
 mod testenv;
 mod tidy;
@@ -31,6 +33,8 @@ enum Task {
     Test(TestArgs),
     /// Regenerate core/data/ec2-catalogue.json from the pinned registry packages.
     Catalog(catalog::CatalogArgs),
+    /// Write upstream's CRDs (NodePool, NodeClaim, EC2NodeClass) under controller/deploy/crds/.
+    Crds(crds::CrdsArgs),
     /// Build and run the live-test control plane (tests/testenv): build | up | down | status.
     Testenv(testenv::TestenvArgs),
     /// Compare our scheduler with upstream Karpenter's on the corpus and on generated scenarios.
@@ -56,6 +60,7 @@ fn main() -> Result<()> {
         Task::Play(args) => play::run(args),
         Task::Test(args) => test(args),
         Task::Catalog(args) => catalog::run(args),
+        Task::Crds(args) => crds::run(args),
         Task::Testenv(args) => testenv::run(args),
         Task::Fidelity(args) => fidelity::run(args),
         Task::BenchVsUpstream(args) => fidelity::bench(args),
@@ -223,6 +228,7 @@ fn test_steps(args: TestArgs) -> Result<()> {
     util::step("the committed EC2 catalogue is what the generator produces", || {
         catalog::check_with_built_generator(&catalogue_inputs)
     })?;
+    util::step("the committed CRDs are upstream's (controller/deploy/crds)", || crds::run(crds::CrdsArgs::check()))?;
     chromium.wait()?;
     go.wait()?;
     // `--all-targets` runs the benchmarks once each too (criterion's test mode: no timing), so
