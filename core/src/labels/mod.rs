@@ -46,6 +46,9 @@ pub const NODE_INITIALIZED: &str = "karpenter.sh/initialized";
 pub const NODE_REGISTERED: &str = "karpenter.sh/registered";
 /// `karpenter.sh/do-not-sync-taints`.
 pub const NODE_DO_NOT_SYNC_TAINTS: &str = "karpenter.sh/do-not-sync-taints";
+/// upstream `v1.TerminationFinalizer`: on NodeClaims and their Nodes, so that Karpenter drains the
+/// node and terminates the instance before either object goes.
+pub const TERMINATION_FINALIZER: &str = "karpenter.sh/termination";
 
 /// The annotation the PersistentVolume controller sets on a claim once it has bound it; without it
 /// kube-scheduler (and so Karpenter) treats a claim with a `volumeName` as unbound.

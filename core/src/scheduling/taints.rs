@@ -15,8 +15,12 @@ pub const KNOWN_EPHEMERAL_TAINTS: &[(&str, Option<&str>, &str)] = &[
     ("node.kubernetes.io/not-ready", None, NO_SCHEDULE),
     ("node.kubernetes.io/unreachable", None, NO_SCHEDULE),
     ("node.cloudprovider.kubernetes.io/uninitialized", Some("true"), NO_SCHEDULE),
-    ("karpenter.sh/unregistered", None, NO_EXECUTE),
+    (UNREGISTERED, None, NO_EXECUTE),
 ];
+
+/// upstream `v1.UnregisteredNoExecuteTaint`'s key: a node joins with it (NoExecute), and Karpenter
+/// removes it when it registers the node with its NodeClaim.
+pub const UNREGISTERED: &str = "karpenter.sh/unregistered";
 
 /// upstream `v1.DisruptedNoScheduleTaint`'s key: the disruption queue taints a node with it when
 /// it starts a command and marks the node for deletion at the same time, so a node carrying it is

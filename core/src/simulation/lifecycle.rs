@@ -7,15 +7,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus, Taint};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Taint};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::api::nodeclaim::{conditions, NodeClaim, NodeClaimSpec, NodeClaimStatus, ResourceRequirements};
-use crate::api::Condition;
+use crate::api::nodeclaim::conditions;
 use crate::catalogue::InstanceType;
 use crate::disruption::DriftReason;
 use crate::labels;
+use crate::nodeclaim::lifecycle;
 use crate::requirements::Requirements;
 use crate::resources::{Packed, ResourceList};
 use crate::scheduling::cloudprovider::{self, Launch};
@@ -97,19 +97,14 @@ fn k8s_resources(list: &ResourceList) -> BTreeMap<String, K8sQuantity> {
     list.iter().map(|(k, v)| (k.clone(), K8sQuantity(v.to_string()))).collect()
 }
 
-fn condition(type_: &str, at: String) -> Condition {
-    Condition {
-        last_transition_time: Some(at),
-        message: None,
-        observed_generation: None,
-        reason: Some(type_.to_string()),
-        status: "True".into(),
-        type_: type_.to_string(),
+/// The taint a Node joins with until Karpenter registers it.
+fn unregistered_taint() -> Taint {
+    Taint {
+        key: crate::scheduling::taints::UNREGISTERED.into(),
+        value: None,
+        effect: crate::scheduling::taints::NO_EXECUTE.into(),
+        time_added: None,
     }
-}
-
-fn taint_of(t: &crate::scheduling::explain::TaintRef) -> Taint {
-    Taint { key: t.key.clone(), value: t.value.clone(), effect: t.effect.clone(), time_added: None }
 }
 
 /// The taint a Node carries until its kubelet reports Ready.
@@ -215,26 +210,11 @@ impl Simulation {
         instance_types: &Arc<Vec<InstanceType>>,
     ) -> String {
         let name = self.names.nodeclaim(&planned.nodepool);
-        let template = &nodepool.spec.template;
-        let mut annotations = template.metadata.annotations.clone();
-        // Drift is judged against what the NodeClaim was made from.
         let nodeclass = self.objects.nodeclass_for(nodepool).map(|c| c.spec.clone()).unwrap_or_default();
-        annotations.extend(crate::disruption::drift::stamps(nodepool, &nodeclass));
-        if planned.min_values_relaxed {
-            annotations.insert("karpenter.sh/nodeclaim-min-values-relaxed".into(), "true".into());
-        }
-        let spec = NodeClaimSpec {
-            expire_after: template.spec.expire_after.clone(),
-            node_class_ref: template.spec.node_class_ref.clone(),
-            requirements: planned.requirements.clone(),
-            resources: ResourceRequirements { requests: planned.requests.clone() },
-            startup_taints: planned.startup_taints.iter().map(taint_of).collect(),
-            taints: planned.taints.iter().map(taint_of).collect(),
-            termination_grace_period: template.spec.termination_grace_period.clone(),
-        };
-        let mut nc = NodeClaim::new(&name, spec);
-        nc.metadata.labels = Some(planned.labels.clone());
-        nc.metadata.annotations = (!annotations.is_empty()).then_some(annotations);
+        let mut nc = crate::provisioning::nodeclaim_for(planned, nodepool, &nodeclass);
+        // What the API server fills in for `generateName`.
+        nc.metadata.generate_name = None;
+        nc.metadata.name = Some(name.clone());
         nc.metadata.creation_timestamp = Some(self.clock.time(self.now));
         nc.metadata.uid = Some(format!("nodeclaim-{name}"));
         let by_name: BTreeMap<&str, &InstanceType> = instance_types.iter().map(|it| (it.name.as_str(), it)).collect();
@@ -354,31 +334,15 @@ impl Simulation {
             self.emit(Involved::nodeclaim(name), Reason::LaunchFailed { tried: tried.max(1) });
             self.machines.remove(name);
             self.objects.nodeclaims.retain(|nc| nc.name() != name);
-            self.batch.trigger(self.now);
+            self.batch.trigger(self.now.0);
             return;
         };
         let provider_id = self.names.provider_id(&launch.zone);
         let it = plan.instance_types.iter().find(|it| it.name == launch.instance_type);
+        let instance = lifecycle::Instance::of_launch(&launch, it, provider_id);
         let at = self.clock.rfc3339(self.now);
         if let Some(nc) = self.objects.nodeclaims.iter_mut().find(|nc| nc.name() == name) {
-            let labels = nc.metadata.labels.get_or_insert_with(Default::default);
-            labels.insert(labels::INSTANCE_TYPE.into(), launch.instance_type.clone());
-            labels.insert(labels::TOPOLOGY_ZONE.into(), launch.zone.clone());
-            labels.insert(labels::CAPACITY_TYPE.into(), launch.capacity_type.clone());
-            if let Some(it) = it {
-                for (k, v) in it.requirements.labels() {
-                    labels.entry(k).or_insert(v);
-                }
-            }
-            nc.status = Some(NodeClaimStatus {
-                allocatable: it.map(|it| it.allocatable().clone()).unwrap_or_default(),
-                capacity: it.map(|it| it.capacity.clone()).unwrap_or_default(),
-                conditions: vec![condition(conditions::LAUNCHED, at)],
-                image_id: String::new(),
-                last_pod_event_time: None,
-                node_name: String::new(),
-                provider_id,
-            });
+            *nc = lifecycle::launched(nc, &instance, &at);
         }
         self.emit(
             Involved::nodeclaim(name),
@@ -396,18 +360,19 @@ impl Simulation {
         self.schedule_timer(self.now.plus(super::REGISTRATION_TIMEOUT), Timer::RegistrationTimeout(name.to_string()));
     }
 
-    /// upstream `liveness.go`: a NodeClaim that has not launched (`registration`: registered) in
-    /// time is deleted; its pods are provisioned again.
-    pub(super) fn liveness(&mut self, name: &str, registration: bool) {
+    /// upstream `liveness.go` ([`lifecycle::liveness`]): a NodeClaim that has not launched, or not
+    /// registered, in time is deleted; its pods are provisioned again.
+    pub(super) fn liveness(&mut self, name: &str) {
         let Some(m) = self.machines.get(name) else { return };
-        let stuck = m.terminating.is_none() && if registration { m.node.is_none() } else { m.launched.is_none() };
-        if !stuck {
+        if m.terminating.is_some() {
             return;
         }
-        let (condition, after) = match registration {
-            true => ("Registered", super::REGISTRATION_TIMEOUT),
-            false => ("Launched", super::LAUNCH_TIMEOUT),
+        let Some(nc) = self.objects.nodeclaims.iter().find(|nc| nc.name() == name) else { return };
+        let lifecycle::Liveness::TimedOut(timeout) = lifecycle::liveness(nc, self.clock.epoch_seconds(self.now)) else {
+            return;
         };
+        let after = super::Duration::secs(timeout.after_seconds().unsigned_abs());
+        let condition = timeout.condition();
         self.emit(
             Involved::nodeclaim(name),
             Reason::LivenessTimeout { condition: condition.into(), after: after.to_string() },
@@ -415,8 +380,10 @@ impl Simulation {
         self.terminate(name, &format!("not {condition} after {after} (liveness)"));
     }
 
-    /// The Node joins (upstream `registration.go`): labels and taints synced from the NodeClaim,
-    /// `karpenter.sh/unregistered` gone, `karpenter.sh/registered=true`. DaemonSet pods follow.
+    /// The Node joins: the kubelet registers it as the instance's bootstrap configures it (the
+    /// NodeClaim's labels, taints and startup taints, `karpenter.sh/unregistered:NoExecute`, not
+    /// Ready yet), and Karpenter registers it with its NodeClaim ([`lifecycle::register`]).
+    /// DaemonSet pods follow.
     pub(super) fn register(&mut self, name: &str) {
         let Some(m) = self.machines.get(name) else { return };
         if m.terminating.is_some() || m.node.is_some() {
@@ -428,15 +395,14 @@ impl Simulation {
         let mut node_labels = nc.metadata.labels.clone().unwrap_or_default();
         node_labels.insert(labels::HOSTNAME.into(), node_name.clone());
         node_labels.insert(labels::TOPOLOGY_REGION.into(), self.region.clone());
-        node_labels.insert(labels::NODE_REGISTERED.into(), "true".into());
         let mut taints = nc.spec.taints.clone();
         taints.extend(nc.spec.startup_taints.iter().cloned());
+        taints.push(unregistered_taint());
         taints.push(not_ready_taint());
-        let node = Node {
+        let joined = Node {
             metadata: ObjectMeta {
                 name: Some(node_name.clone()),
                 labels: Some(node_labels),
-                annotations: nc.metadata.annotations.clone(),
                 creation_timestamp: Some(self.clock.time(self.now)),
                 uid: Some(format!("node-{node_name}")),
                 ..Default::default()
@@ -452,12 +418,10 @@ impl Simulation {
                 ..Default::default()
             }),
         };
-        self.objects.nodes.push(node);
-        let at = self.clock.rfc3339(self.now);
-        if let Some(nc) = self.objects.nodeclaims.iter_mut().find(|nc| nc.name() == name) {
-            let s = nc.status.get_or_insert_with(Default::default);
-            s.node_name = node_name.clone();
-            s.conditions.push(condition(conditions::REGISTERED, at));
+        let registration = lifecycle::register(&nc, &joined, &self.clock.rfc3339(self.now));
+        self.objects.nodes.push(registration.node);
+        if let Some(slot) = self.objects.nodeclaims.iter_mut().find(|nc| nc.name() == name) {
+            *slot = registration.nodeclaim;
         }
         if let Some(m) = self.machines.get_mut(name) {
             m.node = Some(node_name.clone());
@@ -467,38 +431,45 @@ impl Simulation {
         self.schedule_timer(self.now.plus(self.timings.initialization), Timer::Initialize(name.to_string()));
     }
 
-    /// The node is Ready and its startup taints are gone (upstream `initialization.go`):
-    /// `karpenter.sh/initialized=true`; kube-scheduler binds the pods waiting for it.
+    /// The kubelet reports Ready, the node's daemons remove its startup taints, and Karpenter
+    /// initializes it ([`lifecycle::initialize`]): `karpenter.sh/initialized=true`; kube-scheduler
+    /// binds the pods waiting for it.
     pub(super) fn initialize(&mut self, name: &str) {
         let Some(m) = self.machines.get(name) else { return };
         if m.terminating.is_some() {
             return;
         }
         let Some(node_name) = m.node.clone() else { return };
-        let startup: Vec<Taint> = self
-            .objects
-            .nodeclaims
-            .iter()
-            .find(|nc| nc.name() == name)
-            .map(|nc| nc.spec.startup_taints.clone())
-            .unwrap_or_default();
-        if let Some(node) = self.objects.nodes.iter_mut().find(|n| n.metadata.name.as_deref() == Some(&node_name)) {
-            if let Some(taints) = node.spec.as_mut().and_then(|s| s.taints.as_mut()) {
-                taints.retain(|t| {
-                    !crate::scheduling::taints::is_known_ephemeral(t)
-                        && !startup.iter().any(|s| s.key == t.key && s.effect == t.effect)
-                });
-            }
-            node.metadata
-                .labels
-                .get_or_insert_with(Default::default)
-                .insert(labels::NODE_INITIALIZED.into(), "true".into());
+        let Some(nc) = self.objects.nodeclaims.iter().find(|nc| nc.name() == name) else { return };
+        let Some(slot) = self.objects.nodes.iter().position(|n| n.metadata.name.as_deref() == Some(&node_name)) else {
+            return;
+        };
+        let mut node = self.objects.nodes[slot].clone();
+        if let Some(taints) = node.spec.as_mut().and_then(|s| s.taints.as_mut()) {
+            taints.retain(|t| {
+                !crate::scheduling::taints::is_known_ephemeral(t)
+                    && !nc.spec.startup_taints.iter().any(|s| s.key == t.key && s.effect == t.effect)
+            });
         }
         let at = self.clock.rfc3339(self.now);
-        if let Some(nc) = self.objects.nodeclaims.iter_mut().find(|nc| nc.name() == name) {
-            let s = nc.status.get_or_insert_with(Default::default);
-            s.conditions.push(condition(conditions::INITIALIZED, at.clone()));
-            s.conditions.push(condition(conditions::READY, at));
+        node.status.get_or_insert_with(Default::default).conditions = Some(vec![NodeCondition {
+            last_heartbeat_time: None,
+            last_transition_time: Some(self.clock.time(self.now)),
+            message: Some("kubelet is posting ready status".into()),
+            reason: Some("KubeletReady".into()),
+            status: "True".into(),
+            type_: "Ready".into(),
+        }]);
+        let (nc, node) = match lifecycle::initialize(nc, &node, &at) {
+            Ok(done) => done,
+            Err(why) => {
+                self.notes.insert(format!("NodeClaim {name} did not initialize: {why}"));
+                return;
+            }
+        };
+        self.objects.nodes[slot] = node;
+        if let Some(slot) = self.objects.nodeclaims.iter_mut().find(|c| c.name() == name) {
+            *slot = nc;
         }
         if let Some(m) = self.machines.get_mut(name) {
             m.initialized = Some(self.now);

@@ -4,17 +4,19 @@
 //! drained and terminated, spot instances are interrupted, offerings run out of capacity — each
 //! as an [`Event`] at a [`SimTime`].
 //!
-//! Module map (upstream or Kubernetes component in brackets): `batcher` [provisioning/batcher.go],
-//! `lifecycle` [nodeclaim/lifecycle: launch, registration, initialization; the AWS provider's
-//! CreateFleet and unavailable-offerings cache], `kube_scheduler` [kube-scheduler's binding,
-//! modelled], `workloads` [the ReplicaSet, StatefulSet and DaemonSet controllers], `termination`
-//! [node/termination, terminator, eviction; interruption], `cost` [$/hour over time], `steps`
-//! [the Scenario's timed actions].
+//! Module map (upstream or Kubernetes component in brackets): `lifecycle` [the provisioner's
+//! rounds and nodeclaim/lifecycle in time: launch, registration, initialization, liveness; the AWS
+//! provider's CreateFleet and unavailable-offerings cache], `kube_scheduler` [kube-scheduler's
+//! binding, modelled], `workloads` [the ReplicaSet, StatefulSet and DaemonSet controllers],
+//! `termination` [node/termination, terminator, eviction; interruption], `cost` [$/hour over
+//! time], `steps` [the Scenario's timed actions].
 //!
-//! Scheduling decisions are the scheduler's ([`crate::scheduling::schedule`]): this module only
-//! decides *when* a round runs and carries out its results. Nothing here reads the wall clock.
+//! The decisions are core's, shared with the live controller: a round is
+//! [`crate::scheduling::schedule`], its batch window and the NodeClaims it creates are
+//! [`crate::provisioning`]'s, each lifecycle step is [`crate::nodeclaim::lifecycle`]'s. This module
+//! decides *when* each runs, plays the parts outside Karpenter (the cloud, the kubelet, the node's
+//! daemons) and keeps the results. Nothing here reads the wall clock.
 
-mod batcher;
 pub(crate) mod clock;
 pub(crate) mod cost;
 mod disruption;
@@ -104,15 +106,16 @@ impl Timings {
 }
 
 /// upstream liveness `LaunchTimeout`: not Launched this long after creation → deleted.
-pub const LAUNCH_TIMEOUT: Duration = Duration::mins(5);
+pub const LAUNCH_TIMEOUT: Duration = Duration::secs(crate::nodeclaim::lifecycle::LAUNCH_TIMEOUT_SECONDS.unsigned_abs());
 /// upstream liveness `registrationTimeout`: not Registered this long after launch → deleted.
-pub const REGISTRATION_TIMEOUT: Duration = Duration::mins(15);
+pub const REGISTRATION_TIMEOUT: Duration =
+    Duration::secs(crate::nodeclaim::lifecycle::REGISTRATION_TIMEOUT_SECONDS.unsigned_abs());
 
 impl Default for Timings {
     fn default() -> Self {
         Timings {
-            batch_idle: Duration::secs(1),
-            batch_max: Duration::secs(10),
+            batch_idle: Duration::millis(crate::provisioning::BATCH_IDLE_MILLIS),
+            batch_max: Duration::millis(crate::provisioning::BATCH_MAX_MILLIS),
             launch: Duration::secs(3),
             registration: Duration::secs(40),
             initialization: Duration::secs(12),
@@ -326,7 +329,7 @@ pub struct Simulation {
     machines: BTreeMap<String, Machine>,
     timers: BTreeMap<(SimTime, u64), Timer>,
     timer_seq: u64,
-    batch: batcher::Batcher,
+    batch: crate::provisioning::Batcher,
     /// A round is due but a NodeClaim has no providerID yet (upstream waits for cluster state).
     round_waiting: bool,
     /// Karpenter's unavailable-offerings cache: until when.
@@ -386,6 +389,11 @@ impl Simulation {
         Simulation::unsettled(manifests, region, Timings::default(), catalogue)
     }
 
+    /// When the provisioner's open batch window closes (a round runs then).
+    fn batch_deadline(&self) -> Option<SimTime> {
+        self.batch.deadline(self.timings.batch_idle.0, self.timings.batch_max.0).map(SimTime)
+    }
+
     fn unsettled(
         manifests: &Manifests,
         region: Option<&str>,
@@ -423,7 +431,7 @@ impl Simulation {
             machines: BTreeMap::new(),
             timers: BTreeMap::new(),
             timer_seq: 0,
-            batch: batcher::Batcher::default(),
+            batch: crate::provisioning::Batcher::default(),
             round_waiting: false,
             ice_cache: BTreeMap::new(),
             shortages: Vec::new(),
@@ -493,7 +501,7 @@ impl Simulation {
     /// When the next thing happens, if anything is due.
     pub fn next_event_time(&self) -> Option<SimTime> {
         let timer = self.timers.keys().next().map(|(t, _)| *t);
-        let batch = self.batch.deadline(&self.timings);
+        let batch = self.batch_deadline();
         match (timer, batch) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -584,15 +592,14 @@ impl Simulation {
                     self.validate_command();
                 }
                 Timer::Expire(nc) => self.expire(&nc),
-                Timer::LaunchTimeout(nc) => self.liveness(&nc, false),
-                Timer::RegistrationTimeout(nc) => self.liveness(&nc, true),
+                Timer::LaunchTimeout(nc) | Timer::RegistrationTimeout(nc) => self.liveness(&nc),
                 Timer::DisruptedRequeue => self.requeue_disrupted(),
             }
         }
         if fired {
             self.settle();
         }
-        if self.batch.deadline(&self.timings).is_some_and(|d| d <= self.now) {
+        if self.batch_deadline().is_some_and(|d| d <= self.now) {
             self.batch.close();
             self.round_waiting = true;
         }
@@ -614,7 +621,7 @@ impl Simulation {
             self.kube_dirty = false;
             let unschedulable = self.kube_schedule();
             if unschedulable > 0 {
-                self.batch.trigger(self.now);
+                self.batch.trigger(self.now.0);
             }
         }
         self.progress_commands();
@@ -624,7 +631,7 @@ impl Simulation {
     /// A node was tainted `karpenter.sh/disrupted`: a round now, and every 10 s while any node
     /// carries the taint (upstream's provisioning NodeController).
     fn trigger_for_disrupted(&mut self) {
-        self.batch.trigger(self.now);
+        self.batch.trigger(self.now.0);
         if !self.timers.values().any(|t| *t == Timer::DisruptedRequeue) {
             self.schedule_timer(self.now.plus(DISRUPTED_REQUEUE), Timer::DisruptedRequeue);
         }

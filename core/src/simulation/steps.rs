@@ -112,7 +112,7 @@ impl Simulation {
         // Whatever changed, pending pods get another look (kube-scheduler re-queues them on
         // cluster events, which wakes the provisioner).
         if self.objects.pods.iter().any(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_none())) {
-            self.batch.trigger(self.now);
+            self.batch.trigger(self.now.0);
         }
         outcome
     }

@@ -111,7 +111,7 @@ impl Simulation {
             }
         }
         // upstream: the provisioner reschedules the pods of deleting nodes ahead of the drain.
-        self.batch.trigger(self.now);
+        self.batch.trigger(self.now.0);
     }
 
     /// One drain pass (upstream `Terminator.Drain`).
@@ -221,7 +221,7 @@ impl Simulation {
             Reason::Terminated { node: m.node.clone().unwrap_or_else(|| name.to_string()) },
         );
         if lost > 0 {
-            self.batch.trigger(self.now);
+            self.batch.trigger(self.now.0);
         }
         self.kube_dirty = true;
     }
@@ -269,7 +269,7 @@ impl Simulation {
         self.objects.nodes.retain(|n| n.metadata.name.as_deref() != Some(node));
         self.emit(Involved::node(node), Reason::Terminated { node: node.to_string() });
         if lost > 0 {
-            self.batch.trigger(self.now);
+            self.batch.trigger(self.now.0);
         }
         self.kube_dirty = true;
         Ok(())

@@ -66,7 +66,7 @@ use super::volumes::{self, NodeVolumes, PodVolumes, Storage};
 use crate::pod::PodRef;
 
 /// A NodeClaim the round creates.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PlannedNodeClaim {
     pub nodepool: String,

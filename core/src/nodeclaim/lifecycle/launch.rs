@@ -1,0 +1,61 @@
+//! upstream `launch.go`: what `CloudProvider.Create` returned is written onto the NodeClaim
+//! (`PopulateNodeClaimDetails`) and `Launched` goes `True`. An insufficient-capacity error deletes
+//! the NodeClaim instead; that is the caller's to carry out (a new round provisions its pods again).
+
+use std::collections::BTreeMap;
+
+use crate::api::nodeclaim::conditions;
+use crate::api::NodeClaim;
+use crate::catalogue::InstanceType;
+use crate::labels;
+use crate::resources::ResourceList;
+use crate::scheduling::cloudprovider::Launch;
+
+use super::set_true;
+
+/// The instance a cloud provider started for a NodeClaim (upstream: the NodeClaim
+/// `CloudProvider.Create` returns).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Instance {
+    pub provider_id: String,
+    pub image_id: String,
+    /// The labels the provider resolved for it.
+    pub labels: BTreeMap<String, String>,
+    pub capacity: ResourceList,
+    pub allocatable: ResourceList,
+}
+
+impl Instance {
+    /// The instance of a launch decision: its instance type's single-valued labels (architecture,
+    /// family, size, …) with its instance type, zone and capacity type, and the type's capacity and
+    /// allocatable. `instance_type` is `None` when the catalogue no longer lists it.
+    pub fn of_launch(launch: &Launch, instance_type: Option<&InstanceType>, provider_id: String) -> Instance {
+        let mut labels = instance_type.map(|it| it.requirements.labels()).unwrap_or_default();
+        labels.insert(labels::INSTANCE_TYPE.into(), launch.instance_type.clone());
+        labels.insert(labels::TOPOLOGY_ZONE.into(), launch.zone.clone());
+        labels.insert(labels::CAPACITY_TYPE.into(), launch.capacity_type.clone());
+        Instance {
+            provider_id,
+            image_id: String::new(),
+            labels,
+            capacity: instance_type.map(|it| it.capacity.clone()).unwrap_or_default(),
+            allocatable: instance_type.map(|it| it.allocatable().clone()).unwrap_or_default(),
+        }
+    }
+}
+
+/// The NodeClaim once `instance` runs for it, at RFC 3339 time `at`: the provider's labels under
+/// the NodeClaim's own (which win), providerID, imageID, capacity and allocatable, `Launched=True`.
+pub fn launched(nodeclaim: &NodeClaim, instance: &Instance, at: &str) -> NodeClaim {
+    let mut nc = nodeclaim.clone();
+    let mut labels = instance.labels.clone();
+    labels.extend(nc.metadata.labels.take().unwrap_or_default());
+    nc.metadata.labels = Some(labels);
+    let status = nc.status.get_or_insert_with(Default::default);
+    status.provider_id = instance.provider_id.clone();
+    status.image_id = instance.image_id.clone();
+    status.capacity = instance.capacity.clone();
+    status.allocatable = instance.allocatable.clone();
+    set_true(&mut status.conditions, conditions::LAUNCHED, at);
+    nc
+}

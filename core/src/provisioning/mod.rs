@@ -1,0 +1,13 @@
+//! The provisioner (upstream `pkg/controllers/provisioning`, v1.14.1) around the scheduler: when a
+//! round runs, and the NodeClaim a round's plan becomes. The round itself is
+//! [`crate::scheduling::schedule`].
+//!
+//! Module map: `batcher` [`provisioning/batcher.go`: the idle and maximum batch windows],
+//! `nodeclaim` [`provisioner.go::Create` and `scheduling/nodeclaimtemplate.go::ToNodeClaim`: the
+//! object created for a planned NodeClaim].
+
+mod batcher;
+mod nodeclaim;
+
+pub use batcher::{Batcher, BATCH_IDLE_MILLIS, BATCH_MAX_MILLIS};
+pub use nodeclaim::nodeclaim_for;
