@@ -1,12 +1,221 @@
-//! carpentry-controller: the live adapter. The provisioning loop arrives with its own issue; for
-//! now the binary only reports what it would serve, so the workspace layout is complete.
+//! carpentry-controller: the live adapter of carpentry-core. It watches the objects Karpenter
+//! reads, keeps them as a cluster view ([`view`]), and serves what an operator needs around it
+//! ([`serve`]): `/healthz`, `/readyz` (the view has listed everything) and `/snapshot` (the view as
+//! a Scenario file the plugin, `simulate` and the playground load) on the health port, Prometheus
+//! `/metrics` on the metrics port. One replica at a time leads, elected on a
+//! `coordination.k8s.io/v1` Lease ([`leader`]).
+//!
+//! The decisions are core's; this crate holds only I/O. The reconcilers that act on them
+//! (provisioning, the NodeClaim lifecycle, termination, disruption) and the cloud providers come
+//! next (see docs/controller.md for what works today): until then the controller observes only,
+//! and refuses to start without `--dry-run` rather than pretend to provision.
 
-fn main() {
-    let catalogue = carpentry_core::catalogue::Catalogue::embedded();
-    eprintln!(
-        "carpentry-controller: not yet implemented; the embedded catalogue holds {} instance types in {} regions",
-        catalogue.instance_type_count(),
-        catalogue.regions().count()
-    );
-    std::process::exit(2);
+mod leader;
+mod serve;
+mod view;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, ValueEnum};
+use tracing::{info, warn};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CloudProvider {
+    /// Nodes are KWOK Node objects (no cloud): try the controller on any cluster.
+    Kwok,
+    /// EC2.
+    Aws,
+}
+
+/// Command-line flags (upstream's names where upstream has the option).
+#[derive(Debug, Parser)]
+#[command(name = "carpentry-controller", version, about = "Karpenter's controller on carpentry-core")]
+pub struct Args {
+    /// Where nodes come from.
+    #[arg(long, value_enum, default_value = "kwok")]
+    pub cloud_provider: CloudProvider,
+    /// Kubeconfig file; without it, the in-cluster configuration (service account), else
+    /// $KUBECONFIG or ~/.kube/config.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Watch, decide and report, but create, patch and delete nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Watch pods (and PodDisruptionBudgets, PersistentVolumeClaims) in this namespace only.
+    #[arg(long, value_name = "NS")]
+    pub namespace: Option<String>,
+    /// Namespace of the leader-election Lease (default: the pod's namespace, else `default`).
+    #[arg(long, value_name = "NS")]
+    pub leader_election_namespace: Option<String>,
+    /// Name of the leader-election Lease (upstream `LEADER_ELECTION_NAME`).
+    #[arg(long, default_value = "karpenter-leader-election")]
+    pub leader_election_name: String,
+    /// Prometheus /metrics port.
+    #[arg(long, default_value_t = 8080)]
+    pub metrics_port: u16,
+    /// /healthz, /readyz and /snapshot port.
+    #[arg(long, default_value_t = 8081)]
+    pub health_port: u16,
+    /// The kwok provider's delay from launch to the Node object (e.g. 5s, 500ms).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub kwok_registration_delay: Duration,
+    /// The AWS region (the catalogue's offerings and prices in kwok mode).
+    #[arg(long, default_value = carpentry_core::manifest::scenario::DEFAULT_REGION)]
+    pub region: String,
+}
+
+/// `5s`, `500ms`, `2m`: Go's duration units a flag takes.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number.parse().map_err(|_| format!("{text:?} is not a duration (like 5s, 500ms or 2m)"))?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(n)),
+        "s" => Ok(Duration::from_secs(n)),
+        "m" => Ok(Duration::from_secs(n * 60)),
+        _ => Err(format!("{text:?}: unknown unit {unit:?} (use ms, s or m)")),
+    }
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    init_logging();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("start the runtime")?;
+    let result = runtime.block_on(run(args));
+    if let Err(e) = &result {
+        tracing::error!(error = %format!("{e:#}"), "carpentry-controller stopped");
+    }
+    result
+}
+
+/// JSON lines on stderr; `RUST_LOG` filters (default `info`).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt().json().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+async fn run(args: Args) -> Result<()> {
+    if !args.dry_run {
+        bail!(
+            "carpentry-controller does not create, patch or delete anything yet (the reconcilers are in progress); \
+             run it with --dry-run to watch the cluster and serve /snapshot"
+        );
+    }
+    if args.cloud_provider == CloudProvider::Aws {
+        bail!("--cloud-provider aws is not available yet; use --cloud-provider kwok");
+    }
+    if carpentry_core::Catalogue::embedded().zones(&args.region).is_none() {
+        bail!(
+            "--region {:?} is not in the embedded catalogue (it has: {})",
+            args.region,
+            carpentry_core::Catalogue::embedded().regions().collect::<Vec<_>>().join(", ")
+        );
+    }
+    let (client, server) = connect(args.kubeconfig.as_deref()).await?;
+    info!(server = %server, dry_run = args.dry_run, region = %args.region, "carpentry-controller starting");
+
+    let (shutdown_tx, shutdown) = tokio::sync::watch::channel(false);
+    let view = Arc::new(view::ClusterView::start(client.clone(), args.namespace.as_deref(), shutdown.clone()));
+    let leader = leader::Leader::start(
+        client.clone(),
+        args.leader_election_namespace.clone().unwrap_or_else(pod_namespace),
+        args.leader_election_name.clone(),
+        shutdown.clone(),
+    )
+    .await?;
+    let state = serve::State { view: view.clone(), leader: leader.status(), region: args.region.clone(), server };
+    let health = serve::health(state.clone(), SocketAddr::from(([0, 0, 0, 0], args.health_port)), shutdown.clone());
+    let metrics = serve::metrics(state, SocketAddr::from(([0, 0, 0, 0], args.metrics_port)), shutdown.clone());
+    let (health, metrics) = (tokio::spawn(health), tokio::spawn(metrics));
+
+    wait_for_signal().await;
+    info!("shutting down");
+    let _ = shutdown_tx.send(true);
+    for (name, task) in [("health server", health), ("metrics server", metrics)] {
+        match task.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => warn!(error = %format!("{e:#}"), "{name} stopped with an error"),
+            Err(e) => warn!(error = %e, "{name} panicked"),
+        }
+    }
+    leader.release().await;
+    info!("stopped");
+    Ok(())
+}
+
+/// The client for `kubeconfig`, else the in-cluster configuration, else the default kubeconfig;
+/// and the server's URL, for logs and the snapshot's header.
+async fn connect(kubeconfig: Option<&std::path::Path>) -> Result<(kube::Client, String)> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("--kubeconfig {}: cannot read it", path.display()))?;
+            kube::Config::from_custom_kubeconfig(file, &Default::default())
+                .await
+                .with_context(|| format!("--kubeconfig {}: no usable context", path.display()))?
+        }
+        None => kube::Config::infer().await.context("no in-cluster configuration and no usable kubeconfig")?,
+    };
+    let server = config.cluster_url.to_string();
+    let client = kube::Client::try_from(config).context("cannot build the Kubernetes client")?;
+    Ok((client, server))
+}
+
+/// The namespace the controller's pod runs in (the service account's), else `default`.
+fn pod_namespace() -> String {
+    std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "default".into())
+}
+
+/// SIGTERM (the kubelet stopping the pod) or Ctrl-C.
+async fn wait_for_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(e) => {
+                warn!(error = %e, "cannot watch SIGTERM; stopping on Ctrl-C only");
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_as_flags_give_them() {
+        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_duration("5h").unwrap_err().contains("unknown unit"));
+        assert!(parse_duration("soon").unwrap_err().contains("not a duration"));
+    }
+
+    #[test]
+    fn flags_have_upstreams_defaults() {
+        let args = Args::parse_from(["carpentry-controller", "--dry-run"]);
+        assert_eq!((args.metrics_port, args.health_port), (8080, 8081));
+        assert_eq!(args.leader_election_name, "karpenter-leader-election");
+        assert_eq!(args.cloud_provider, CloudProvider::Kwok);
+        assert_eq!(args.kwok_registration_delay, Duration::from_secs(5));
+    }
 }

@@ -42,69 +42,9 @@ fn page_size() -> u32 {
     std::env::var(PAGE_VAR).ok().and_then(|v| v.parse().ok()).filter(|n| *n > 0).unwrap_or(PAGE)
 }
 
-/// A resource the plugin lists, cluster-wide.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Resource {
-    /// API group, `""` for the core group.
-    pub group: &'static str,
-    pub version: &'static str,
-    pub kind: &'static str,
-    pub plural: &'static str,
-    /// A Karpenter CRD (missing means Karpenter is not installed), not a built-in type.
-    pub karpenter: bool,
-}
-
-impl Resource {
-    const fn new(group: &'static str, kind: &'static str, plural: &'static str, karpenter: bool) -> Resource {
-        Resource { group, version: "v1", kind, plural, karpenter }
-    }
-
-    /// `nodepools.karpenter.sh`, or `pods` for the core group (as kubectl names them).
-    pub fn name(&self) -> String {
-        if self.group.is_empty() {
-            self.plural.to_string()
-        } else {
-            format!("{}.{}", self.plural, self.group)
-        }
-    }
-
-    pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.to_string()
-        } else {
-            format!("{}/{}", self.group, self.version)
-        }
-    }
-
-    fn path(&self) -> String {
-        if self.group.is_empty() {
-            format!("/api/{}/{}", self.version, self.plural)
-        } else {
-            format!("/apis/{}/{}/{}", self.group, self.version, self.plural)
-        }
-    }
-
-    /// The ClusterRole rule that allows listing it.
-    pub fn rule(&self) -> String {
-        let group = if self.group.is_empty() { "\"\"" } else { self.group };
-        format!("{{apiGroups: [{group}], resources: [{}], verbs: [list]}}", self.plural)
-    }
-}
-
-/// Everything the plugin reads, in the order the objects are loaded (and `snapshot` writes them).
-pub const RESOURCES: [Resource; 11] = [
-    Resource::new("karpenter.sh", "NodePool", "nodepools", true),
-    Resource::new("karpenter.k8s.aws", "EC2NodeClass", "ec2nodeclasses", true),
-    Resource::new("karpenter.sh", "NodeClaim", "nodeclaims", true),
-    Resource::new("", "Node", "nodes", false),
-    Resource::new("apps", "DaemonSet", "daemonsets", false),
-    Resource::new("policy", "PodDisruptionBudget", "poddisruptionbudgets", false),
-    Resource::new("storage.k8s.io", "StorageClass", "storageclasses", false),
-    Resource::new("", "PersistentVolume", "persistentvolumes", false),
-    Resource::new("", "PersistentVolumeClaim", "persistentvolumeclaims", false),
-    Resource::new("storage.k8s.io", "CSINode", "csinodes", false),
-    Resource::new("", "Pod", "pods", false),
-];
+/// What the plugin lists, cluster-wide, in the order the objects are loaded (and `snapshot` writes
+/// them): core's list.
+pub use carpentry_core::manifest::{ListedResource as Resource, LISTED_RESOURCES as RESOURCES};
 
 /// Reads the cluster the kubeconfig flags name.
 pub fn read_live(common: &ReadArgs) -> Result<LiveRead, Failure> {
@@ -140,7 +80,7 @@ async fn read(common: &ReadArgs) -> Result<LiveRead, Failure> {
     if !failed.is_empty() {
         return Err(Failure::Input(describe_failures(&failed, &context, &server)));
     }
-    let text = documents(listed);
+    let text = manifest::api_documents(listed.iter().flat_map(|(_, items)| items.iter().map(String::as_str)));
     let manifests = manifest::load_from_api_server(&text).map_err(|e| {
         let mut message = String::new();
         for p in &e.problems {
@@ -244,7 +184,7 @@ async fn list_all(client: &kube::Client, resource: &Resource) -> Result<Vec<Stri
         if let Some(Value::Array(list)) = page.remove("items") {
             items.extend(
                 list.into_iter()
-                    .map(|item| serde_json::to_string(&prepare(item, resource)).expect("JSON values serialise")),
+                    .map(|item| serde_json::to_string(&resource.prepare(item)).expect("JSON values serialise")),
             );
         }
         token = page
@@ -261,38 +201,6 @@ async fn list_all(client: &kube::Client, resource: &Resource) -> Result<Vec<Stri
 }
 
 /// Sets the type of a list item (built-in kinds' items have none) and drops `managedFields`.
-fn prepare(item: Value, resource: &Resource) -> Value {
-    let Value::Object(mut map) = item else { return item };
-    map.insert("apiVersion".into(), Value::String(resource.api_version()));
-    map.insert("kind".into(), Value::String(resource.kind.into()));
-    if let Some(Value::Object(meta)) = map.get_mut("metadata") {
-        meta.remove("managedFields");
-    }
-    // Keep apiVersion and kind first, as written manifests have them.
-    let mut ordered = serde_json::Map::with_capacity(map.len());
-    for key in ["apiVersion", "kind", "metadata"] {
-        if let Some(v) = map.remove(key) {
-            ordered.insert(key.into(), v);
-        }
-    }
-    ordered.extend(map);
-    Value::Object(ordered)
-}
-
-/// One multi-document text of every object (JSON is YAML: one compact document each).
-fn documents(listed: Vec<(&Resource, Vec<String>)>) -> String {
-    let size: usize = listed.iter().flat_map(|(_, items)| items.iter().map(|i| i.len() + 4)).sum();
-    let mut text = String::with_capacity(size);
-    for item in listed.into_iter().flat_map(|(_, items)| items) {
-        if !text.is_empty() {
-            text.push_str("---\n");
-        }
-        text.push_str(&item);
-        text.push('\n');
-    }
-    text
-}
-
 /// The message for failed list calls: the forbidden ones together with the rules they need,
 /// missing Karpenter CRDs, or the first other failure.
 pub(crate) fn describe_failures(failed: &[(Resource, kube::Error)], context: &str, server: &str) -> String {
@@ -432,17 +340,5 @@ mod tests {
         let m = describe_failures(&[(resource("csinodes"), api_error(404, "NotFound", "nope"))], "c", "s");
         assert!(m.contains("does not serve csinodes.storage.k8s.io"), "{m}");
         assert!(!m.contains("Karpenter"), "{m}");
-    }
-
-    #[test]
-    fn items_get_their_type_and_lose_managed_fields() {
-        let item = serde_json::json!({"metadata": {"name": "n", "managedFields": [{}]}, "spec": {}});
-        let v = prepare(item, &resource("nodes"));
-        assert_eq!(v["apiVersion"], "v1");
-        assert_eq!(v["kind"], "Node");
-        assert!(v["metadata"].get("managedFields").is_none());
-        assert_eq!(v.as_object().unwrap().keys().next().unwrap(), "apiVersion");
-        assert_eq!(resource("poddisruptionbudgets").path(), "/apis/policy/v1/poddisruptionbudgets");
-        assert_eq!(resource("pods").path(), "/api/v1/pods");
     }
 }

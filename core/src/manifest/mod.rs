@@ -7,7 +7,9 @@
 //! Unknown fields are errors, as `kubectl apply` (strict field validation) makes them; unknown
 //! kinds are skipped with a warning, never silently.
 
+mod api_resources;
 pub mod scenario;
+mod snapshot;
 pub(crate) mod workloads;
 pub(crate) mod yaml;
 
@@ -29,6 +31,8 @@ use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
 use crate::api::validation::Validate;
 use crate::conversion::{self, ConversionNote, LegacyObject};
+pub use api_resources::{api_documents, ListedResource, LISTED_RESOURCES};
+pub use snapshot::{write_snapshot, SnapshotError, WrittenSnapshot};
 pub use yaml::Position;
 
 /// Where an object came from.

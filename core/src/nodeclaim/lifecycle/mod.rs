@@ -26,6 +26,36 @@ pub use launch::{launched, Instance};
 pub use liveness::{liveness, Liveness, LivenessTimeout, LAUNCH_TIMEOUT_SECONDS, REGISTRATION_TIMEOUT_SECONDS};
 pub use registration::{node_for, register, NotRegistered, Registration};
 
+/// Where a NodeClaim is in its life, from its conditions (as `kubectl get nodeclaims` reads them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub enum Phase {
+    /// Created; the cloud provider has not launched an instance yet.
+    Launching,
+    /// The instance runs; its Node has not registered.
+    Launched,
+    /// The Node joined; not initialized yet.
+    Registered,
+    /// Ready for pods.
+    Initialized,
+    /// Being deleted (drained, the instance terminated).
+    Terminating,
+}
+
+/// The NodeClaim's [`Phase`].
+pub fn phase(nodeclaim: &NodeClaim) -> Phase {
+    if nodeclaim.metadata.deletion_timestamp.is_some() {
+        Phase::Terminating
+    } else if is_true(nodeclaim, conditions::INITIALIZED) {
+        Phase::Initialized
+    } else if is_true(nodeclaim, conditions::REGISTERED) {
+        Phase::Registered
+    } else if is_true(nodeclaim, conditions::LAUNCHED) {
+        Phase::Launched
+    } else {
+        Phase::Launching
+    }
+}
+
 /// Sets condition `type_` to `True` with its type as the reason (operatorpkg `status.SetTrue`). The
 /// transition time moves only when the status changes, as `metav1.Condition`'s does.
 pub(crate) fn set_true(list: &mut Vec<Condition>, type_: &str, at: &str) {

@@ -1,3 +1,6 @@
+//! The lifecycle decisions on one NodeClaim and its Node, step by step: launch, registration,
+//! initialization, liveness and the phase they add up to.
+
 use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Taint};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -177,6 +180,19 @@ fn initialization_waits_for_ready_startup_taints_ephemeral_taints_and_resources(
     assert_eq!(node.metadata.labels.as_ref().unwrap()[labels::NODE_INITIALIZED], "true");
     assert_eq!(condition_time(&nc, conditions::INITIALIZED).as_deref(), Some(T2));
     assert_eq!(condition_time(&nc, conditions::READY).as_deref(), Some(T2));
+    assert_eq!(phase(&nc), Phase::Initialized);
+}
+
+#[test]
+fn the_phase_follows_the_conditions() {
+    let nc = nodeclaim();
+    assert_eq!(phase(&nc), Phase::Launching);
+    let nc = launched(&nc, &instance(), T1);
+    assert_eq!(phase(&nc), Phase::Launched);
+    let mut nc = register(&nc, &joined_node(&nc), T2).nodeclaim;
+    assert_eq!(phase(&nc), Phase::Registered);
+    nc.metadata.deletion_timestamp = Some(Time(T2.parse().unwrap()));
+    assert_eq!(phase(&nc), Phase::Terminating);
 }
 
 #[test]

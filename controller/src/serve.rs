@@ -1,0 +1,176 @@
+//! The controller's HTTP endpoints. Health port: `/healthz` (the process serves), `/readyz` (the
+//! view has listed everything; otherwise 503 naming what has not, and why) and `/snapshot` (the
+//! view as a Scenario file, redacted as `kubectl karpenter snapshot` redacts). Metrics port:
+//! Prometheus `/metrics`, computed from the view when scraped.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use axum::extract::State as Extract;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use carpentry_core::manifest::scenario::Scenario;
+use carpentry_core::manifest::write_snapshot;
+use carpentry_core::nodeclaim::lifecycle::{phase, Phase};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::leader::LeaderStatus;
+use crate::view::ClusterView;
+
+#[derive(Clone)]
+pub struct State {
+    pub view: Arc<ClusterView>,
+    pub leader: LeaderStatus,
+    pub region: String,
+    /// The API server's URL.
+    pub server: String,
+}
+
+/// Serves the health port until `shutdown`.
+pub async fn health(state: State, addr: SocketAddr, shutdown: tokio::sync::watch::Receiver<bool>) -> Result<()> {
+    let app = Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/snapshot", get(snapshot))
+        .with_state(state);
+    serve(app, addr, "health", shutdown).await
+}
+
+/// Serves the metrics port until `shutdown`.
+pub async fn metrics(state: State, addr: SocketAddr, shutdown: tokio::sync::watch::Receiver<bool>) -> Result<()> {
+    let app = Router::new().route("/metrics", get(prometheus)).with_state(state);
+    serve(app, addr, "metrics", shutdown).await
+}
+
+async fn serve(
+    app: Router,
+    addr: SocketAddr,
+    what: &str,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Result<()> {
+    let listener =
+        tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr} ({what} port)"))?;
+    tracing::info!(address = %addr, "serving the {what} port");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            let _ = shutdown.wait_for(|stop| *stop).await;
+        })
+        .await
+        .with_context(|| format!("the {what} server failed"))
+}
+
+fn text(status: StatusCode, body: String) -> Response {
+    (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], body).into_response()
+}
+
+/// 503 naming the watches that have not listed everything, with their errors; `None` once synced.
+fn not_synced(view: &ClusterView) -> Option<Response> {
+    let unsynced = view.unsynced();
+    if unsynced.is_empty() {
+        return None;
+    }
+    let mut body = String::from("the cluster view is not synced yet; waiting for:\n");
+    for (resource, error) in unsynced {
+        body.push_str(&format!("  {resource}{}\n", error.map(|e| format!(": {e}")).unwrap_or_default()));
+    }
+    Some(text(StatusCode::SERVICE_UNAVAILABLE, body))
+}
+
+async fn readyz(Extract(state): Extract<State>) -> Response {
+    not_synced(&state.view).unwrap_or_else(|| text(StatusCode::OK, "ok\n".into()))
+}
+
+/// A 500 naming every object of the view that does not load.
+fn load_failed(e: &carpentry_core::LoadError) -> Response {
+    let mut body = String::from("the cluster's objects do not load as Karpenter v1.14.1 and Kubernetes objects:\n");
+    for p in &e.problems {
+        let object = p.object.as_ref().map_or_else(|| format!("document {}", p.document), ToString::to_string);
+        let field = p.field.as_ref().map(|f| format!(", field {f}")).unwrap_or_default();
+        body.push_str(&format!("  {object}{field}: {}\n", p.message));
+    }
+    text(StatusCode::INTERNAL_SERVER_ERROR, body)
+}
+
+async fn snapshot(Extract(state): Extract<State>) -> Response {
+    if let Some(unavailable) = not_synced(&state.view) {
+        return unavailable;
+    }
+    let mut m = match state.view.manifests() {
+        Ok(m) => m,
+        Err(e) => return load_failed(&e),
+    };
+    let mut scenario = Scenario {
+        api_version: "carpentry.dev/v1alpha1".into(),
+        kind: "Scenario".into(),
+        metadata: None,
+        spec: Default::default(),
+    };
+    scenario.spec.region = state.region.clone();
+    scenario.spec.start_time = Some(now_rfc3339());
+    m.scenario = Some(scenario);
+    match write_snapshot(&m, &format!("carpentry-controller ({})", state.server), true, false) {
+        Ok(s) => ([(header::CONTENT_TYPE, "application/yaml")], s.text).into_response(),
+        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, carpentry_core::error_chain(&e) + "\n"),
+    }
+}
+
+/// The current UTC time, RFC 3339 in whole seconds (the adapter's clock; core reads none).
+pub fn now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    carpentry_core::api::time::format_time(secs as i64)
+}
+
+type Labels = Vec<(String, String)>;
+
+async fn prometheus(Extract(state): Extract<State>) -> Response {
+    let mut registry = Registry::with_prefix("carpentry");
+    let objects = Family::<Labels, Gauge>::default();
+    for (resource, count) in state.view.counts() {
+        objects.get_or_create(&vec![("resource".into(), resource)]).set(count as i64);
+    }
+    registry.register("view_objects", "Objects in the controller's view, by resource", objects);
+    let synced = Gauge::<i64>::default();
+    synced.set(i64::from(state.view.unsynced().is_empty()));
+    registry.register("view_synced", "1 once every watch has listed everything", synced);
+    let leader = Gauge::<i64>::default();
+    leader.set(i64::from(state.leader.leading()));
+    registry.register("leader", "1 while this replica holds the leader-election Lease", leader);
+    if let Ok(m) = state.view.manifests() {
+        let pending = Gauge::<i64>::default();
+        let unbound =
+            |p: &&k8s_openapi::api::core::v1::Pod| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_none();
+        pending.set(m.pods.iter().filter(unbound).filter(|p| carpentry_core::pod::is_active(p)).count() as i64);
+        registry.register("pods_pending", "Pods not bound to a node and not finished", pending);
+        let nodeclaims = Family::<Labels, Gauge>::default();
+        for nc in &m.nodeclaims {
+            let nodepool = nc
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(carpentry_core::labels::NODEPOOL))
+                .cloned()
+                .unwrap_or_default();
+            let phase = match phase(nc) {
+                Phase::Launching => "Launching",
+                Phase::Launched => "Launched",
+                Phase::Registered => "Registered",
+                Phase::Initialized => "Initialized",
+                Phase::Terminating => "Terminating",
+            };
+            nodeclaims.get_or_create(&vec![("nodepool".into(), nodepool), ("phase".into(), phase.into())]).inc();
+        }
+        registry.register("nodeclaims", "NodeClaims by NodePool and lifecycle phase", nodeclaims);
+    }
+    let mut body = String::new();
+    match encode(&mut body, &registry) {
+        Ok(()) => ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], body)
+            .into_response(),
+        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode the metrics: {e}\n")),
+    }
+}

@@ -1,0 +1,145 @@
+//! The cluster view: one watch per resource core reads ([`LISTED_RESOURCES`]), each feeding a
+//! kube-runtime reflector store, so that a decision reads the cluster without a list call. The
+//! view turns into core's [`Manifests`] through the loader the plugin's live read uses
+//! ([`carpentry_core::load_from_api_server`]), so the controller, the plugin and a snapshot read
+//! the same objects the same way.
+//!
+//! Upstream's `state.Cluster` is synced once its informers have listed everything; the view's
+//! [`ClusterView::unsynced`] says which watches have not yet.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use carpentry_core::manifest::{api_documents, ListedResource, Manifests, LISTED_RESOURCES};
+use carpentry_core::LoadError;
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject};
+use kube::core::GroupVersionKind;
+use kube::discovery::ApiResource;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use tracing::{info, warn};
+
+/// Kinds watched in `--namespace` only when it is given (the rest are cluster-scoped, or read
+/// cluster-wide because they shape every node: DaemonSets).
+const NAMESPACED_BY_FLAG: [&str; 3] = ["Pod", "PodDisruptionBudget", "PersistentVolumeClaim"];
+
+/// One watched resource.
+struct Watched {
+    resource: ListedResource,
+    store: Store<DynamicObject>,
+    /// The watch has listed everything once.
+    synced: Arc<AtomicBool>,
+    /// The last watch error, while the watch is failing (cleared by the next event).
+    failing: Arc<Mutex<Option<String>>>,
+}
+
+/// The controller's view of the cluster.
+pub struct ClusterView {
+    watched: Vec<Watched>,
+}
+
+impl ClusterView {
+    /// Starts the watches; they run until `shutdown` turns true.
+    pub fn start(
+        client: kube::Client,
+        namespace: Option<&str>,
+        shutdown: tokio::sync::watch::Receiver<bool>,
+    ) -> ClusterView {
+        let watched = LISTED_RESOURCES
+            .iter()
+            .map(|resource| {
+                let gvk = GroupVersionKind::gvk(resource.group, resource.version, resource.kind);
+                let api_resource = ApiResource::from_gvk_with_plural(&gvk, resource.plural);
+                let api: Api<DynamicObject> = match namespace {
+                    Some(ns) if NAMESPACED_BY_FLAG.contains(&resource.kind) => {
+                        Api::namespaced_with(client.clone(), ns, &api_resource)
+                    }
+                    _ => Api::all_with(client.clone(), &api_resource),
+                };
+                let writer = reflector::store::Writer::new(api_resource);
+                let store = writer.as_reader();
+                let synced = Arc::new(AtomicBool::new(false));
+                let failing = Arc::new(Mutex::new(None));
+                tokio::spawn(watch(*resource, api, writer, synced.clone(), failing.clone(), shutdown.clone()));
+                Watched { resource: *resource, store, synced, failing }
+            })
+            .collect();
+        ClusterView { watched }
+    }
+
+    /// The watches that have not listed everything yet, each with its last error if it is failing
+    /// (a missing CRD, RBAC).
+    pub fn unsynced(&self) -> Vec<(String, Option<String>)> {
+        self.watched
+            .iter()
+            .filter(|w| !w.synced.load(Ordering::Acquire))
+            .map(|w| (w.resource.name(), w.failing.lock().ok().and_then(|f| f.clone())))
+            .collect()
+    }
+
+    /// Objects held, per resource (`nodepools.karpenter.sh`, `pods`, …).
+    pub fn counts(&self) -> Vec<(String, usize)> {
+        self.watched.iter().map(|w| (w.resource.name(), w.store.len())).collect()
+    }
+
+    /// The view as core's manifests, loaded as a live read is.
+    pub fn manifests(&self) -> Result<Manifests, LoadError> {
+        let items: Vec<String> = self
+            .watched
+            .iter()
+            .flat_map(|w| {
+                let mut objects = w.store.state();
+                // A stable order (the stores are hash maps): by namespace and name.
+                objects.sort_by(|a, b| {
+                    (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
+                });
+                objects.into_iter().map(move |o| {
+                    let value = serde_json::to_value(&*o).unwrap_or_default();
+                    w.resource.prepare(value).to_string()
+                })
+            })
+            .collect();
+        carpentry_core::load_from_api_server(&api_documents(items.iter().map(String::as_str)))
+    }
+}
+
+/// Runs one watch into its store until shutdown, with kube-runtime's backoff on errors.
+async fn watch(
+    resource: ListedResource,
+    api: Api<DynamicObject>,
+    writer: reflector::store::Writer<DynamicObject>,
+    synced: Arc<AtomicBool>,
+    failing: Arc<Mutex<Option<String>>>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let name = resource.name();
+    let mut events = reflector::reflector(writer, watcher(api, watcher::Config::default()).default_backoff()).boxed();
+    loop {
+        let next = tokio::select! {
+            next = events.next() => next,
+            _ = shutdown.changed() => return,
+        };
+        match next {
+            None => return,
+            Some(Ok(event)) => {
+                if let Ok(mut f) = failing.lock() {
+                    if f.take().is_some() {
+                        info!(resource = %name, "watch recovered");
+                    }
+                }
+                if matches!(event, watcher::Event::InitDone) && !synced.swap(true, Ordering::AcqRel) {
+                    info!(resource = %name, "watch synced");
+                }
+            }
+            Some(Err(e)) => {
+                let text = carpentry_core::error_chain(&e);
+                let mut f = failing.lock().unwrap_or_else(|p| p.into_inner());
+                if f.as_deref() != Some(text.as_str()) {
+                    warn!(resource = %name, error = %text, "watch failing (retrying with backoff)");
+                }
+                *f = Some(text);
+            }
+        }
+    }
+}

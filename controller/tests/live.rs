@@ -1,0 +1,261 @@
+//! The controller against a real control plane (tests/testenv: kube-apiserver, etcd,
+//! kube-scheduler, KWOK), as users start it: the binary, a kubeconfig, `--dry-run`.
+//!
+//! Real: the API server with upstream's own CRDs (controller/deploy/crds, installed as a user
+//! installs them), the watches, the Lease, the HTTP endpoints, SIGTERM. The test creates an
+//! EC2NodeClass, a NodePool and a pod kube-scheduler cannot place, then checks `/readyz`, that
+//! `/snapshot` loads in core and explains the pod, `/metrics`, the leader Lease, and that SIGTERM
+//! stops the controller and releases the Lease.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{bail, ensure, Context, Result};
+use carpentry_tests::testenv::{apply_crd, unique_name, wait_for, TestEnv};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{ApiResource, DynamicObject, PostParams};
+use kube::core::GroupVersionKind;
+use kube::{Api, Client};
+use serde_json::json;
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+const FIELD_MANAGER: &str = "carpentry-controller-live";
+
+/// Installs the CRDs the controller ships, as `kubectl apply -f controller/deploy/crds/` would.
+async fn install_crds(client: &Client) -> Result<()> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy/crds");
+    for file in ["karpenter.sh_nodepools.yaml", "karpenter.sh_nodeclaims.yaml", "karpenter.k8s.aws_ec2nodeclasses.yaml"]
+    {
+        let text = std::fs::read_to_string(dir.join(file))?;
+        let crd: CustomResourceDefinition = serde_yaml::from_str(&text).with_context(|| file.to_string())?;
+        apply_crd(client, &crd, FIELD_MANAGER).await.with_context(|| format!("apply {file}"))?;
+    }
+    Ok(())
+}
+
+fn resource(group: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1", kind), plural)
+}
+
+/// A port nothing listens on now.
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// `GET path` on 127.0.0.1:port: the status code and body (HTTP/1.0, so the server closes).
+fn get(port: u16, path: &str) -> Result<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    let (head, body) = response.split_once("\r\n\r\n").context("no HTTP header")?;
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).context("no status code")?;
+    Ok((status, body.to_string()))
+}
+
+struct Controller {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Controller {
+    fn start(env: &TestEnv, args: &[&str]) -> Result<Controller> {
+        let log = std::env::temp_dir().join(format!("{}.log", unique_name("carpentry-controller")));
+        let child = Command::new(env!("CARGO_BIN_EXE_carpentry-controller"))
+            .arg("--kubeconfig")
+            .arg(&env.kubeconfig)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log)?)
+            .spawn()?;
+        Ok(Controller { child, log })
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGTERM, and the exit status within `timeout`.
+    fn terminate(&mut self, timeout: Duration) -> Result<std::process::ExitStatus> {
+        let pid = self.child.id().to_string();
+        ensure!(Command::new("kill").args(["-TERM", &pid]).status()?.success(), "kill -TERM {pid}");
+        let started = std::time::Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok(status);
+            }
+            if started.elapsed() > timeout {
+                bail!("the controller did not stop {timeout:?} after SIGTERM; its log:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dry_run_watches_serves_a_snapshot_and_leads() -> Result<()> {
+    let Some(env) = TestEnv::shared() else { return Ok(()) };
+    env.require("kube-scheduler")?;
+    let client = env.client().await?;
+    install_crds(&client).await?;
+    let ns = env.namespace(&client, "controller-live").await?;
+    let (class, nodepool) = (unique_name("ctl-class"), unique_name("ctl-np"));
+    let pp = PostParams::default();
+
+    let classes = resource("karpenter.k8s.aws", "EC2NodeClass", "ec2nodeclasses");
+    let mut obj = DynamicObject::new(&class, &classes);
+    obj.data = json!({ "spec": {
+        "amiSelectorTerms": [{ "alias": "al2023@latest" }],
+        "role": "KarpenterNodeRole-live",
+        "subnetSelectorTerms": [{ "tags": { "karpenter.sh/discovery": "live" } }],
+        "securityGroupSelectorTerms": [{ "tags": { "karpenter.sh/discovery": "live" } }],
+    } });
+    Api::<DynamicObject>::all_with(client.clone(), &classes).create(&pp, &obj).await?;
+    let pools = resource("karpenter.sh", "NodePool", "nodepools");
+    let mut obj = DynamicObject::new(&nodepool, &pools);
+    obj.data = json!({ "spec": { "template": { "spec": {
+        "nodeClassRef": { "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": class },
+        "requirements": [{ "key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"] }],
+    } } } });
+    Api::<DynamicObject>::all_with(client.clone(), &pools).create(&pp, &obj).await?;
+    // Pending for good: no NodePool gives the label it selects.
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": { "name": "picky" },
+        "spec": {
+            "nodeSelector": { "carpentry.dev/controller-live": "nowhere" },
+            "containers": [{ "name": "app", "image": "registry.example.com/app:1",
+                "resources": { "requests": { "cpu": "100m" } } }],
+        },
+    }))?;
+    Api::<Pod>::namespaced(client.clone(), &ns).create(&pp, &pod).await?;
+
+    // Without --dry-run it refuses to start (it cannot act yet), saying why.
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_carpentry-controller")).arg("--kubeconfig").arg(&env.kubeconfig).output()?;
+    ensure!(!out.status.success(), "the controller started without --dry-run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    ensure!(stderr.contains("run it with --dry-run"), "unexpected refusal: {stderr}");
+
+    let (health, metrics) = (free_port()?, free_port()?);
+    let lease_name = unique_name("carpentry-leader");
+    let mut controller = Controller::start(
+        env,
+        &[
+            "--dry-run",
+            "--health-port",
+            &health.to_string(),
+            "--metrics-port",
+            &metrics.to_string(),
+            "--leader-election-namespace",
+            &ns,
+            "--leader-election-name",
+            &lease_name,
+        ],
+    )?;
+
+    let started = std::time::Instant::now();
+    wait_for("/readyz to answer 200", TIMEOUT, || async {
+        match get(health, "/readyz") {
+            Ok((200, _)) => Ok(Some(())),
+            Ok((code, body)) => {
+                eprintln!("/readyz {code}: {}", body.lines().take(3).collect::<Vec<_>>().join(" | "));
+                Ok(None)
+            }
+            Err(_) => Ok(None),
+        }
+    })
+    .await
+    .with_context(|| format!("controller log:\n{}", controller.log()))?;
+    eprintln!("ready {} ms after start", started.elapsed().as_millis());
+    assert_eq!(get(health, "/healthz")?.0, 200);
+
+    // The snapshot: a Scenario core loads, holding what the test made, explaining the pod.
+    let snapshot = wait_for("/snapshot to hold the test's objects", TIMEOUT, || async {
+        let (code, body) = get(health, "/snapshot")?;
+        ensure!(code == 200, "/snapshot answered {code}: {body}");
+        let m = carpentry_core::load(&body).map_err(|e| anyhow::anyhow!("the snapshot does not load: {e}"))?;
+        let has_pool = m.nodepools.iter().any(|p| p.metadata.name.as_deref() == Some(nodepool.as_str()));
+        let has_pod = m.pods.iter().any(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()));
+        Ok((has_pool && has_pod).then_some((body, m)))
+    })
+    .await?;
+    let (text, manifests) = snapshot;
+    ensure!(text.starts_with("# A carpentry snapshot"), "no header: {}", &text[..text.len().min(200)]);
+    let scenario = manifests.scenario.as_ref().context("the snapshot has no Scenario")?;
+    assert_eq!(scenario.spec.region, "us-east-1");
+    ensure!(scenario.spec.start_time.is_some(), "the snapshot has no start time");
+    let prepared = carpentry_core::input_from_manifests(&manifests, carpentry_core::Catalogue::embedded(), None)?;
+    let results = carpentry_core::schedule(&prepared.input);
+    let picky = results
+        .unschedulable
+        .iter()
+        .find(|u| u.pod.namespace == ns && u.pod.name == "picky")
+        .context("core does not find the test's pod unschedulable in the snapshot")?;
+    eprintln!("picky: {}", picky.explanation.headline());
+
+    // The Lease: this controller holds it, and says so in /metrics.
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    let holder = wait_for("the controller to hold the Lease", TIMEOUT, || async {
+        let lease = leases.get_opt(&lease_name).await?;
+        Ok(lease.and_then(|l| l.spec).and_then(|s| s.holder_identity).filter(|h| !h.is_empty()))
+    })
+    .await?;
+    eprintln!("Lease {ns}/{lease_name} held by {holder}");
+    let body = wait_for("/metrics to report the leader", TIMEOUT, || async {
+        let (code, body) = get(metrics, "/metrics")?;
+        ensure!(code == 200, "/metrics answered {code}");
+        Ok(body.contains("carpentry_leader 1").then_some(body))
+    })
+    .await?;
+    for expected in [
+        "carpentry_view_synced 1",
+        "carpentry_pods_pending ",
+        "carpentry_view_objects{resource=\"nodepools.karpenter.sh\"}",
+    ] {
+        ensure!(body.contains(expected), "/metrics lacks {expected:?}:\n{body}");
+    }
+
+    // Reported, not asserted: what the controller costs when idle on a small cluster.
+    let pid = controller.child.id();
+    let rss = std::fs::read_to_string(format!("/proc/{pid}/status")).ok().and_then(|s| {
+        s.lines().find(|l| l.starts_with("VmRSS:")).map(|l| l.split_whitespace().nth(1).unwrap_or("?").to_string())
+    });
+    let cpu_ticks = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|s| {
+        let fields: Vec<&str> = s.rsplit_once(')')?.1.split_whitespace().collect();
+        Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+    });
+    eprintln!(
+        "controller: RSS {} kB, CPU {} ticks (1/100 s) over {} ms",
+        rss.unwrap_or_else(|| "?".into()),
+        cpu_ticks.map_or("?".into(), |t| t.to_string()),
+        started.elapsed().as_millis()
+    );
+
+    // SIGTERM: a clean exit that gives the Lease up.
+    let status = controller.terminate(Duration::from_secs(20))?;
+    ensure!(status.success(), "exit status {status} after SIGTERM; log:\n{}", controller.log());
+    let lease = leases.get(&lease_name).await?;
+    let holder_after = lease.spec.and_then(|s| s.holder_identity).unwrap_or_default();
+    ensure!(holder_after.is_empty(), "the Lease is still held by {holder_after} after shutdown");
+    let log = controller.log();
+    for line in log.lines() {
+        let _: serde_json::Value =
+            serde_json::from_str(line).with_context(|| format!("a log line is not JSON: {line}"))?;
+    }
+    ensure!(log.contains("became the leader") && log.contains("released the Lease"), "log:\n{log}");
+    Ok(())
+}
