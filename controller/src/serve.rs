@@ -143,9 +143,7 @@ async fn prometheus(Extract(state): Extract<State>) -> Response {
     registry.register("leader", "1 while this replica holds the leader-election Lease", leader);
     if let Ok(m) = state.view.manifests() {
         let pending = Gauge::<i64>::default();
-        let unbound =
-            |p: &&k8s_openapi::api::core::v1::Pod| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_none();
-        pending.set(m.pods.iter().filter(unbound).filter(|p| carpentry_core::pod::is_active(p)).count() as i64);
+        pending.set(m.pods.iter().filter(|p| carpentry_core::pod::is_pending(p)).count() as i64);
         registry.register("pods_pending", "Pods not bound to a node and not finished", pending);
         let nodeclaims = Family::<Labels, Gauge>::default();
         for nc in &m.nodeclaims {

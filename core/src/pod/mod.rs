@@ -46,6 +46,12 @@ pub fn is_active(pod: &Pod) -> bool {
     !matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
 }
 
+/// Whether the pod waits for a node: bound to none (no `spec.nodeName`) and not finished, as
+/// `kubectl get pods` shows `Pending` for a pod no scheduler has placed.
+pub fn is_pending(pod: &Pod) -> bool {
+    pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_none() && is_active(pod)
+}
+
 /// Upstream `pdb.IsCurrentlyReschedulable`: a pod of a deleting node is rescheduled
 /// when it is active (or a terminating StatefulSet pod), not a DaemonSet or mirror pod, not under
 /// an active `karpenter.sh/do-not-disrupt` (a duration runs from the pod's start until `now`;
@@ -84,4 +90,20 @@ pub fn reschedulable(pod: &Pod, pdbs: &[k8s_openapi::api::policy::v1::PodDisrupt
             && pdb.metadata.namespace.as_deref().unwrap_or("default") == namespace
             && spec.selector.as_ref().is_some_and(|s| labels::selector::matches(s, &labels))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(json: serde_json::Value) -> Pod {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn pending_means_unbound_and_not_finished() {
+        assert!(is_pending(&pod(serde_json::json!({"spec": {"containers": []}}))));
+        assert!(!is_pending(&pod(serde_json::json!({"spec": {"containers": [], "nodeName": "n"}}))));
+        assert!(!is_pending(&pod(serde_json::json!({"spec": {"containers": []}, "status": {"phase": "Failed"}}))));
+    }
 }
