@@ -49,6 +49,7 @@ pub mod scheduling;
 pub mod simulation;
 pub mod state;
 pub mod style;
+pub mod termination;
 
 pub use catalogue::Catalogue;
 pub use conversion::{convert, ConversionNote, Converted, LegacyObject};

@@ -52,6 +52,30 @@ pub fn is_pending(pod: &Pod) -> bool {
     pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_none() && is_active(pod)
 }
 
+/// upstream `pod.IsProvisionable`: a pod Karpenter provisions for. kube-scheduler has tried and
+/// failed (`PodScheduled=False`, reason `Unschedulable`), it is not bound, not nominated for
+/// preemption, not terminating or finished, and not a DaemonSet's or a mirror pod (those follow
+/// their node).
+pub fn is_provisionable(pod: &Pod) -> bool {
+    let status = pod.status.as_ref();
+    let unschedulable = status.and_then(|s| s.conditions.as_ref()).is_some_and(|c| {
+        c.iter()
+            .any(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
+    });
+    let preempting = status.and_then(|s| s.nominated_node_name.as_deref()).is_some_and(|n| !n.is_empty());
+    let owned_by_node_or_daemonset = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.kind == "DaemonSet" || (o.kind == "Node" && o.api_version == "v1"));
+    is_pending(pod)
+        && unschedulable
+        && !preempting
+        && pod.metadata.deletion_timestamp.is_none()
+        && !owned_by_node_or_daemonset
+}
+
 /// Upstream `pdb.IsCurrentlyReschedulable`: a pod of a deleting node is rescheduled
 /// when it is active (or a terminating StatefulSet pod), not a DaemonSet or mirror pod, not under
 /// an active `karpenter.sh/do-not-disrupt` (a duration runs from the pod's start until `now`;
@@ -105,5 +129,29 @@ mod tests {
         assert!(is_pending(&pod(serde_json::json!({"spec": {"containers": []}}))));
         assert!(!is_pending(&pod(serde_json::json!({"spec": {"containers": [], "nodeName": "n"}}))));
         assert!(!is_pending(&pod(serde_json::json!({"spec": {"containers": []}, "status": {"phase": "Failed"}}))));
+    }
+
+    #[test]
+    fn provisionable_means_kube_scheduler_gave_up_on_it() {
+        let unschedulable = serde_json::json!([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]);
+        assert!(is_provisionable(&pod(
+            serde_json::json!({"spec": {"containers": []}, "status": {"conditions": unschedulable}})
+        )));
+        assert!(!is_provisionable(&pod(serde_json::json!({"spec": {"containers": []}}))), "not tried yet");
+        assert!(
+            !is_provisionable(&pod(serde_json::json!({
+                "spec": {"containers": []},
+                "status": {"conditions": unschedulable, "nominatedNodeName": "n1"},
+            }))),
+            "preempting"
+        );
+        assert!(
+            !is_provisionable(&pod(serde_json::json!({
+                "metadata": {"ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "u"}]},
+                "spec": {"containers": []},
+                "status": {"conditions": unschedulable},
+            }))),
+            "a DaemonSet pod"
+        );
     }
 }

@@ -113,3 +113,50 @@ fn left(o: &Offering, reservations_left: &BTreeMap<String, i64>) -> i64 {
 fn reservation_id(o: &Offering) -> &str {
     o.reservation.as_ref().map_or("", |r| r.id.as_str())
 }
+
+/// Why a cloud provider launches nothing for a NodeClaim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+pub enum NoLaunch {
+    /// The NodeClaim's requirements do not parse (an object edited by hand).
+    #[error("the NodeClaim's requirements are invalid: {0}")]
+    InvalidRequirements(String),
+    /// upstream `InsufficientCapacityError`: no offering of its instance types is available.
+    #[error("no available offering of the NodeClaim's {types} instance types fits its requirements and requests")]
+    InsufficientCapacity { types: usize },
+}
+
+/// The launch for a NodeClaim as the API server holds it (upstream: Karpenter hands
+/// `CloudProvider.Create` the NodeClaim, and the provider launches among the values of its
+/// `node.kubernetes.io/instance-type` requirement; the kwok provider picks the cheapest
+/// compatible offering). `instance_types` are the NodeClaim's NodePool's; `unavailable` says
+/// which offerings (instance type, zone, capacity type) are known to have no capacity now.
+pub fn launch_for(
+    nodeclaim: &crate::api::NodeClaim,
+    instance_types: &[InstanceType],
+    unavailable: impl Fn(&str, &str, &str) -> bool,
+) -> Result<Launch, NoLaunch> {
+    let requirements = Requirements::from_node_selector_requirements(&nodeclaim.spec.requirements)
+        .map_err(|e| NoLaunch::InvalidRequirements(e.to_string()))?;
+    let named = requirements.get(crate::labels::INSTANCE_TYPE);
+    let types: Vec<InstanceType> = instance_types
+        .iter()
+        .filter(|it| named.has(&it.name))
+        .map(|it| {
+            let mut it = it.clone();
+            for o in &mut it.offerings {
+                if unavailable(&it.name, &o.zone, o.capacity_type.as_str()) {
+                    o.available = false;
+                }
+            }
+            it
+        })
+        .collect();
+    launch_among(&requirements, &nodeclaim.spec.resources.requests, &types)
+        .ok_or(NoLaunch::InsufficientCapacity { types: types.len() })
+}
+
+/// [`launch`] over `types` as they are (their availability already marked), without reservations.
+pub fn launch_among(requirements: &Requirements, requests: &ResourceList, types: &[InstanceType]) -> Option<Launch> {
+    let packed: Vec<Packed> = types.iter().map(|it| Packed::new(it.allocatable())).collect();
+    launch(requirements, requests, types.iter().zip(packed.iter()), &mut BTreeMap::new())
+}

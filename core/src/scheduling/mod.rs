@@ -26,7 +26,7 @@ pub(crate) mod taints;
 pub(crate) mod topology;
 pub(crate) mod volumes;
 
-pub use cloudprovider::Launch;
+pub use cloudprovider::{launch_for, Launch, NoLaunch};
 pub use nodeclaim_template::{AllowedInstanceTypes, InstanceTypeOption, NodeClaimTemplate, Prefilter, Rejection};
 pub use scheduler::{
     nodepool_usage, schedule, ExistingPlacement, PlannedNodeClaim, RelaxedPod, Results, SkippedNodePool,

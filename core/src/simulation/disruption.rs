@@ -481,13 +481,8 @@ impl Simulation {
     fn taint_disrupted(&mut self, node: &str) {
         if let Some(n) = self.objects.nodes.iter_mut().find(|n| n.metadata.name.as_deref() == Some(node)) {
             let taints = n.spec.get_or_insert_with(Default::default).taints.get_or_insert_with(Vec::new);
-            taints.retain(|t| t.key != super::termination::DISRUPTED_TAINT_KEY);
-            taints.push(k8s_openapi::api::core::v1::Taint {
-                key: super::termination::DISRUPTED_TAINT_KEY.into(),
-                value: None,
-                effect: "NoSchedule".into(),
-                time_added: None,
-            });
+            taints.retain(|t| t.key != crate::scheduling::taints::DISRUPTED);
+            taints.push(crate::termination::disrupted_taint());
             // upstream's provisioning NodeController: a tainted node triggers a round (its pods
             // are nominated onto the replacements).
             self.trigger_for_disrupted();
@@ -503,7 +498,7 @@ impl Simulation {
             .and_then(|n| n.spec.as_mut())
             .and_then(|s| s.taints.as_mut())
         {
-            taints.retain(|t| t.key != super::termination::DISRUPTED_TAINT_KEY);
+            taints.retain(|t| t.key != crate::scheduling::taints::DISRUPTED);
         }
     }
 

@@ -17,7 +17,7 @@ use crate::disruption::DriftReason;
 use crate::labels;
 use crate::nodeclaim::lifecycle;
 use crate::requirements::Requirements;
-use crate::resources::{Packed, ResourceList};
+use crate::resources::ResourceList;
 use crate::scheduling::cloudprovider::{self, Launch};
 use crate::scheduling::PlannedNodeClaim;
 
@@ -95,16 +95,6 @@ fn offering_of(l: &Launch) -> OfferingRef {
 
 fn k8s_resources(list: &ResourceList) -> BTreeMap<String, K8sQuantity> {
     list.iter().map(|(k, v)| (k.clone(), K8sQuantity(v.to_string()))).collect()
-}
-
-/// The taint a Node joins with until Karpenter registers it.
-fn unregistered_taint() -> Taint {
-    Taint {
-        key: crate::scheduling::taints::UNREGISTERED.into(),
-        value: None,
-        effect: crate::scheduling::taints::NO_EXECUTE.into(),
-        time_added: None,
-    }
 }
 
 /// The taint a Node carries until its kubelet reports Ready.
@@ -298,9 +288,7 @@ impl Simulation {
                 it
             })
             .collect();
-        let packed: Vec<Packed> = types.iter().map(|it| Packed::new(it.allocatable())).collect();
-        let mut no_reservations = BTreeMap::new();
-        cloudprovider::launch(&plan.requirements, &plan.requests, types.iter().zip(packed.iter()), &mut no_reservations)
+        cloudprovider::launch_among(&plan.requirements, &plan.requests, &types)
     }
 
     /// CreateFleet answers (upstream `launch.go`): the instance, or insufficient capacity.
@@ -397,7 +385,7 @@ impl Simulation {
         node_labels.insert(labels::TOPOLOGY_REGION.into(), self.region.clone());
         let mut taints = nc.spec.taints.clone();
         taints.extend(nc.spec.startup_taints.iter().cloned());
-        taints.push(unregistered_taint());
+        taints.push(lifecycle::unregistered_taint());
         taints.push(not_ready_taint());
         let joined = Node {
             metadata: ObjectMeta {

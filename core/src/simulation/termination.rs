@@ -12,17 +12,11 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::{Pod, Taint, Toleration};
-
 use crate::disruption::pdb;
-use crate::pod::do_not_disrupt;
-use crate::scheduling::taints;
+use crate::termination::disrupted_taint;
 
 use super::events::{Involved, OfferingRef, Reason, RemovalCause};
 use super::{SimTime, Simulation, Timer};
-
-/// The taint a node being terminated carries.
-pub const DISRUPTED_TAINT_KEY: &str = crate::scheduling::taints::DISRUPTED;
 
 #[derive(Debug, Clone)]
 pub(super) struct Termination {
@@ -31,27 +25,6 @@ pub(super) struct Termination {
     pub deadline: Option<SimTime>,
     /// Pods already reported as blocked (one event per pod and blocker).
     reported: BTreeSet<(String, String)>,
-}
-
-fn disrupted_taint() -> Taint {
-    Taint { key: DISRUPTED_TAINT_KEY.into(), value: None, effect: "NoSchedule".into(), time_added: None }
-}
-
-/// Upstream's critical pods: priorityClassName system-cluster-critical or system-node-critical.
-fn critical(p: &Pod) -> bool {
-    matches!(
-        p.spec.as_ref().and_then(|s| s.priority_class_name.as_deref()),
-        Some("system-cluster-critical" | "system-node-critical")
-    )
-}
-
-fn tolerates_disrupted(p: &Pod) -> bool {
-    let tolerations: &[Toleration] = p.spec.as_ref().and_then(|s| s.tolerations.as_deref()).unwrap_or(&[]);
-    tolerations.iter().any(|t| taints::tolerates(t, &disrupted_taint()))
-}
-
-fn is_mirror(p: &Pod) -> bool {
-    p.metadata.owner_references.iter().flatten().any(|o| o.kind == "Node" && o.api_version == "v1")
 }
 
 impl Simulation {
@@ -93,7 +66,7 @@ impl Simulation {
                 if let Some(n) = self.objects.nodes.iter_mut().find(|n| n.metadata.name.as_deref() == Some(&node)) {
                     n.metadata.deletion_timestamp = Some(stamp);
                     let taints = n.spec.get_or_insert_with(Default::default).taints.get_or_insert_with(Vec::new);
-                    taints.retain(|t| t.key != DISRUPTED_TAINT_KEY);
+                    taints.retain(|t| t.key != crate::scheduling::taints::DISRUPTED);
                     taints.push(disrupted_taint());
                 }
                 // upstream's provisioning NodeController: a tainted node triggers a round, which
@@ -114,84 +87,42 @@ impl Simulation {
         self.batch.trigger(self.now.0);
     }
 
-    /// One drain pass (upstream `Terminator.Drain`).
+    /// One drain pass: core's decision ([`crate::termination::drain`]) carried out. The Eviction
+    /// API's stand-in refuses a pod a PodDisruptionBudget protects; the others go at once.
     pub(super) fn drain(&mut self, name: &str) {
         let Some(m) = self.machines.get(name) else { return };
         let (Some(node), Some(term)) = (m.node.clone(), m.terminating.clone()) else { return };
-        let drainable: Vec<usize> = (0..self.objects.pods.len())
-            .filter(|&i| {
-                let p = &self.objects.pods[i];
-                p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str())
-                    && crate::pod::is_active(p)
-                    && !tolerates_disrupted(p)
-                    && !is_mirror(p)
-            })
-            .collect();
-        if drainable.is_empty() {
-            self.schedule_timer(
-                self.now.plus(self.timings.instance_termination),
-                Timer::InstanceGone(name.to_string()),
-            );
-            return;
-        }
-        let key = |p: &Pod| {
-            (
-                p.metadata.namespace.clone().unwrap_or_else(|| "default".into()),
-                p.metadata.name.clone().unwrap_or_default(),
-            )
-        };
-        if term.deadline.is_some_and(|d| self.now >= d) {
-            let doomed: Vec<(String, String)> = drainable.iter().map(|&i| key(&self.objects.pods[i])).collect();
-            for (ns, pod) in doomed {
-                self.remove_pod(&ns, &pod, RemovalCause::ForceDeleted);
-            }
-            self.schedule_timer(
-                self.now.plus(self.timings.instance_termination),
-                Timer::InstanceGone(name.to_string()),
-            );
-            return;
-        }
-        let tier = |p: &Pod| {
-            let ds = crate::pod::daemonset_owner(p).is_some();
-            match (critical(p), ds) {
-                (false, false) => 0,
-                (false, true) => 1,
-                (true, false) => 2,
-                (true, true) => 3,
-            }
-        };
-        let first = drainable.iter().map(|&i| tier(&self.objects.pods[i])).min().unwrap_or(0);
-        let batch: Vec<(String, String)> = drainable
-            .iter()
-            .filter(|&&i| tier(&self.objects.pods[i]) == first)
-            .map(|&i| key(&self.objects.pods[i]))
-            .collect();
         let now_epoch = self.clock.epoch_seconds(self.now);
-        let mut reported = term.reported.clone();
-        let scales = self.pdb_scales();
-        for (ns, pod_name) in batch {
-            let Some(i) = self.pod_index(&ns, &pod_name) else { continue };
-            let pod = &self.objects.pods[i];
-            if do_not_disrupt::pod_protection(pod, now_epoch) != do_not_disrupt::Protection::None {
-                if reported.insert((pod_name.clone(), crate::labels::DO_NOT_DISRUPT.to_string())) {
-                    self.emit(
-                        Involved::node(&node),
-                        Reason::DrainBlockedByDoNotDisrupt { pod: format!("{ns}/{pod_name}") },
-                    );
-                }
-                continue;
+        let grace_elapsed = term.deadline.is_some_and(|d| self.now >= d);
+        let pass = crate::termination::drain(&node, &self.objects.pods, now_epoch, grace_elapsed);
+        if pass.drained() || !pass.delete.is_empty() {
+            for pod in &pass.delete {
+                self.remove_pod(&pod.namespace, &pod.name, RemovalCause::ForceDeleted);
             }
+            self.schedule_timer(
+                self.now.plus(self.timings.instance_termination),
+                Timer::InstanceGone(name.to_string()),
+            );
+            return;
+        }
+        let mut reported = term.reported.clone();
+        for pod in &pass.held {
+            if reported.insert((pod.name.clone(), crate::labels::DO_NOT_DISRUPT.to_string())) {
+                self.emit(Involved::node(&node), Reason::DrainBlockedByDoNotDisrupt { pod: pod.to_string() });
+            }
+        }
+        let scales = self.pdb_scales();
+        for pod_ref in &pass.evict {
+            let Some(i) = self.pod_index(&pod_ref.namespace, &pod_ref.name) else { continue };
+            let pod = &self.objects.pods[i];
             if let Some(blocker) = pdb::blocking(pod, &self.objects.pdbs, &self.objects.pods, &scales) {
                 let blocker = pdb::name(blocker);
-                if reported.insert((pod_name.clone(), blocker.clone())) {
-                    self.emit(
-                        Involved::node(&node),
-                        Reason::FailedDraining { pod: format!("{ns}/{pod_name}"), pdb: blocker },
-                    );
+                if reported.insert((pod_ref.name.clone(), blocker.clone())) {
+                    self.emit(Involved::node(&node), Reason::FailedDraining { pod: pod_ref.to_string(), pdb: blocker });
                 }
                 continue;
             }
-            self.remove_pod(&ns, &pod_name, RemovalCause::Evicted);
+            self.remove_pod(&pod_ref.namespace, &pod_ref.name, RemovalCause::Evicted);
         }
         if let Some(t) = self.machines.get_mut(name).and_then(|m| m.terminating.as_mut()) {
             t.reported = reported;

@@ -24,7 +24,7 @@ use crate::api::{Condition, NodeClaim};
 pub use initialization::{initialize, NotInitialized};
 pub use launch::{launched, Instance};
 pub use liveness::{liveness, Liveness, LivenessTimeout, LAUNCH_TIMEOUT_SECONDS, REGISTRATION_TIMEOUT_SECONDS};
-pub use registration::{node_for, register, NotRegistered, Registration};
+pub use registration::{node_for, register, unregistered_taint, NotRegistered, Registration};
 
 /// Where a NodeClaim is in its life, from its conditions (as `kubectl get nodeclaims` reads them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]

@@ -15,6 +15,12 @@ use crate::scheduling::taints::{NO_EXECUTE, UNREGISTERED};
 
 use super::{is_true, set_true};
 
+/// `karpenter.sh/unregistered:NoExecute`: a Node joins with it (the instance's bootstrap puts it
+/// on) and keeps it until Karpenter has registered it, so that no pod runs before then.
+pub fn unregistered_taint() -> Taint {
+    Taint { key: UNREGISTERED.into(), value: None, effect: NO_EXECUTE.into(), time_added: None }
+}
+
 /// Why a NodeClaim cannot register yet.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, thiserror::Error)]
 pub enum NotRegistered {
