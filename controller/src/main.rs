@@ -5,12 +5,15 @@
 //! `/metrics` on the metrics port. One replica at a time leads, elected on a
 //! `coordination.k8s.io/v1` Lease ([`leader`]).
 //!
-//! The decisions are core's; this crate holds only I/O. The reconcilers that act on them
-//! (provisioning, the NodeClaim lifecycle, termination, disruption) and the cloud providers come
-//! next (see docs/controller.md for what works today): until then the controller observes only,
-//! and refuses to start without `--dry-run` rather than pretend to provision.
+//! The decisions are core's; this crate holds only I/O: the reconcilers that apply them
+//! ([`reconcile`]: provisioning, the NodeClaim lifecycle, termination) and the cloud providers
+//! ([`cloud`]: `kwok`). With `--dry-run` it decides and reports but writes nothing except events.
+//! Disruption and the `aws` provider come next (docs/controller.md says what works today).
 
+mod clock;
+mod cloud;
 mod leader;
+mod reconcile;
 mod serve;
 mod view;
 
@@ -100,12 +103,6 @@ fn init_logging() {
 }
 
 async fn run(args: Args) -> Result<()> {
-    if !args.dry_run {
-        bail!(
-            "carpentry-controller does not create, patch or delete anything yet (the reconcilers are in progress); \
-             run it with --dry-run to watch the cluster and serve /snapshot"
-        );
-    }
     if args.cloud_provider == CloudProvider::Aws {
         bail!("--cloud-provider aws is not available yet; use --cloud-provider kwok");
     }
@@ -128,7 +125,14 @@ async fn run(args: Args) -> Result<()> {
         shutdown.clone(),
     )
     .await?;
-    let state = serve::State { view: view.clone(), leader: leader.status(), region: args.region.clone(), server };
+    let decisions = reconcile::act::Decisions::default();
+    let act = reconcile::act::Act::new(client.clone(), args.dry_run, identity(), decisions.clone());
+    let kwok = cloud::kwok::Kwok::new(client.clone(), args.region.clone(), args.kwok_registration_delay);
+    info!(cloud_provider = cloud::CloudProvider::name(&kwok), "cloud provider ready");
+    let reconciler = reconcile::Reconciler::new(act, view.clone(), kwok, leader.status(), args.region.clone());
+    let reconciling = tokio::spawn(reconciler.run(shutdown.clone()));
+    let state =
+        serve::State { view: view.clone(), leader: leader.status(), region: args.region.clone(), server, decisions };
     let health = serve::health(state.clone(), SocketAddr::from(([0, 0, 0, 0], args.health_port)), shutdown.clone());
     let metrics = serve::metrics(state, SocketAddr::from(([0, 0, 0, 0], args.metrics_port)), shutdown.clone());
     let (health, metrics) = (tokio::spawn(health), tokio::spawn(metrics));
@@ -136,6 +140,9 @@ async fn run(args: Args) -> Result<()> {
     wait_for_signal().await;
     info!("shutting down");
     let _ = shutdown_tx.send(true);
+    if let Err(e) = reconciling.await {
+        warn!(error = %e, "the reconcilers panicked");
+    }
     for (name, task) in [("health server", health), ("metrics server", metrics)] {
         match task.await {
             Ok(Ok(())) => {}
@@ -173,6 +180,11 @@ fn pod_namespace() -> String {
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "default".into())
+}
+
+/// This replica's name in events: the pod's name (`HOSTNAME` in a pod), else the process id.
+fn identity() -> String {
+    std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()).unwrap_or_else(|| format!("pid-{}", std::process::id()))
 }
 
 /// SIGTERM (the kubelet stopping the pod) or Ctrl-C.

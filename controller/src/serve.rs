@@ -30,6 +30,8 @@ pub struct State {
     pub region: String,
     /// The API server's URL.
     pub server: String,
+    /// The reconcilers' decisions, by reason.
+    pub decisions: crate::reconcile::act::Decisions,
 }
 
 /// Serves the health port until `shutdown`.
@@ -112,18 +114,12 @@ async fn snapshot(Extract(state): Extract<State>) -> Response {
         spec: Default::default(),
     };
     scenario.spec.region = state.region.clone();
-    scenario.spec.start_time = Some(now_rfc3339());
+    scenario.spec.start_time = Some(crate::clock::now_rfc3339());
     m.scenario = Some(scenario);
     match write_snapshot(&m, &format!("carpentry-controller ({})", state.server), true, false) {
         Ok(s) => ([(header::CONTENT_TYPE, "application/yaml")], s.text).into_response(),
         Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, carpentry_core::error_chain(&e) + "\n"),
     }
-}
-
-/// The current UTC time, RFC 3339 in whole seconds (the adapter's clock; core reads none).
-pub fn now_rfc3339() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    carpentry_core::api::time::format_time(secs as i64)
 }
 
 type Labels = Vec<(String, String)>;
@@ -141,6 +137,11 @@ async fn prometheus(Extract(state): Extract<State>) -> Response {
     let leader = Gauge::<i64>::default();
     leader.set(i64::from(state.leader.leading()));
     registry.register("leader", "1 while this replica holds the leader-election Lease", leader);
+    registry.register(
+        "decisions",
+        "Decisions the reconcilers made (or, in --dry-run, would have carried out), by reason",
+        state.decisions.clone(),
+    );
     if let Ok(m) = state.view.manifests() {
         let pending = Gauge::<i64>::default();
         pending.set(m.pods.iter().filter(|p| carpentry_core::pod::is_pending(p)).count() as i64);

@@ -37,6 +37,8 @@ struct Watched {
 /// The controller's view of the cluster.
 pub struct ClusterView {
     watched: Vec<Watched>,
+    /// Notified on every watch event (permits coalesce: one wake-up for a burst).
+    changed: Arc<tokio::sync::Notify>,
 }
 
 impl ClusterView {
@@ -46,6 +48,7 @@ impl ClusterView {
         namespace: Option<&str>,
         shutdown: tokio::sync::watch::Receiver<bool>,
     ) -> ClusterView {
+        let changed = Arc::new(tokio::sync::Notify::new());
         let watched = LISTED_RESOURCES
             .iter()
             .map(|resource| {
@@ -61,11 +64,24 @@ impl ClusterView {
                 let store = writer.as_reader();
                 let synced = Arc::new(AtomicBool::new(false));
                 let failing = Arc::new(Mutex::new(None));
-                tokio::spawn(watch(*resource, api, writer, synced.clone(), failing.clone(), shutdown.clone()));
+                tokio::spawn(watch(
+                    *resource,
+                    api,
+                    writer,
+                    synced.clone(),
+                    failing.clone(),
+                    changed.clone(),
+                    shutdown.clone(),
+                ));
                 Watched { resource: *resource, store, synced, failing }
             })
             .collect();
-        ClusterView { watched }
+        ClusterView { watched, changed }
+    }
+
+    /// What the reconcilers wait on between passes.
+    pub fn changes(&self) -> Arc<tokio::sync::Notify> {
+        self.changed.clone()
     }
 
     /// The watches that have not listed everything yet, each with its last error if it is failing
@@ -111,6 +127,7 @@ async fn watch(
     writer: reflector::store::Writer<DynamicObject>,
     synced: Arc<AtomicBool>,
     failing: Arc<Mutex<Option<String>>>,
+    changed: Arc<tokio::sync::Notify>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let name = resource.name();
@@ -123,6 +140,7 @@ async fn watch(
         match next {
             None => return,
             Some(Ok(event)) => {
+                changed.notify_one();
                 if let Ok(mut f) = failing.lock() {
                     if f.take().is_some() {
                         info!(resource = %name, "watch recovered");

@@ -4,8 +4,9 @@
 //! Real: the API server with upstream's own CRDs (controller/deploy/crds, installed as a user
 //! installs them), the watches, the Lease, the HTTP endpoints, SIGTERM. The test creates an
 //! EC2NodeClass, a NodePool and a pod kube-scheduler cannot place, then checks `/readyz`, that
-//! `/snapshot` loads in core and explains the pod, `/metrics`, the leader Lease, and that SIGTERM
-//! stops the controller and releases the Lease.
+//! `/snapshot` loads in core and explains the pod, that the dry run reports the pod in an event
+//! and creates no NodeClaim, `/metrics`, the leader Lease, and that SIGTERM stops the controller
+//! and releases the Lease.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -143,13 +144,6 @@ async fn dry_run_watches_serves_a_snapshot_and_leads() -> Result<()> {
     }))?;
     Api::<Pod>::namespaced(client.clone(), &ns).create(&pp, &pod).await?;
 
-    // Without --dry-run it refuses to start (it cannot act yet), saying why.
-    let out =
-        Command::new(env!("CARGO_BIN_EXE_carpentry-controller")).arg("--kubeconfig").arg(&env.kubeconfig).output()?;
-    ensure!(!out.status.success(), "the controller started without --dry-run");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    ensure!(stderr.contains("run it with --dry-run"), "unexpected refusal: {stderr}");
-
     let (health, metrics) = (free_port()?, free_port()?);
     let lease_name = unique_name("carpentry-leader");
     let mut controller = Controller::start(
@@ -207,6 +201,29 @@ async fn dry_run_watches_serves_a_snapshot_and_leads() -> Result<()> {
         .context("core does not find the test's pod unschedulable in the snapshot")?;
     eprintln!("picky: {}", picky.explanation.headline());
 
+    // Dry run: the provisioning round reports on the pod with an event that ends with the command
+    // that explains it, and creates nothing.
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
+    let note = wait_for("the controller's FailedScheduling event on the pod", TIMEOUT, || async {
+        let list = events.list(&Default::default()).await?;
+        Ok(list.items.into_iter().find_map(|e| {
+            let on_pod = e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("picky");
+            let ours = e.reporting_controller.as_deref() == Some("karpenter");
+            (on_pod && ours && e.reason.as_deref() == Some("FailedScheduling")).then(|| e.note.unwrap_or_default())
+        }))
+    })
+    .await
+    .with_context(|| format!("controller log:\n{}", controller.log()))?;
+    eprintln!("event: {note}");
+    ensure!(note.starts_with("dry run: "), "{note}");
+    ensure!(note.ends_with(&format!("(kubectl karpenter explain pod {ns}/picky)")), "{note}");
+    let nodeclaims = resource("karpenter.sh", "NodeClaim", "nodeclaims");
+    let created = Api::<DynamicObject>::all_with(client.clone(), &nodeclaims).list(&Default::default()).await?;
+    ensure!(
+        !created.items.iter().any(|nc| nc.metadata.name.as_deref().is_some_and(|n| n.starts_with(&nodepool))),
+        "--dry-run created a NodeClaim"
+    );
+
     // The Lease: this controller holds it, and says so in /metrics.
     let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
     let holder = wait_for("the controller to hold the Lease", TIMEOUT, || async {
@@ -257,5 +274,175 @@ async fn dry_run_watches_serves_a_snapshot_and_leads() -> Result<()> {
             serde_json::from_str(line).with_context(|| format!("a log line is not JSON: {line}"))?;
     }
     ensure!(log.contains("became the leader") && log.contains("released the Lease"), "log:\n{log}");
+    Ok(())
+}
+
+/// The first test users run, on KWOK: the `inflate` Deployment (1 CPU each, nodeSelector
+/// `node-type`) scaled 0 → 3 on a NodePool of 2-vCPU on-demand types → 3 NodeClaims, 3 Nodes Ready,
+/// 3 pods Running. Then `kubectl delete node` on one: its NodeClaim and Node go, the pod runs on a
+/// replacement. Then deleting the NodeClaims ends every Node and clears every finalizer.
+///
+/// Real: the API server, kube-scheduler, the workload controllers (kube-controller-manager) and
+/// KWOK, which makes the provider's Nodes Ready and runs their pods; the controller as users run
+/// it, without `--dry-run`. Nothing is injected.
+#[tokio::test(flavor = "multi_thread")]
+async fn inflate_provisions_nodes_and_a_deleted_node_is_replaced() -> Result<()> {
+    let Some(env) = TestEnv::shared() else { return Ok(()) };
+    env.require("kube-controller-manager")?;
+    let client = env.client().await?;
+    install_crds(&client).await?;
+    let ns = env.namespace(&client, "inflate").await?;
+    let (class, nodepool, node_type) = (unique_name("inflate-class"), unique_name("inflate-np"), unique_name("k"));
+    let pp = PostParams::default();
+    let classes = resource("karpenter.k8s.aws", "EC2NodeClass", "ec2nodeclasses");
+    let mut obj = DynamicObject::new(&class, &classes);
+    obj.data = json!({ "spec": {
+        "amiSelectorTerms": [{ "alias": "al2023@latest" }],
+        "role": "KarpenterNodeRole-inflate",
+        "subnetSelectorTerms": [{ "tags": { "karpenter.sh/discovery": "inflate" } }],
+        "securityGroupSelectorTerms": [{ "tags": { "karpenter.sh/discovery": "inflate" } }],
+    } });
+    Api::<DynamicObject>::all_with(client.clone(), &classes).create(&pp, &obj).await?;
+    let pools = resource("karpenter.sh", "NodePool", "nodepools");
+    let mut obj = DynamicObject::new(&nodepool, &pools);
+    obj.data = json!({ "spec": { "template": {
+        "metadata": { "labels": { "node-type": node_type } },
+        "spec": {
+            "nodeClassRef": { "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": class },
+            "requirements": [
+                { "key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"] },
+                { "key": "karpenter.k8s.aws/instance-cpu", "operator": "In", "values": ["2"] },
+            ],
+        },
+    } } });
+    Api::<DynamicObject>::all_with(client.clone(), &pools).create(&pp, &obj).await?;
+    let deployment: k8s_openapi::api::apps::v1::Deployment = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": { "name": "inflate" },
+        "spec": {
+            "replicas": 0,
+            "selector": { "matchLabels": { "app": "inflate" } },
+            "template": {
+                "metadata": { "labels": { "app": "inflate" } },
+                "spec": {
+                    "nodeSelector": { "node-type": node_type },
+                    "containers": [{ "name": "inflate", "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.7",
+                        "resources": { "requests": { "cpu": "1" } } }],
+                },
+            },
+        },
+    }))?;
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), &ns);
+    deployments.create(&pp, &deployment).await?;
+
+    let (health, metrics) = (free_port()?, free_port()?);
+    let lease_name = unique_name("carpentry-leader");
+    let controller = Controller::start(
+        env,
+        &[
+            "--kwok-registration-delay",
+            "1s",
+            "--health-port",
+            &health.to_string(),
+            "--metrics-port",
+            &metrics.to_string(),
+            "--leader-election-namespace",
+            &ns,
+            "--leader-election-name",
+            &lease_name,
+        ],
+    )?;
+    wait_for("/readyz to answer 200", TIMEOUT, || async {
+        Ok(matches!(get(health, "/readyz"), Ok((200, _))).then_some(()))
+    })
+    .await?;
+
+    let scaled = std::time::Instant::now();
+    let patch = json!({ "spec": { "replicas": 3 } });
+    deployments.patch("inflate", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch)).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let running = |want: usize| {
+        let pods = pods.clone();
+        async move {
+            let list = pods.list(&Default::default()).await?;
+            let running: Vec<(String, String)> = list
+                .items
+                .into_iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+                .map(|p| (p.metadata.name.unwrap_or_default(), p.spec.and_then(|s| s.node_name).unwrap_or_default()))
+                .collect();
+            Ok((running.len() == want).then_some(running))
+        }
+    };
+    let placed = wait_for("3 inflate pods Running", Duration::from_secs(120), || running(3))
+        .await
+        .with_context(|| format!("controller log:\n{}", controller.log()))?;
+    eprintln!("inflate 0 → 3: all Running {} ms after the scale-up", scaled.elapsed().as_millis());
+
+    let nodeclaims_api =
+        Api::<DynamicObject>::all_with(client.clone(), &resource("karpenter.sh", "NodeClaim", "nodeclaims"));
+    let ours = |list: Vec<DynamicObject>| -> Vec<DynamicObject> {
+        list.into_iter()
+            .filter(|nc| nc.metadata.labels.as_ref().and_then(|l| l.get("karpenter.sh/nodepool")) == Some(&nodepool))
+            .collect()
+    };
+    let claims = ours(nodeclaims_api.list(&Default::default()).await?.items);
+    ensure!(claims.len() == 3, "{} NodeClaims for 3 pods of 1 CPU on 2-vCPU types", claims.len());
+    let nodes_api: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    let mut pod_nodes: Vec<&str> = placed.iter().map(|(_, n)| n.as_str()).collect();
+    pod_nodes.sort();
+    pod_nodes.dedup();
+    ensure!(pod_nodes.len() == 3, "the pods share nodes: {placed:?}");
+    for nc in &claims {
+        let status = &nc.data["status"];
+        ensure!(status["providerID"].as_str().is_some_and(|p| p.starts_with("kwok://")), "{status}");
+        let node = nodes_api.get(status["nodeName"].as_str().context("no nodeName")?).await?;
+        let labels = node.metadata.labels.clone().unwrap_or_default();
+        ensure!(labels.get("karpenter.sh/initialized").map(String::as_str) == Some("true"), "{labels:?}");
+        ensure!(labels.get("node-type") == Some(&node_type), "{labels:?}");
+        let taints = node.spec.and_then(|s| s.taints).unwrap_or_default();
+        ensure!(!taints.iter().any(|t| t.key == "karpenter.sh/unregistered"), "still unregistered: {taints:?}");
+        ensure!(nc.metadata.finalizers.iter().flatten().any(|f| f == "karpenter.sh/termination"));
+        eprintln!(
+            "NodeClaim {}: {} {}",
+            nc.metadata.name.as_deref().unwrap_or_default(),
+            labels.get("node.kubernetes.io/instance-type").map_or("?", String::as_str),
+            labels.get("topology.kubernetes.io/zone").map_or("?", String::as_str)
+        );
+    }
+
+    // `kubectl delete node`: the NodeClaim and the Node go; the pod runs on a replacement.
+    let victim = pod_nodes[0].to_string();
+    nodes_api.delete(&victim, &Default::default()).await?;
+    wait_for("the deleted Node to go", TIMEOUT, || async {
+        Ok(nodes_api.get_opt(&victim).await?.is_none().then_some(()))
+    })
+    .await
+    .with_context(|| format!("controller log:\n{}", controller.log()))?;
+    let placed = wait_for("3 inflate pods Running again", Duration::from_secs(120), || running(3)).await?;
+    ensure!(!placed.iter().any(|(_, n)| *n == victim), "a pod still runs on {victim}");
+    let claims = ours(nodeclaims_api.list(&Default::default()).await?.items);
+    ensure!(claims.len() == 3, "{} NodeClaims after the replacement", claims.len());
+    ensure!(
+        !claims.iter().any(|nc| nc.data["status"]["nodeName"].as_str() == Some(victim.as_str())),
+        "the deleted Node's NodeClaim remains"
+    );
+
+    // Deleting the NodeClaims (after the workload) ends every Node; finalizers come off.
+    deployments.delete("inflate", &Default::default()).await?;
+    for nc in &claims {
+        nodeclaims_api.delete(nc.metadata.name.as_deref().unwrap_or_default(), &Default::default()).await?;
+    }
+    wait_for("the NodeClaims and their Nodes to go", TIMEOUT, || async {
+        let left = ours(nodeclaims_api.list(&Default::default()).await?.items).len();
+        let nodes = nodes_api.list(&Default::default()).await?.items;
+        let ours = nodes
+            .iter()
+            .filter(|n| n.metadata.labels.as_ref().and_then(|l| l.get("karpenter.sh/nodepool")) == Some(&nodepool));
+        Ok((left == 0 && ours.count() == 0).then_some(()))
+    })
+    .await
+    .with_context(|| format!("controller log:\n{}", controller.log()))?;
     Ok(())
 }

@@ -1,0 +1,167 @@
+//! The `kwok` cloud provider (upstream `kwok/cloudprovider`, sigs.k8s.io/karpenter v1.14.1): an
+//! "instance" is a Node object that KWOK (kwok.x-k8s.io) runs. Create takes core's launch choice
+//! over the embedded catalogue (the cheapest compatible offering; KWOK never runs out of capacity,
+//! so no offering becomes unavailable), and after the registration delay creates the Node:
+//! `spec.providerID=kwok://<name>`, the NodeClaim's labels with the instance type's, capacity and
+//! allocatable, the NodeClaim's taints and startup taints with `karpenter.sh/unregistered:NoExecute`,
+//! and the annotation `kwok.x-k8s.io/node: fake` that makes KWOK manage it (Ready, pods Running).
+//! Delete deletes that Node; the instance is gone when the Node is. An EC2NodeClass needs no AWS:
+//! it is Ready with one subnet per zone of `--region`, its condition saying it is simulated.
+//!
+//! Divergence (docs/divergences.md): upstream names the Node `<nodeclaim>-<random>`; here it is
+//! named after its NodeClaim, so a snapshot's names and the simulation's line up.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use carpentry_core::api::ec2nodeclass::{EC2NodeClassStatus, Subnet};
+use carpentry_core::api::{Condition, EC2NodeClass, NodeClaim};
+use carpentry_core::catalogue::InstanceType;
+use carpentry_core::labels;
+use carpentry_core::nodeclaim::lifecycle::Instance;
+use carpentry_core::scheduling::launch_for;
+use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus, Taint};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DeleteParams, PostParams};
+use tracing::{info, warn};
+
+use super::{CloudProvider, CreateError, Deletion};
+
+/// upstream kwok's providerID scheme.
+pub const PROVIDER_ID_PREFIX: &str = "kwok://";
+/// The annotation (and label) KWOK manages Nodes by.
+pub const KWOK_NODE: (&str, &str) = ("kwok.x-k8s.io/node", "fake");
+
+pub struct Kwok {
+    client: kube::Client,
+    region: String,
+    registration_delay: Duration,
+    /// NodeClaims deleted before their Node was made: the pending Node is not made.
+    cancelled: Arc<Mutex<HashSet<String>>>,
+}
+
+impl Kwok {
+    pub fn new(client: kube::Client, region: String, registration_delay: Duration) -> Kwok {
+        Kwok { client, region, registration_delay, cancelled: Arc::default() }
+    }
+}
+
+fn quantities(list: &carpentry_core::resources::ResourceList) -> BTreeMap<String, Quantity> {
+    list.iter().map(|(k, v)| (k.clone(), Quantity(v.to_string()))).collect()
+}
+
+/// The Node KWOK runs for `nodeclaim`'s `instance`.
+fn node_of(nodeclaim: &NodeClaim, instance: &Instance, region: &str) -> Node {
+    let name = nodeclaim.name().to_string();
+    let mut node_labels = instance.labels.clone();
+    node_labels.extend(nodeclaim.metadata.labels.clone().unwrap_or_default());
+    node_labels.insert(labels::HOSTNAME.into(), name.clone());
+    node_labels.insert(labels::TOPOLOGY_REGION.into(), region.to_string());
+    node_labels.insert(KWOK_NODE.0.into(), KWOK_NODE.1.into());
+    let mut taints: Vec<Taint> = nodeclaim.spec.taints.clone();
+    taints.extend(nodeclaim.spec.startup_taints.iter().cloned());
+    taints.push(carpentry_core::nodeclaim::lifecycle::unregistered_taint());
+    Node {
+        metadata: ObjectMeta {
+            name: Some(name),
+            labels: Some(node_labels),
+            annotations: Some([(KWOK_NODE.0.to_string(), KWOK_NODE.1.to_string())].into()),
+            ..Default::default()
+        },
+        spec: Some(NodeSpec {
+            provider_id: Some(instance.provider_id.clone()),
+            taints: Some(taints),
+            ..Default::default()
+        }),
+        status: Some(NodeStatus {
+            capacity: Some(quantities(&instance.capacity)),
+            allocatable: Some(quantities(&instance.allocatable)),
+            ..Default::default()
+        }),
+    }
+}
+
+impl CloudProvider for Kwok {
+    fn name(&self) -> &'static str {
+        "kwok"
+    }
+
+    async fn create(&self, nodeclaim: &NodeClaim, instance_types: &[InstanceType]) -> Result<Instance, CreateError> {
+        // KWOK has capacity for every offering: none is ever unavailable (upstream kwok's too).
+        let launch = launch_for(nodeclaim, instance_types, |_, _, _| false)?;
+        let name = nodeclaim.name().to_string();
+        let it = instance_types.iter().find(|it| it.name == launch.instance_type);
+        let instance = Instance::of_launch(&launch, it, format!("{PROVIDER_ID_PREFIX}{name}"));
+        let node = node_of(nodeclaim, &instance, &self.region);
+        let (client, delay, cancelled) = (self.client.clone(), self.registration_delay, self.cancelled.clone());
+        info!(nodeclaim = %name, instance_type = %launch.instance_type, zone = %launch.zone,
+            capacity_type = %launch.capacity_type, price = launch.price, "kwok: launched");
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            if cancelled.lock().map(|mut c| c.remove(&name)).unwrap_or(false) {
+                return;
+            }
+            let nodes: Api<Node> = Api::all(client);
+            match nodes.create(&PostParams::default(), &node).await {
+                Ok(_) => info!(node = %name, "kwok: the Node joined"),
+                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                Err(e) => warn!(node = %name, error = %carpentry_core::error_chain(&e), "kwok: cannot create the Node"),
+            }
+        });
+        Ok(instance)
+    }
+
+    /// Ready without AWS: one subnet per zone of `--region` in the catalogue, saying it is simulated.
+    fn nodeclass_status(&self, class: &EC2NodeClass, now: &str) -> Option<EC2NodeClassStatus> {
+        let zones = carpentry_core::Catalogue::embedded().zones(&self.region).unwrap_or_default();
+        let subnets: Vec<Subnet> = zones
+            .iter()
+            .map(|z| Subnet { id: format!("subnet-kwok-{}", z.name), zone: z.name.clone(), zone_id: z.id.clone() })
+            .collect();
+        let current = class.status.clone().unwrap_or_default();
+        let ready = current.conditions.iter().any(|c| c.type_ == "Ready" && c.is_true());
+        if ready && current.subnets == subnets {
+            return None;
+        }
+        let message = format!(
+            "simulated by carpentry-controller --cloud-provider kwok: no AWS; the zones of {} from the embedded catalogue",
+            self.region
+        );
+        let condition = Condition {
+            last_transition_time: Some(now.to_string()),
+            message: Some(message),
+            observed_generation: class.metadata.generation,
+            reason: Some("Simulated".into()),
+            status: "True".into(),
+            type_: "Ready".into(),
+        };
+        let mut conditions: Vec<Condition> = current.conditions.into_iter().filter(|c| c.type_ != "Ready").collect();
+        conditions.push(condition);
+        Some(EC2NodeClassStatus { subnets, conditions, ..current })
+    }
+
+    async fn delete(&self, nodeclaim: &NodeClaim) -> anyhow::Result<Deletion> {
+        let name = nodeclaim.name().to_string();
+        let provider_id = nodeclaim.status.as_ref().map(|s| s.provider_id.as_str()).unwrap_or_default();
+        let Some(node_name) = provider_id.strip_prefix(PROVIDER_ID_PREFIX) else {
+            // Never launched here: nothing to terminate.
+            return Ok(Deletion::Gone);
+        };
+        if let Ok(mut c) = self.cancelled.lock() {
+            c.insert(name);
+        }
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        match nodes.get_opt(node_name).await.context("kwok: read the Node")? {
+            None => Ok(Deletion::Gone),
+            Some(n) if n.metadata.deletion_timestamp.is_some() => Ok(Deletion::Terminating),
+            Some(_) => match nodes.delete(node_name, &DeleteParams::default()).await {
+                Ok(_) => Ok(Deletion::Terminating),
+                Err(kube::Error::Api(e)) if e.code == 404 => Ok(Deletion::Gone),
+                Err(e) => Err(e).context("kwok: delete the Node"),
+            },
+        }
+    }
+}

@@ -1,0 +1,51 @@
+//! Cloud providers: where a NodeClaim's instance comes from (upstream `cloudprovider.CloudProvider`).
+//! Which instance to launch is core's decision ([`carpentry_core::scheduling::launch_for`]); a
+//! provider carries it out and reports what runs. `kwok` makes KWOK Node objects; `aws` (EC2) is
+//! the next provider.
+
+pub mod kwok;
+
+use std::future::Future;
+
+use carpentry_core::api::ec2nodeclass::EC2NodeClassStatus;
+use carpentry_core::api::{EC2NodeClass, NodeClaim};
+use carpentry_core::catalogue::InstanceType;
+use carpentry_core::nodeclaim::lifecycle::Instance;
+use carpentry_core::scheduling::NoLaunch;
+
+/// Why `create` launched nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    /// Core found no offering to launch (upstream `InsufficientCapacityError`): the NodeClaim is
+    /// deleted and its pods are provisioned again.
+    #[error(transparent)]
+    NoLaunch(#[from] NoLaunch),
+}
+
+/// Where an instance is after `delete`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deletion {
+    /// No instance is left (upstream `NodeClaimNotFoundError`).
+    Gone,
+    /// Terminating; ask again.
+    Terminating,
+}
+
+pub trait CloudProvider: Send + Sync + 'static {
+    /// `kwok` or `aws`.
+    fn name(&self) -> &'static str;
+
+    /// Launches the instance for `nodeclaim` among `instance_types` (its NodePool's).
+    fn create(
+        &self,
+        nodeclaim: &NodeClaim,
+        instance_types: &[InstanceType],
+    ) -> impl Future<Output = Result<Instance, CreateError>> + Send;
+
+    /// The status an EC2NodeClass should have (its resolved subnets, conditions), from `now`
+    /// (RFC 3339) when a condition changes; `None` to leave it as it is.
+    fn nodeclass_status(&self, class: &EC2NodeClass, now: &str) -> Option<EC2NodeClassStatus>;
+
+    /// Terminates the NodeClaim's instance (idempotent).
+    fn delete(&self, nodeclaim: &NodeClaim) -> impl Future<Output = anyhow::Result<Deletion>> + Send;
+}

@@ -1,0 +1,266 @@
+//! Every write the reconcilers make, in one place: NodeClaims created, patched and deleted, Nodes
+//! patched and deleted, pods evicted and deleted, and events. With `--dry-run` nothing but events
+//! is written: each other write is logged as what it would have been, and counted.
+//!
+//! Patches are JSON merge patches carrying the object's `resourceVersion` (upstream's
+//! `MergeFromWithOptimisticLock`), so a write decided on a stale view fails with 409 and the next
+//! pass decides again.
+
+use anyhow::{Context, Result};
+use carpentry_core::api::NodeClaim;
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, EvictParams, Patch, PatchParams, PostParams};
+use kube::core::GroupVersionKind;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use serde_json::Value;
+use tracing::{debug, info, warn};
+
+/// The events' reporting controller, as upstream's.
+pub const REPORTER: &str = "karpenter";
+
+pub type Decisions = Family<Vec<(String, String)>, Counter>;
+
+#[derive(Clone)]
+pub struct Act {
+    client: kube::Client,
+    pub dry_run: bool,
+    recorder: Recorder,
+    /// `carpentry_decisions_total{reason}`.
+    pub decisions: Decisions,
+    nodeclaims: ApiResource,
+    nodeclasses: ApiResource,
+}
+
+/// What an eviction came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Eviction {
+    Evicted,
+    /// 429: a PodDisruptionBudget forbids it now (the API server's message names it).
+    Refused(String),
+    /// The pod is gone already.
+    Gone,
+}
+
+/// Whether a failed write is one the next pass resolves by itself (a stale view: 409 Conflict;
+/// the object is gone: 404).
+fn is_stale(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409 || s.code == 404)
+}
+
+pub fn pod_ref(p: &Pod) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: p.metadata.name.clone(),
+        namespace: Some(p.metadata.namespace.clone().unwrap_or_else(|| "default".into())),
+        uid: p.metadata.uid.clone(),
+        ..Default::default()
+    }
+}
+
+pub fn node_ref(n: &Node) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Node".into()),
+        name: n.metadata.name.clone(),
+        uid: n.metadata.uid.clone(),
+        ..Default::default()
+    }
+}
+
+pub fn nodeclaim_ref(nc: &NodeClaim) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(carpentry_core::api::KARPENTER_API_VERSION.into()),
+        kind: Some("NodeClaim".into()),
+        name: nc.metadata.name.clone(),
+        uid: nc.metadata.uid.clone(),
+        ..Default::default()
+    }
+}
+
+impl Act {
+    pub fn new(client: kube::Client, dry_run: bool, instance: String, decisions: Decisions) -> Act {
+        let reporter = Reporter { controller: REPORTER.into(), instance: Some(instance) };
+        let gvk = GroupVersionKind::gvk("karpenter.sh", "v1", "NodeClaim");
+        Act {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            dry_run,
+            decisions,
+            nodeclaims: ApiResource::from_gvk_with_plural(&gvk, "nodeclaims"),
+            nodeclasses: ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk("karpenter.k8s.aws", "v1", "EC2NodeClass"),
+                "ec2nodeclasses",
+            ),
+        }
+    }
+
+    fn nodeclaims(&self) -> Api<DynamicObject> {
+        Api::all_with(self.client.clone(), &self.nodeclaims)
+    }
+
+    /// Counts a decision and logs its structured reason.
+    pub fn decided(&self, reason: &str, detail: &Value) {
+        self.decisions.get_or_create(&vec![("reason".into(), reason.into())]).inc();
+        info!(reason, decision = %detail, dry_run = self.dry_run, "decision");
+    }
+
+    /// Publishes an event (also in dry-run: events are how a shadow controller reports). Repeats of
+    /// the same reason and message on the same object are counted into one event's series.
+    pub async fn event(&self, on: &ObjectReference, warning: bool, reason: &str, note: String, action: &str) {
+        let note = if self.dry_run { format!("dry run: {note}") } else { note };
+        let event = Event {
+            type_: if warning { EventType::Warning } else { EventType::Normal },
+            reason: reason.into(),
+            note: Some(note.chars().take(1000).collect()),
+            action: action.into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, on).await {
+            warn!(reason, object = ?on.name, error = %carpentry_core::error_chain(&e), "cannot publish an event");
+        }
+    }
+
+    /// Logs a failed write: a stale view quietly (the next pass decides again), else loudly.
+    fn failed(&self, what: &str, e: &kube::Error) {
+        if is_stale(e) {
+            debug!(what, error = %e, "write not applied (stale view); retried next pass");
+        } else {
+            warn!(what, error = %carpentry_core::error_chain(e), "write failed; retried next pass");
+        }
+    }
+
+    fn would(&self, what: &str, body: &Value) -> bool {
+        if self.dry_run {
+            info!(what, body = %body, "dry run: not written");
+        }
+        self.dry_run
+    }
+
+    /// Creates a NodeClaim (its name from `generateName`): the name, or `None` in dry-run or on
+    /// failure.
+    pub async fn create_nodeclaim(&self, nc: &NodeClaim) -> Result<Option<String>> {
+        let body = serde_json::to_value(nc).context("serialise the NodeClaim")?;
+        if self.would("create NodeClaim", &body) {
+            return Ok(None);
+        }
+        let object: DynamicObject = serde_json::from_value(body).context("the NodeClaim as an API object")?;
+        let created = self.nodeclaims().create(&PostParams::default(), &object).await.context("create a NodeClaim")?;
+        Ok(created.metadata.name)
+    }
+
+    pub async fn patch_nodeclaim(&self, name: &str, patch: Value) -> bool {
+        if self.would(&format!("patch NodeClaim {name}"), &patch) {
+            return false;
+        }
+        match self.nodeclaims().patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => true,
+            Err(e) => {
+                self.failed(&format!("patch NodeClaim {name}"), &e);
+                false
+            }
+        }
+    }
+
+    pub async fn patch_nodeclaim_status(&self, name: &str, patch: Value) -> bool {
+        if self.would(&format!("patch NodeClaim {name} status"), &patch) {
+            return false;
+        }
+        match self.nodeclaims().patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => true,
+            Err(e) => {
+                self.failed(&format!("patch NodeClaim {name} status"), &e);
+                false
+            }
+        }
+    }
+
+    pub async fn delete_nodeclaim(&self, name: &str) -> bool {
+        if self.would(&format!("delete NodeClaim {name}"), &Value::Null) {
+            return false;
+        }
+        match self.nodeclaims().delete(name, &DeleteParams::default()).await {
+            Ok(_) => true,
+            Err(e) => {
+                self.failed(&format!("delete NodeClaim {name}"), &e);
+                false
+            }
+        }
+    }
+
+    pub async fn patch_nodeclass_status(&self, name: &str, patch: Value) -> bool {
+        if self.would(&format!("patch EC2NodeClass {name} status"), &patch) {
+            return false;
+        }
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &self.nodeclasses);
+        match api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => true,
+            Err(e) => {
+                self.failed(&format!("patch EC2NodeClass {name} status"), &e);
+                false
+            }
+        }
+    }
+
+    pub async fn patch_node(&self, name: &str, patch: Value) -> bool {
+        if self.would(&format!("patch Node {name}"), &patch) {
+            return false;
+        }
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        match nodes.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => true,
+            Err(e) => {
+                self.failed(&format!("patch Node {name}"), &e);
+                false
+            }
+        }
+    }
+
+    pub async fn delete_node(&self, name: &str) -> bool {
+        if self.would(&format!("delete Node {name}"), &Value::Null) {
+            return false;
+        }
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        match nodes.delete(name, &DeleteParams::default()).await {
+            Ok(_) => true,
+            Err(e) => {
+                self.failed(&format!("delete Node {name}"), &e);
+                false
+            }
+        }
+    }
+
+    /// Evicts a pod through `pods/eviction`, which honours PodDisruptionBudgets.
+    pub async fn evict(&self, namespace: &str, name: &str) -> Option<Eviction> {
+        if self.would(&format!("evict Pod {namespace}/{name}"), &Value::Null) {
+            return None;
+        }
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        match pods.evict(name, &EvictParams::default()).await {
+            Ok(_) => Some(Eviction::Evicted),
+            Err(kube::Error::Api(s)) if s.code == 429 => Some(Eviction::Refused(s.message)),
+            Err(kube::Error::Api(s)) if s.code == 404 => Some(Eviction::Gone),
+            Err(e) => {
+                self.failed(&format!("evict Pod {namespace}/{name}"), &e);
+                None
+            }
+        }
+    }
+
+    /// Deletes a pod outright (the terminationGracePeriod has run out).
+    pub async fn delete_pod(&self, namespace: &str, name: &str) -> bool {
+        if self.would(&format!("delete Pod {namespace}/{name}"), &Value::Null) {
+            return false;
+        }
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        match pods.delete(name, &DeleteParams::default()).await {
+            Ok(_) => true,
+            Err(e) => {
+                self.failed(&format!("delete Pod {namespace}/{name}"), &e);
+                false
+            }
+        }
+    }
+}

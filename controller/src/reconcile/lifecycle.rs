@@ -1,0 +1,182 @@
+//! upstream `nodeclaim.lifecycle`: the termination finalizer first, then launch → registration →
+//! initialization, with liveness watching the first two. Every rule is core's
+//! ([`carpentry_core::nodeclaim::lifecycle`]); this file reads the view and writes the result.
+
+use carpentry_core::api::NodeClaim;
+use carpentry_core::labels;
+use carpentry_core::manifest::Manifests;
+use carpentry_core::nodeclaim::lifecycle::{self, phase, Liveness, NotRegistered, Phase};
+use k8s_openapi::api::core::v1::Node;
+use serde_json::json;
+use tracing::{debug, warn};
+
+use super::act::{node_ref, nodeclaim_ref};
+use super::Reconciler;
+use crate::cloud::{CloudProvider, CreateError};
+
+pub(super) fn has_finalizer(finalizers: &Option<Vec<String>>) -> bool {
+    finalizers.iter().flatten().any(|f| f == labels::TERMINATION_FINALIZER)
+}
+
+impl<P: CloudProvider> Reconciler<P> {
+    pub(super) async fn lifecycle(&mut self, m: &Manifests, nc: &NodeClaim, now: i64) {
+        let name = nc.name().to_string();
+        if !has_finalizer(&nc.metadata.finalizers) {
+            let mut finalizers = nc.metadata.finalizers.clone().unwrap_or_default();
+            finalizers.push(labels::TERMINATION_FINALIZER.into());
+            let rv = &nc.metadata.resource_version;
+            self.act
+                .patch_nodeclaim(&name, json!({"metadata": {"finalizers": finalizers, "resourceVersion": rv}}))
+                .await;
+            return;
+        }
+        match phase(nc) {
+            Phase::Launching => {
+                if self.liveness(nc, now).await {
+                    return;
+                }
+                self.launch(m, nc).await;
+            }
+            Phase::Launched => match lifecycle::node_for(nc, &m.nodes) {
+                Ok(node) => self.register(nc, node).await,
+                Err(NotRegistered::MultipleNodesFound { provider_id, count }) => {
+                    let note = format!("{count} Nodes have providerID {provider_id}; the NodeClaim cannot register");
+                    self.act.event(&nodeclaim_ref(nc), true, "MultipleNodesFound", note, "Register").await;
+                }
+                Err(_) => {
+                    self.liveness(nc, now).await;
+                }
+            },
+            Phase::Registered => {
+                if let Ok(node) = lifecycle::node_for(nc, &m.nodes) {
+                    self.initialize(nc, node).await;
+                }
+            }
+            Phase::Initialized | Phase::Terminating => {}
+        }
+    }
+
+    /// upstream `liveness.go`: true when the NodeClaim timed out and was deleted.
+    async fn liveness(&mut self, nc: &NodeClaim, now: i64) -> bool {
+        let Liveness::TimedOut(timeout) = lifecycle::liveness(nc, now) else { return false };
+        let note = format!(
+            "not {} after {} s: deleting the NodeClaim; its pods are provisioned again",
+            timeout.condition(),
+            timeout.after_seconds()
+        );
+        self.act.decided("LivenessTimeout", &json!({"nodeclaim": nc.name(), "timeout": timeout}));
+        self.act.event(&nodeclaim_ref(nc), true, "LivenessTimeout", note, "Delete").await;
+        self.act.delete_nodeclaim(nc.name()).await;
+        true
+    }
+
+    /// upstream `launch.go`: the cloud provider's instance (cached by UID), written onto the
+    /// NodeClaim. No launch possible → the NodeClaim is deleted (a new round provisions its pods).
+    async fn launch(&mut self, m: &Manifests, nc: &NodeClaim) {
+        let name = nc.name().to_string();
+        let uid = nc.metadata.uid.clone().unwrap_or_default();
+        let instance = match self.launched.get(&uid) {
+            Some((instance, _)) => instance.clone(),
+            None => {
+                let nodepool_name = nc.metadata.labels.as_ref().and_then(|l| l.get(labels::NODEPOOL));
+                let Some(nodepool) = nodepool_name.and_then(|n| m.nodepools.iter().find(|p| p.name() == n)) else {
+                    debug!(nodeclaim = %name, "no NodePool for the NodeClaim yet; not launched");
+                    return;
+                };
+                let Some(class) = m.nodeclass_for(nodepool) else {
+                    debug!(nodeclaim = %name, "no EC2NodeClass for the NodeClaim's NodePool yet; not launched");
+                    return;
+                };
+                let types = match self.catalogue.instance_types_shared(&self.region, &class.spec) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        warn!(nodeclaim = %name, error = %carpentry_core::error_chain(&e), "no instance types; not launched");
+                        return;
+                    }
+                };
+                if self.act.dry_run {
+                    self.act.decided("WouldLaunch", &json!({"nodeclaim": name}));
+                    return;
+                }
+                match self.cloud.create(nc, &types).await {
+                    Ok(instance) => {
+                        self.launched.insert(uid, (instance.clone(), std::time::Instant::now()));
+                        instance
+                    }
+                    Err(CreateError::NoLaunch(why)) => {
+                        self.act.decided("LaunchFailed", &json!({"nodeclaim": name, "why": why}));
+                        let note = format!("{why}: deleting the NodeClaim; its pods are provisioned again");
+                        self.act.event(&nodeclaim_ref(nc), true, "InsufficientCapacityError", note, "Launch").await;
+                        self.act.delete_nodeclaim(&name).await;
+                        return;
+                    }
+                }
+            }
+        };
+        let at = crate::clock::now_rfc3339();
+        let launched = lifecycle::launched(nc, &instance, &at);
+        self.act.decided(
+            "Launched",
+            &json!({"nodeclaim": name, "providerID": instance.provider_id,
+                "instanceType": instance.labels.get(labels::INSTANCE_TYPE),
+                "zone": instance.labels.get(labels::TOPOLOGY_ZONE),
+                "capacityType": instance.labels.get(labels::CAPACITY_TYPE)}),
+        );
+        // Status first: the providerID is what marks the launch done (the cache covers a failure).
+        if self.act.patch_nodeclaim_status(&name, json!({"status": launched.status})).await {
+            self.act.patch_nodeclaim(&name, json!({"metadata": {"labels": launched.metadata.labels}})).await;
+        }
+    }
+
+    /// upstream `registration.go`.
+    async fn register(&mut self, nc: &NodeClaim, node: &Node) {
+        let at = crate::clock::now_rfc3339();
+        let r = lifecycle::register(nc, node, &at);
+        let node_name = r.node.metadata.name.clone().unwrap_or_default();
+        if r.unregistered_taint_missing {
+            let note = format!("Node {node_name} joined without the karpenter.sh/unregistered:NoExecute taint");
+            self.act.event(&node_ref(node), true, "UnregisteredTaintMissing", note, "Register").await;
+        }
+        let meta = &r.node.metadata;
+        let patch = json!({
+            "metadata": {
+                "resourceVersion": node.metadata.resource_version,
+                "labels": meta.labels, "annotations": meta.annotations,
+                "finalizers": meta.finalizers, "ownerReferences": meta.owner_references,
+            },
+            "spec": {"taints": r.node.spec.as_ref().and_then(|s| s.taints.clone())},
+        });
+        if !self.act.patch_node(&node_name, patch).await {
+            return;
+        }
+        let status = r.nodeclaim.status.as_ref();
+        self.act.decided("Registered", &json!({"nodeclaim": nc.name(), "node": node_name}));
+        self.act
+            .patch_nodeclaim_status(
+                nc.name(),
+                json!({"status": {"nodeName": node_name, "conditions": status.map(|s| &s.conditions)}}),
+            )
+            .await;
+    }
+
+    /// upstream `initialization.go`.
+    async fn initialize(&mut self, nc: &NodeClaim, node: &Node) {
+        let at = crate::clock::now_rfc3339();
+        let (initialized, node_after) = match lifecycle::initialize(nc, node, &at) {
+            Ok(done) => done,
+            Err(why) => {
+                debug!(nodeclaim = %nc.name(), reason = why.reason(), "not initialized yet: {why}");
+                return;
+            }
+        };
+        let node_name = node.metadata.name.clone().unwrap_or_default();
+        // The labels as core leaves them (`karpenter.sh/initialized=true` added).
+        let patch = json!({"metadata": {"labels": node_after.metadata.labels}});
+        if !self.act.patch_node(&node_name, patch).await {
+            return;
+        }
+        self.act.decided("Initialized", &json!({"nodeclaim": nc.name(), "node": node_name}));
+        let conditions = initialized.status.as_ref().map(|s| &s.conditions);
+        self.act.patch_nodeclaim_status(nc.name(), json!({"status": {"conditions": conditions}})).await;
+    }
+}

@@ -1,0 +1,135 @@
+//! The reconcilers: core's decisions applied to the API server and the cloud at real times, as the
+//! simulation applies them to its world at simulated times. One loop on the leader reads the
+//! cluster view and runs, in upstream's order of concerns:
+//!
+//! - `lifecycle` (upstream `nodeclaim.lifecycle`): the termination finalizer, launch through the
+//!   cloud provider with the result cached by NodeClaim UID, registration, initialization,
+//!   liveness ([`carpentry_core::nodeclaim::lifecycle`]);
+//! - `termination` (upstream `node.termination` and the NodeClaim finalizer): the disrupted
+//!   taint, drain through the Eviction API in core's tiers ([`carpentry_core::termination`]),
+//!   instance deletion, finalizers removed;
+//! - `provisioning` (upstream `provisioner`): the batch window ([`carpentry_core::provisioning`]),
+//!   the Synced guard, core's scheduler, NodePool limits re-checked before each create,
+//!   nominations.
+//!
+//! Writes go through [`act::Act`], which in `--dry-run` reports what it would write and writes
+//! nothing but events.
+
+pub mod act;
+mod lifecycle;
+mod provisioning;
+mod termination;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use carpentry_core::manifest::Manifests;
+use carpentry_core::Catalogue;
+use tracing::{debug, warn};
+
+use crate::cloud::CloudProvider;
+use crate::leader::LeaderStatus;
+use crate::view::ClusterView;
+
+/// upstream: a launch result is cached this long by NodeClaim UID.
+const LAUNCH_CACHE_TTL: Duration = Duration::from_secs(60 * 60);
+/// The loop's cadence when nothing in the view changes.
+const TICK: Duration = Duration::from_secs(1);
+
+/// Everything the reconcilers share.
+pub struct Reconciler<P: CloudProvider> {
+    pub act: act::Act,
+    pub view: Arc<ClusterView>,
+    pub cloud: P,
+    pub leader: LeaderStatus,
+    pub region: String,
+    pub catalogue: &'static Catalogue,
+    /// Launch results by NodeClaim UID, so that a failed status write never launches twice.
+    launched: HashMap<String, (carpentry_core::nodeclaim::lifecycle::Instance, Instant)>,
+    provisioning: provisioning::State,
+    /// Pods a PodDisruptionBudget refused to evict: when to try again, and the backoff.
+    evictions: HashMap<carpentry_core::pod::PodRef, (Instant, Duration)>,
+    /// When the loop started (the batcher's clock counts milliseconds from it).
+    epoch: Instant,
+}
+
+impl<P: CloudProvider> Reconciler<P> {
+    pub fn new(act: act::Act, view: Arc<ClusterView>, cloud: P, leader: LeaderStatus, region: String) -> Self {
+        Reconciler {
+            act,
+            view,
+            cloud,
+            leader,
+            region,
+            catalogue: Catalogue::embedded(),
+            launched: HashMap::new(),
+            provisioning: provisioning::State::default(),
+            evictions: HashMap::new(),
+            epoch: Instant::now(),
+        }
+    }
+
+    /// Milliseconds since the loop started.
+    fn millis(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// Runs until `shutdown`: a pass on every change of the view, and at least every second.
+    pub async fn run(mut self, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+        let changed = self.view.changes();
+        loop {
+            tokio::select! {
+                _ = changed.notified() => {}
+                _ = tokio::time::sleep(TICK) => {}
+                _ = shutdown.changed() => return,
+            }
+            if *shutdown.borrow() {
+                return;
+            }
+            // Only the leader acts (the follower keeps its view warm).
+            if !self.leader.leading() || !self.view.unsynced().is_empty() {
+                continue;
+            }
+            let m = match self.view.manifests() {
+                Ok(m) => m,
+                Err(e) => {
+                    warn!(error = %carpentry_core::error_chain(&e), "the cluster view does not load; nothing is decided");
+                    continue;
+                }
+            };
+            self.pass(&m).await;
+        }
+    }
+
+    async fn pass(&mut self, m: &Manifests) {
+        let now = crate::clock::now_seconds();
+        self.launched.retain(|_, (_, at)| at.elapsed() < LAUNCH_CACHE_TTL);
+        self.nodeclasses(m).await;
+        for nc in &m.nodeclaims {
+            if nc.metadata.deletion_timestamp.is_some() {
+                self.finalize_nodeclaim(m, nc).await;
+            } else {
+                self.lifecycle(m, nc, now).await;
+            }
+        }
+        for node in &m.nodes {
+            if node.metadata.deletion_timestamp.is_some() {
+                self.terminate_node(m, node, now).await;
+            }
+        }
+        self.provision(m, now).await;
+        debug!("pass done");
+    }
+
+    /// The provider's EC2NodeClass reconciler (upstream AWS `nodeclass` controller): the status
+    /// written when it changes.
+    async fn nodeclasses(&mut self, m: &Manifests) {
+        let now = crate::clock::now_rfc3339();
+        for class in &m.nodeclasses {
+            if let Some(status) = self.cloud.nodeclass_status(class, &now) {
+                self.act.patch_nodeclass_status(class.name(), serde_json::json!({"status": status})).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! upstream `provisioner`: pods kube-scheduler marked unschedulable (and pods of nodes being
+//! deleted) open core's batch window ([`Batcher`]: 1 s idle, 10 s at most); when it closes, and
+//! the view is synced (upstream `Synced`: everything listed, every NodeClaim launched, every
+//! NodeClaim this controller created seen back), core's scheduler runs on the view. Each planned
+//! NodeClaim is created after the NodePool's limits are checked again; the pods get `Nominated`
+//! events, and pods core cannot place get `FailedScheduling` with core's headline. Every event
+//! ends with the command that explains it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use carpentry_core::manifest::Manifests;
+use carpentry_core::pod::{is_provisionable, PodRef};
+use carpentry_core::provisioning::{self, Batcher, BATCH_IDLE_MILLIS, BATCH_MAX_MILLIS};
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::json;
+use tracing::{info, warn};
+
+use super::act::pod_ref;
+use super::Reconciler;
+use crate::cloud::CloudProvider;
+
+/// upstream: a provisionable pod triggers the batcher again every 10 s while it stays so.
+const RETRIGGER_MILLIS: u64 = 10_000;
+/// How long a created NodeClaim may take to appear in the view before rounds go on without it.
+const AWAIT_CREATED_MILLIS: u64 = 30_000;
+
+#[derive(Debug, Default)]
+pub(super) struct State {
+    batcher: Batcher,
+    /// The provisionable pods of the last pass.
+    seen: BTreeSet<PodRef>,
+    last_trigger: Option<u64>,
+    /// NodeClaims created and not yet seen in the view, with when.
+    awaiting: Vec<(String, u64)>,
+    /// Why the last round waited (logged when it changes).
+    waiting_for: Option<String>,
+}
+
+fn explain(pod: &PodRef) -> String {
+    format!("kubectl karpenter explain pod {pod}")
+}
+
+impl<P: CloudProvider> Reconciler<P> {
+    pub(super) async fn provision(&mut self, m: &Manifests, now: i64) {
+        let ms = self.millis();
+        let provisionable: BTreeSet<PodRef> = m.pods.iter().filter(|p| is_provisionable(p)).map(PodRef::of).collect();
+        let deleting: BTreeSet<&str> = m
+            .nodes
+            .iter()
+            .filter(|n| n.metadata.deletion_timestamp.is_some() || carpentry_core::termination::is_disrupted(n))
+            .filter_map(|n| n.metadata.name.as_deref())
+            .collect();
+        let rescheduling = m.pods.iter().any(|p| {
+            p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| deleting.contains(n))
+                && carpentry_core::pod::reschedulable(p, &m.pdbs, Some(now))
+        });
+        let st = &mut self.provisioning;
+        let new = provisionable.iter().any(|p| !st.seen.contains(p));
+        let due = st.last_trigger.is_none_or(|t| ms.saturating_sub(t) >= RETRIGGER_MILLIS);
+        if new || ((!provisionable.is_empty() || rescheduling) && due) {
+            st.batcher.trigger(ms);
+            st.last_trigger = Some(ms);
+        }
+        st.seen = provisionable;
+        let Some(deadline) = st.batcher.deadline(BATCH_IDLE_MILLIS, BATCH_MAX_MILLIS) else { return };
+        if ms < deadline {
+            return;
+        }
+        st.awaiting.retain(|(name, at)| {
+            !m.nodeclaims.iter().any(|nc| nc.name() == name) && ms.saturating_sub(*at) < AWAIT_CREATED_MILLIS
+        });
+        let unlaunched = m.nodeclaims.iter().find(|nc| {
+            nc.metadata.deletion_timestamp.is_none() && nc.status.as_ref().is_none_or(|s| s.provider_id.is_empty())
+        });
+        let waiting = match (st.awaiting.first(), unlaunched) {
+            (Some((name, _)), _) => Some(format!("NodeClaim {name} to appear in the view")),
+            (None, Some(nc)) => Some(format!("NodeClaim {} to launch", nc.name())),
+            (None, None) => None,
+        };
+        if let Some(why) = waiting {
+            // upstream `Synced`: never decide on a view that may miss capacity (no runaway).
+            if st.waiting_for.as_ref() != Some(&why) {
+                info!(waiting_for = %why, "provisioning waits for the view to settle");
+                st.waiting_for = Some(why);
+            }
+            return;
+        }
+        st.waiting_for = None;
+        st.batcher.close();
+        self.round(m, now).await;
+    }
+
+    async fn round(&mut self, m: &Manifests, now: i64) {
+        // kube-scheduler has not given up on a pending pod that is not provisionable yet: leave it
+        // to kube-scheduler, as upstream does.
+        let mut view = m.clone();
+        view.pods.retain(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() || is_provisionable(p));
+        let prepared = match carpentry_core::input_from_manifests(&view, self.catalogue, Some(&self.region)) {
+            Ok(p) => p,
+            Err(e) => {
+                warn!(error = %carpentry_core::error_chain(&e), "the provisioning round cannot run");
+                return;
+            }
+        };
+        let mut input = prepared.input;
+        input.options.now = Some(now);
+        let results = carpentry_core::schedule(&input);
+        let pods: BTreeMap<PodRef, &Pod> = m.pods.iter().map(|p| (PodRef::of(p), p)).collect();
+        info!(
+            nodeclaims = results.nodeclaims.len(),
+            existing = results.existing_nodes.iter().map(|e| e.pods.len()).sum::<usize>(),
+            unschedulable = results.unschedulable.len(),
+            "provisioning round"
+        );
+        let mut nodeclaims = m.nodeclaims.clone();
+        for planned in &results.nodeclaims {
+            let Some(np_input) = input.nodepools.iter().find(|n| n.nodepool.name() == planned.nodepool) else {
+                continue;
+            };
+            let nodepool = &np_input.nodepool;
+            let class = m.nodeclass_for(nodepool).map(|c| c.spec.clone()).unwrap_or_default();
+            if let Some(over) = provisioning::exceeded(nodepool, &nodeclaims) {
+                self.act.decided("LimitExceeded", &json!(over));
+                for r in &planned.pods {
+                    if let Some(pod) = pods.get(r) {
+                        let note = format!("{over}; not creating a NodeClaim for this pod ({})", explain(r));
+                        self.act.event(&pod_ref(pod), true, "FailedScheduling", note, "Provision").await;
+                    }
+                }
+                continue;
+            }
+            let nc = provisioning::nodeclaim_for(planned, nodepool, &class);
+            let detail = json!({
+                "nodepool": planned.nodepool, "pods": planned.pods, "instanceTypes": planned.instance_type_options.len(),
+                "cheapest": planned.instance_type_options.first(), "launch": planned.launch,
+            });
+            let target = match self.act.create_nodeclaim(&nc).await {
+                Ok(Some(name)) => {
+                    self.act.decided("NodeClaimCreated", &detail);
+                    self.provisioning.awaiting.push((name.clone(), self.millis()));
+                    let mut seen = nc.clone();
+                    seen.metadata.name = Some(name.clone());
+                    nodeclaims.push(seen);
+                    format!("nodeclaim/{name}")
+                }
+                Ok(None) => {
+                    self.act.decided("NodeClaimCreated", &detail);
+                    format!("a new NodeClaim of NodePool {}", planned.nodepool)
+                }
+                Err(e) => {
+                    warn!(nodepool = %planned.nodepool, error = %format!("{e:#}"), "cannot create a NodeClaim");
+                    continue;
+                }
+            };
+            for r in &planned.pods {
+                if let Some(pod) = pods.get(r) {
+                    let note = format!("Pod should schedule on: {target} ({})", explain(r));
+                    self.act.event(&pod_ref(pod), false, "Nominated", note, "Provision").await;
+                }
+            }
+        }
+        for placement in &results.existing_nodes {
+            let kind = if m.nodes.iter().any(|n| n.metadata.name.as_deref() == Some(&placement.name)) {
+                "node"
+            } else {
+                "nodeclaim"
+            };
+            for r in &placement.pods {
+                if let Some(pod) = pods.get(r) {
+                    let note = format!("Pod should schedule on: {kind}/{} ({})", placement.name, explain(r));
+                    self.act.event(&pod_ref(pod), false, "Nominated", note, "Provision").await;
+                }
+            }
+        }
+        for u in &results.unschedulable {
+            self.act.decided("FailedScheduling", &json!({"pod": u.pod, "headline": u.explanation.headline()}));
+            if let Some(pod) = pods.get(&u.pod) {
+                let note = format!("{} ({})", u.explanation.headline(), explain(&u.pod));
+                self.act.event(&pod_ref(pod), true, "FailedScheduling", note, "Provision").await;
+            }
+        }
+    }
+}

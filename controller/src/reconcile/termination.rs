@@ -1,0 +1,168 @@
+//! Termination (upstream `node/termination` and the NodeClaim finalizer in
+//! `nodeclaim/lifecycle/controller.go::finalize`). Deleting either object ends both:
+//!
+//! - a deleting **Node** Karpenter manages: its NodeClaim is deleted too, the Node is tainted
+//!   `karpenter.sh/disrupted:NoSchedule`, drained in core's tiers through the Eviction API (a
+//!   PodDisruptionBudget's 429 is retried with backoff and reported), the instance is deleted, and
+//!   the finalizer comes off;
+//! - a deleting **NodeClaim**: its Node is deleted (and drained as above); once no Node is left
+//!   the instance is deleted until the provider says it is gone, and the finalizer comes off.
+
+use std::time::{Duration, Instant};
+
+use carpentry_core::api::NodeClaim;
+use carpentry_core::labels;
+use carpentry_core::manifest::Manifests;
+use carpentry_core::pod::PodRef;
+use k8s_openapi::api::core::v1::Node;
+use serde_json::json;
+use tracing::warn;
+
+use super::act::{node_ref, pod_ref, Eviction};
+use super::lifecycle::has_finalizer;
+use super::Reconciler;
+use crate::cloud::{CloudProvider, Deletion};
+
+/// upstream's eviction queue backs off per pod from 1 s to at most 10 s.
+const EVICTION_BACKOFF_MAX: Duration = Duration::from_secs(10);
+
+fn provider_id(nc: &NodeClaim) -> &str {
+    nc.status.as_ref().map(|s| s.provider_id.as_str()).unwrap_or_default()
+}
+
+fn node_provider_id(node: &Node) -> &str {
+    node.spec.as_ref().and_then(|s| s.provider_id.as_deref()).unwrap_or_default()
+}
+
+fn without_finalizer(finalizers: &Option<Vec<String>>) -> Vec<String> {
+    finalizers.iter().flatten().filter(|f| *f != labels::TERMINATION_FINALIZER).cloned().collect()
+}
+
+impl<P: CloudProvider> Reconciler<P> {
+    pub(super) async fn finalize_nodeclaim(&mut self, m: &Manifests, nc: &NodeClaim) {
+        if !has_finalizer(&nc.metadata.finalizers) {
+            return;
+        }
+        let id = provider_id(nc);
+        let nodes: Vec<&Node> = match id.is_empty() {
+            true => Vec::new(),
+            false => m.nodes.iter().filter(|n| node_provider_id(n) == id).collect(),
+        };
+        if !nodes.is_empty() {
+            for node in nodes.into_iter().filter(|n| n.metadata.deletion_timestamp.is_none()) {
+                let name = node.metadata.name.clone().unwrap_or_default();
+                self.act.decided("DeleteNode", &json!({"nodeclaim": nc.name(), "node": name}));
+                self.act.delete_node(&name).await;
+            }
+            return; // the Node's termination drains it; the NodeClaim waits for it to go
+        }
+        if self.act.dry_run {
+            return;
+        }
+        match self.cloud.delete(nc).await {
+            Ok(Deletion::Gone) => {
+                self.launched.remove(nc.metadata.uid.as_deref().unwrap_or_default());
+                self.act.decided("Terminated", &json!({"nodeclaim": nc.name(), "providerID": id}));
+                let patch = json!({"metadata": {
+                    "finalizers": without_finalizer(&nc.metadata.finalizers),
+                    "resourceVersion": nc.metadata.resource_version,
+                }});
+                self.act.patch_nodeclaim(nc.name(), patch).await;
+            }
+            Ok(Deletion::Terminating) => {}
+            Err(e) => warn!(nodeclaim = %nc.name(), error = %format!("{e:#}"), "instance deletion failed; retried"),
+        }
+    }
+
+    pub(super) async fn terminate_node(&mut self, m: &Manifests, node: &Node, now: i64) {
+        if !has_finalizer(&node.metadata.finalizers) {
+            return;
+        }
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let id = node_provider_id(node);
+        let nodeclaim = m.nodeclaims.iter().find(|nc| !id.is_empty() && provider_id(nc) == id);
+        if let Some(nc) = nodeclaim.filter(|nc| nc.metadata.deletion_timestamp.is_none()) {
+            self.act.decided("DeleteNodeClaim", &json!({"node": name, "nodeclaim": nc.name()}));
+            self.act.delete_nodeclaim(nc.name()).await;
+        }
+        if !carpentry_core::termination::is_disrupted(node) {
+            let mut list = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+            list.push(carpentry_core::termination::disrupted_taint());
+            let patch =
+                json!({"metadata": {"resourceVersion": node.metadata.resource_version}, "spec": {"taints": list}});
+            self.act.patch_node(&name, patch).await;
+            return; // drained on the next pass, once no new pod can land
+        }
+        // The grace period counts from the NodeClaim's deletion (upstream: its
+        // `karpenter.sh/nodeclaim-termination-timestamp`).
+        let grace_elapsed = nodeclaim.is_some_and(|nc| {
+            let deleted = nc.metadata.deletion_timestamp.as_ref().map(|t| t.0.as_second());
+            let grace = nc.spec.termination_grace_period.as_ref().map(|d| d.as_seconds());
+            matches!((deleted, grace), (Some(d), Some(g)) if now >= d + g as i64)
+        });
+        let pass = carpentry_core::termination::drain(&name, &m.pods, now, grace_elapsed);
+        let by_ref = |r: &PodRef| m.pods.iter().find(|p| PodRef::of(p) == *r);
+        for r in &pass.delete {
+            self.act
+                .decided("DeletePod", &json!({"node": name, "pod": r.to_string(), "why": "terminationGracePeriod"}));
+            self.act.delete_pod(&r.namespace, &r.name).await;
+        }
+        for r in &pass.held {
+            let note = format!(
+                "pod {r} has karpenter.sh/do-not-disrupt: it is not evicted before the NodeClaim's terminationGracePeriod \
+                 (kubectl karpenter explain node {name})"
+            );
+            self.act.event(&node_ref(node), true, "DisruptionBlocked", note, "Drain").await;
+        }
+        for r in &pass.evict {
+            if self.evictions.get(r).is_some_and(|(next, _)| Instant::now() < *next) {
+                continue;
+            }
+            match self.act.evict(&r.namespace, &r.name).await {
+                Some(Eviction::Evicted) => {
+                    self.evictions.remove(r);
+                    self.act.decided("Evicted", &json!({"node": name, "pod": r.to_string(), "tier": pass.tier}));
+                    if let Some(pod) = by_ref(r) {
+                        self.act
+                            .event(
+                                &pod_ref(pod),
+                                false,
+                                "Evicted",
+                                format!("Evicted pod: draining node {name}"),
+                                "Evict",
+                            )
+                            .await;
+                    }
+                }
+                Some(Eviction::Refused(message)) => {
+                    let backoff = self
+                        .evictions
+                        .get(r)
+                        .map_or(Duration::from_secs(1), |(_, b)| (*b * 2).min(EVICTION_BACKOFF_MAX));
+                    self.evictions.insert(r.clone(), (Instant::now() + backoff, backoff));
+                    let note = format!("evicting pod {r}: {message} (kubectl karpenter explain node {name})");
+                    self.act.event(&node_ref(node), true, "FailedDraining", note, "Evict").await;
+                }
+                Some(Eviction::Gone) | None => {}
+            }
+        }
+        if !pass.drained() || self.act.dry_run {
+            return;
+        }
+        if let Some(nc) = nodeclaim {
+            match self.cloud.delete(nc).await {
+                Ok(_) => {}
+                Err(e) => {
+                    warn!(node = %name, error = %format!("{e:#}"), "instance deletion failed; retried");
+                    return;
+                }
+            }
+        }
+        self.act.decided("Drained", &json!({"node": name}));
+        let patch = json!({"metadata": {
+            "finalizers": without_finalizer(&node.metadata.finalizers),
+            "resourceVersion": node.metadata.resource_version,
+        }});
+        self.act.patch_node(&name, patch).await;
+    }
+}
