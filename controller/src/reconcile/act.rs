@@ -132,6 +132,11 @@ impl Act {
         }
     }
 
+    /// Whether a write went through (a failure is logged by [`Self::failed`]).
+    fn applied<T>(&self, what: &str, result: Result<T, kube::Error>) -> bool {
+        result.map_err(|e| self.failed(what, &e)).is_ok()
+    }
+
     fn would(&self, what: &str, body: &Value) -> bool {
         if self.dry_run {
             info!(what, body = %body, "dry run: not written");
@@ -155,39 +160,30 @@ impl Act {
         if self.would(&format!("patch NodeClaim {name}"), &patch) {
             return false;
         }
-        match self.nodeclaims().patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-            Ok(_) => true,
-            Err(e) => {
-                self.failed(&format!("patch NodeClaim {name}"), &e);
-                false
-            }
-        }
+        self.applied(
+            &format!("patch NodeClaim {name}"),
+            self.nodeclaims().patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await,
+        )
     }
 
     pub async fn patch_nodeclaim_status(&self, name: &str, patch: Value) -> bool {
         if self.would(&format!("patch NodeClaim {name} status"), &patch) {
             return false;
         }
-        match self.nodeclaims().patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-            Ok(_) => true,
-            Err(e) => {
-                self.failed(&format!("patch NodeClaim {name} status"), &e);
-                false
-            }
-        }
+        self.applied(
+            &format!("patch NodeClaim {name} status"),
+            self.nodeclaims().patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await,
+        )
     }
 
     pub async fn delete_nodeclaim(&self, name: &str) -> bool {
         if self.would(&format!("delete NodeClaim {name}"), &Value::Null) {
             return false;
         }
-        match self.nodeclaims().delete(name, &DeleteParams::default()).await {
-            Ok(_) => true,
-            Err(e) => {
-                self.failed(&format!("delete NodeClaim {name}"), &e);
-                false
-            }
-        }
+        self.applied(
+            &format!("delete NodeClaim {name}"),
+            self.nodeclaims().delete(name, &DeleteParams::default()).await,
+        )
     }
 
     pub async fn patch_nodeclass_status(&self, name: &str, patch: Value) -> bool {
@@ -195,13 +191,10 @@ impl Act {
             return false;
         }
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &self.nodeclasses);
-        match api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-            Ok(_) => true,
-            Err(e) => {
-                self.failed(&format!("patch EC2NodeClass {name} status"), &e);
-                false
-            }
-        }
+        self.applied(
+            &format!("patch EC2NodeClass {name} status"),
+            api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await,
+        )
     }
 
     pub async fn patch_node(&self, name: &str, patch: Value) -> bool {
@@ -209,13 +202,10 @@ impl Act {
             return false;
         }
         let nodes: Api<Node> = Api::all(self.client.clone());
-        match nodes.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-            Ok(_) => true,
-            Err(e) => {
-                self.failed(&format!("patch Node {name}"), &e);
-                false
-            }
-        }
+        self.applied(
+            &format!("patch Node {name}"),
+            nodes.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await,
+        )
     }
 
     pub async fn delete_node(&self, name: &str) -> bool {
@@ -223,13 +213,7 @@ impl Act {
             return false;
         }
         let nodes: Api<Node> = Api::all(self.client.clone());
-        match nodes.delete(name, &DeleteParams::default()).await {
-            Ok(_) => true,
-            Err(e) => {
-                self.failed(&format!("delete Node {name}"), &e);
-                false
-            }
-        }
+        self.applied(&format!("delete Node {name}"), nodes.delete(name, &DeleteParams::default()).await)
     }
 
     /// Evicts a pod through `pods/eviction`, which honours PodDisruptionBudgets.
@@ -255,12 +239,6 @@ impl Act {
             return false;
         }
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-        match pods.delete(name, &DeleteParams::default()).await {
-            Ok(_) => true,
-            Err(e) => {
-                self.failed(&format!("delete Pod {namespace}/{name}"), &e);
-                false
-            }
-        }
+        self.applied(&format!("delete Pod {namespace}/{name}"), pods.delete(name, &DeleteParams::default()).await)
     }
 }
