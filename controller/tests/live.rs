@@ -43,6 +43,33 @@ fn resource(group: &str, kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1", kind), plural)
 }
 
+/// Creates an EC2NodeClass named `class` (discovery tag `tag`) and a NodePool named `nodepool` with
+/// `template` as its `spec.template` (its `spec.nodeClassRef` is filled in).
+async fn create_class_and_nodepool(
+    client: &Client,
+    class: &str,
+    tag: &str,
+    nodepool: &str,
+    mut template: serde_json::Value,
+) -> Result<()> {
+    let pp = PostParams::default();
+    let classes = resource("karpenter.k8s.aws", "EC2NodeClass", "ec2nodeclasses");
+    let mut obj = DynamicObject::new(class, &classes);
+    obj.data = json!({ "spec": {
+        "amiSelectorTerms": [{ "alias": "al2023@latest" }],
+        "role": format!("KarpenterNodeRole-{tag}"),
+        "subnetSelectorTerms": [{ "tags": { "karpenter.sh/discovery": tag } }],
+        "securityGroupSelectorTerms": [{ "tags": { "karpenter.sh/discovery": tag } }],
+    } });
+    Api::<DynamicObject>::all_with(client.clone(), &classes).create(&pp, &obj).await?;
+    template["spec"]["nodeClassRef"] = json!({ "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": class });
+    let pools = resource("karpenter.sh", "NodePool", "nodepools");
+    let mut obj = DynamicObject::new(nodepool, &pools);
+    obj.data = json!({ "spec": { "template": template } });
+    Api::<DynamicObject>::all_with(client.clone(), &pools).create(&pp, &obj).await?;
+    Ok(())
+}
+
 /// A port nothing listens on now.
 fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
@@ -116,22 +143,10 @@ async fn dry_run_watches_serves_a_snapshot_and_leads() -> Result<()> {
     let (class, nodepool) = (unique_name("ctl-class"), unique_name("ctl-np"));
     let pp = PostParams::default();
 
-    let classes = resource("karpenter.k8s.aws", "EC2NodeClass", "ec2nodeclasses");
-    let mut obj = DynamicObject::new(&class, &classes);
-    obj.data = json!({ "spec": {
-        "amiSelectorTerms": [{ "alias": "al2023@latest" }],
-        "role": "KarpenterNodeRole-live",
-        "subnetSelectorTerms": [{ "tags": { "karpenter.sh/discovery": "live" } }],
-        "securityGroupSelectorTerms": [{ "tags": { "karpenter.sh/discovery": "live" } }],
-    } });
-    Api::<DynamicObject>::all_with(client.clone(), &classes).create(&pp, &obj).await?;
-    let pools = resource("karpenter.sh", "NodePool", "nodepools");
-    let mut obj = DynamicObject::new(&nodepool, &pools);
-    obj.data = json!({ "spec": { "template": { "spec": {
-        "nodeClassRef": { "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": class },
+    let template = json!({ "spec": {
         "requirements": [{ "key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"] }],
-    } } } });
-    Api::<DynamicObject>::all_with(client.clone(), &pools).create(&pp, &obj).await?;
+    } });
+    create_class_and_nodepool(&client, &class, "live", &nodepool, template).await?;
     // Pending for good: no NodePool gives the label it selects.
     let pod: Pod = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -294,28 +309,16 @@ async fn inflate_provisions_nodes_and_a_deleted_node_is_replaced() -> Result<()>
     let ns = env.namespace(&client, "inflate").await?;
     let (class, nodepool, node_type) = (unique_name("inflate-class"), unique_name("inflate-np"), unique_name("k"));
     let pp = PostParams::default();
-    let classes = resource("karpenter.k8s.aws", "EC2NodeClass", "ec2nodeclasses");
-    let mut obj = DynamicObject::new(&class, &classes);
-    obj.data = json!({ "spec": {
-        "amiSelectorTerms": [{ "alias": "al2023@latest" }],
-        "role": "KarpenterNodeRole-inflate",
-        "subnetSelectorTerms": [{ "tags": { "karpenter.sh/discovery": "inflate" } }],
-        "securityGroupSelectorTerms": [{ "tags": { "karpenter.sh/discovery": "inflate" } }],
-    } });
-    Api::<DynamicObject>::all_with(client.clone(), &classes).create(&pp, &obj).await?;
-    let pools = resource("karpenter.sh", "NodePool", "nodepools");
-    let mut obj = DynamicObject::new(&nodepool, &pools);
-    obj.data = json!({ "spec": { "template": {
+    let template = json!({
         "metadata": { "labels": { "node-type": node_type } },
         "spec": {
-            "nodeClassRef": { "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": class },
             "requirements": [
                 { "key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"] },
                 { "key": "karpenter.k8s.aws/instance-cpu", "operator": "In", "values": ["2"] },
             ],
         },
-    } } });
-    Api::<DynamicObject>::all_with(client.clone(), &pools).create(&pp, &obj).await?;
+    });
+    create_class_and_nodepool(&client, &class, "inflate", &nodepool, template).await?;
     let deployment: k8s_openapi::api::apps::v1::Deployment = serde_json::from_value(json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": { "name": "inflate" },
