@@ -47,6 +47,30 @@ impl std::fmt::Display for DriftReason {
     }
 }
 
+impl DriftReason {
+    /// The reason of the `Drifted` condition (upstream's, for the AWS provider's the class-wide
+    /// `NodeClassDrift`).
+    pub fn condition_reason(self) -> &'static str {
+        match self {
+            DriftReason::NodePoolDrifted => "NodePoolDrifted",
+            DriftReason::RequirementsDrifted => "RequirementsDrifted",
+            DriftReason::AMIDrift => "AMIDrift",
+            DriftReason::NodeClassDrift => "NodeClassDrift",
+        }
+    }
+
+    /// A `Drifted` condition's reason read back; the AWS provider's other reasons (subnets,
+    /// security groups, capacity reservations) are the EC2NodeClass changing under the node.
+    pub fn of_condition_reason(reason: Option<&str>) -> DriftReason {
+        match reason {
+            Some("NodePoolDrifted") => DriftReason::NodePoolDrifted,
+            Some("RequirementsDrifted") => DriftReason::RequirementsDrifted,
+            Some("AMIDrift") => DriftReason::AMIDrift,
+            _ => DriftReason::NodeClassDrift,
+        }
+    }
+}
+
 fn fnv(value: &impl Serialize) -> String {
     let text = serde_json::to_string(value).unwrap_or_default();
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;

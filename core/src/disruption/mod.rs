@@ -7,16 +7,22 @@
 //! produces a [`Command`] wins. Every node that is not a candidate carries its
 //! [`candidates::Blocker`]s, every method that declines a node says why ([`Declined`], a
 //! [`Decline`] per node; `decline.rs` is the vocabulary at the bottom of the module). Expiration is not a method: expired NodeClaims are deleted regardless
-//! ([`expired`]). The simulation (`crate::simulation`) waits, validates and executes commands.
+//! ([`expired`]). What happens to a command next — the 15 s validation, waiting for its
+//! replacements, which verdicts are news — is `orchestration` (upstream `validation.go`,
+//! `orchestration/queue.go`); the simulation (`crate::simulation`) and the controller keep the
+//! commands and carry them out. `facts` reads a node's [`NodeFacts`] from the API objects (the
+//! controller's and a snapshot's view; the simulation keeps its own).
 
 pub(crate) mod balanced;
 pub(crate) mod budgets;
 pub(crate) mod candidates;
 pub(crate) mod consolidation;
 pub(crate) mod decline;
-pub(crate) mod drift;
+pub mod drift;
 pub mod explain;
+pub mod facts;
 mod methods;
+pub mod orchestration;
 pub(crate) mod pdb;
 
 use serde::Serialize;

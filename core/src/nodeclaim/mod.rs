@@ -5,6 +5,8 @@
 //! driving these same functions is what lets a simulation predict the controller.
 //!
 //! Module map: `lifecycle` [`nodeclaim/lifecycle`: `launch.go`, `registration.go`,
-//! `initialization.go`, `liveness.go`].
+//! `initialization.go`, `liveness.go`], `disruption` [`nodeclaim/disruption`: `drift.go`,
+//! `consolidation.go`; `nodeclaim/podevents`].
 
+pub mod disruption;
 pub mod lifecycle;

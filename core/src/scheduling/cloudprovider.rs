@@ -155,6 +155,30 @@ pub fn launch_for(
         .ok_or(NoLaunch::InsufficientCapacity { types: types.len() })
 }
 
+/// The offering a node's labels name (instance type, zone, capacity type), as a [`Launch`]:
+/// what a running node costs. `None` when the labels name no catalogue offering.
+pub fn launch_from_labels(
+    catalogue: &crate::catalogue::Catalogue,
+    region: &str,
+    node_labels: &BTreeMap<String, String>,
+) -> Option<Launch> {
+    let instance_type = node_labels.get(crate::labels::INSTANCE_TYPE)?;
+    let zone = node_labels.get(crate::labels::TOPOLOGY_ZONE)?;
+    let capacity_type =
+        node_labels.get(crate::labels::CAPACITY_TYPE).map_or(crate::labels::CAPACITY_TYPE_ON_DEMAND, String::as_str);
+    let types = catalogue.instance_types_shared(region, &crate::api::ec2nodeclass::EC2NodeClassSpec::default()).ok()?;
+    let it = types.iter().find(|it| &it.name == instance_type)?;
+    let o = it.offerings.iter().find(|o| &o.zone == zone && o.capacity_type.as_str() == capacity_type)?;
+    Some(Launch {
+        instance_type: it.name.clone(),
+        zone: o.zone.clone(),
+        capacity_type: capacity_type.to_string(),
+        price: o.price,
+        price_synthetic: matches!(o.price_source, PriceSource::SyntheticSpot),
+        reservation_id: None,
+    })
+}
+
 /// [`launch`] over `types` as they are (their availability already marked), without reservations.
 pub fn launch_among(requirements: &Requirements, requests: &ResourceList, types: &[InstanceType]) -> Option<Launch> {
     let packed: Vec<Packed> = types.iter().map(|it| Packed::new(it.allocatable())).collect();

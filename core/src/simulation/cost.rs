@@ -6,10 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::api::ec2nodeclass::EC2NodeClassSpec;
-use crate::catalogue::{Catalogue, PriceSource};
-use crate::labels;
-use crate::scheduling::cloudprovider::Launch;
+use crate::catalogue::Catalogue;
 
 use super::SimTime;
 
@@ -95,34 +92,14 @@ impl Ledger {
 /// The price of a node from its labels (instance type, zone, capacity type) in the catalogue:
 /// (USD per hour, synthetic). `None` when the labels do not name a catalogue offering.
 pub fn node_price(catalogue: &Catalogue, region: &str, node_labels: &BTreeMap<String, String>) -> Option<(f64, bool)> {
-    launch_from_labels(catalogue, region, node_labels).map(|l| (l.price, l.price_synthetic))
-}
-
-/// The offering a node's labels name, as a [`Launch`].
-pub fn launch_from_labels(
-    catalogue: &Catalogue,
-    region: &str,
-    node_labels: &BTreeMap<String, String>,
-) -> Option<Launch> {
-    let instance_type = node_labels.get(labels::INSTANCE_TYPE)?;
-    let zone = node_labels.get(labels::TOPOLOGY_ZONE)?;
-    let capacity_type = node_labels.get(labels::CAPACITY_TYPE).map_or(labels::CAPACITY_TYPE_ON_DEMAND, String::as_str);
-    let types = catalogue.instance_types_shared(region, &EC2NodeClassSpec::default()).ok()?;
-    let it = types.iter().find(|it| &it.name == instance_type)?;
-    let o = it.offerings.iter().find(|o| &o.zone == zone && o.capacity_type.as_str() == capacity_type)?;
-    Some(Launch {
-        instance_type: it.name.clone(),
-        zone: o.zone.clone(),
-        capacity_type: capacity_type.to_string(),
-        price: o.price,
-        price_synthetic: matches!(o.price_source, PriceSource::SyntheticSpot),
-        reservation_id: None,
-    })
+    crate::scheduling::cloudprovider::launch_from_labels(catalogue, region, node_labels)
+        .map(|l| (l.price, l.price_synthetic))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::labels;
 
     #[test]
     fn spending_integrates_the_rate() {

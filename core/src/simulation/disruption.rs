@@ -9,22 +9,23 @@
 //! `Unconsolidatable`), not on every pass: a pass that decides the same thing is not a new
 //! decision.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
 use crate::api::nodepool::BudgetReason;
+use crate::disruption::orchestration::{self, Progress, Verdict};
 use crate::disruption::{self as rules, Command, NodeFacts, View};
 
 use super::events::{Involved, Reason};
 use super::{Duration, SimTime, Simulation, Timer};
 
 /// upstream: the loop polls every 10 s when it has nothing to do.
-pub const POLL: Duration = Duration::secs(10);
+pub const POLL: Duration = Duration::secs(orchestration::POLL_SECONDS as u64);
 /// upstream `commandValidationDelay`.
-pub const VALIDATION: Duration = Duration::secs(15);
+pub const VALIDATION: Duration = Duration::secs(orchestration::VALIDATION_SECONDS as u64);
 /// upstream: a nomination lasts max(2 × batch max, 10 s).
-pub const NOMINATION: Duration = Duration::secs(20);
+pub const NOMINATION: Duration = Duration::secs(orchestration::NOMINATION_SECONDS as u64);
 
 /// A disruption carried out: a command the loop executed, or an expiration.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -293,33 +294,16 @@ impl Simulation {
     }
 
     fn log_verdicts(&mut self, pass: &rules::Pass) {
-        let mut seen = BTreeMap::new();
-        // A new node not initialized yet, or one already being disrupted, is not news.
-        let mut routine = BTreeSet::new();
-        for (node, blockers) in &pass.blocked {
-            let texts: Vec<String> = blockers.iter().map(ToString::to_string).collect();
-            if blockers.iter().all(|b| matches!(b, rules::Blocker::NotInitialized | rules::Blocker::Deleting)) {
-                routine.insert(node.clone());
-            }
-            seen.insert(node.clone(), (texts.join("; "), Reason::DisruptionBlocked { blockers: texts }));
-        }
-        for d in &pass.declined {
-            for (node, why) in &d.nodes {
-                seen.entry(node.clone()).or_insert_with(|| {
-                    (
-                        format!("{:?}: {why}", d.method),
-                        Reason::Unconsolidatable { method: format!("{:?}", d.method), why: why.to_string() },
-                    )
-                });
-            }
-        }
-        for (node, (text, reason)) in seen {
-            if self.disruption.logged.get(&node) != Some(&text) {
-                self.disruption.logged.insert(node.clone(), text);
-                if !routine.contains(&node) {
-                    self.emit(Involved::node(&node), reason);
+        for (node, verdict) in orchestration::news(pass, &mut self.disruption.logged) {
+            let reason = match verdict {
+                Verdict::Blocked { blockers } => {
+                    Reason::DisruptionBlocked { blockers: blockers.iter().map(ToString::to_string).collect() }
                 }
-            }
+                Verdict::Unconsolidatable { method, why } => {
+                    Reason::Unconsolidatable { method: format!("{method:?}"), why }
+                }
+            };
+            self.emit(Involved::node(&node), reason);
         }
     }
 
@@ -328,35 +312,18 @@ impl Simulation {
     pub(super) fn validate_command(&mut self) {
         let Some(cmd) = self.disruption.validating.take() else { return };
         self.detect_drift();
-        let pass = self.decide();
-        match pass.command {
-            Some(again) if again.method == cmd.method && again.candidates == cmd.candidates => {
+        match orchestration::validate(&cmd, self.decide()) {
+            Ok(again) => {
                 self.execute(again);
                 self.schedule_timer(self.now, Timer::Disruption);
             }
-            other => {
-                // The most concrete reason first: a candidate that is blocked now says by what.
-                let blocked: Vec<String> = pass
-                    .blocked
-                    .iter()
-                    .filter(|(node, _)| cmd.candidates.contains(node))
-                    .map(|(node, blockers)| {
-                        let texts: Vec<String> = blockers.iter().map(ToString::to_string).collect();
-                        format!("{node} is no longer a candidate: {}", texts.join("; "))
-                    })
-                    .collect();
-                let why = match other {
-                    _ if !blocked.is_empty() => blocked.join("; "),
-                    Some(c) if c.method != cmd.method => format!("churn: {:?} now acts first", c.method),
-                    Some(_) => "churn: a different set of nodes would be chosen now".to_string(),
-                    None => "the nodes are no longer candidates, or their pods would not move the same way".to_string(),
-                };
+            Err(rejection) => {
                 self.emit(
                     Involved::node(cmd.candidates.first().map(String::as_str).unwrap_or_default()),
                     Reason::DisruptionRejected {
                         method: format!("{:?}", cmd.method),
                         nodes: cmd.candidates.clone(),
-                        why,
+                        why: rejection.to_string(),
                     },
                 );
                 self.schedule_timer(self.now.plus(POLL), Timer::Disruption);
@@ -448,9 +415,10 @@ impl Simulation {
     pub(super) fn progress_commands(&mut self) {
         let executing = std::mem::take(&mut self.disruption.executing);
         for e in executing {
-            let gone = e.replacements.iter().any(|r| !self.machines.contains_key(r));
-            let ready = e.replacements.iter().all(|r| self.machines.get(r).is_some_and(|m| m.initialized.is_some()));
-            if gone {
+            let progress = orchestration::progress(
+                e.replacements.iter().map(|r| self.machines.get(r).map(|m| m.initialized.is_some())),
+            );
+            if progress == Progress::Abandoned {
                 for node in &e.command.candidates {
                     self.untaint_disrupted(node);
                     if let Some(nc) = self.machine_of(node) {
@@ -466,7 +434,7 @@ impl Simulation {
                         why: "a replacement NodeClaim was deleted before it was ready".into(),
                     },
                 );
-            } else if ready {
+            } else if progress == Progress::Ready {
                 for node in &e.command.candidates {
                     if let Some(nc) = self.machine_of(node) {
                         self.terminate(&nc, &format!("disruption: {} ({})", e.command.reason.as_str(), e.command.why));

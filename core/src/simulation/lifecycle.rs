@@ -491,20 +491,11 @@ impl Simulation {
                 // Not launched: upstream would launch it; we leave it to the rounds (noted by them).
                 continue;
             }
-            let launch = crate::simulation::cost::launch_from_labels(self.catalogue, &self.region, &labels);
+            let launch = crate::scheduling::cloudprovider::launch_from_labels(self.catalogue, &self.region, &labels);
             let initialized = node.is_some();
             let condition = |kind: &str| status.conditions.iter().find(|c| c.type_ == kind && c.status == "True");
-            let drifted = condition(conditions::DRIFTED).map(|c| {
-                let reason = match c.reason.as_deref() {
-                    Some("NodePoolDrifted") => DriftReason::NodePoolDrifted,
-                    Some("RequirementsDrifted") => DriftReason::RequirementsDrifted,
-                    Some("AMIDrift") => DriftReason::AMIDrift,
-                    // The AWS provider's other reasons (subnets, security groups, capacity
-                    // reservations) are the EC2NodeClass changing under the node.
-                    _ => DriftReason::NodeClassDrift,
-                };
-                (reason, epoch_of(&c.last_transition_time))
-            });
+            let drifted = condition(conditions::DRIFTED)
+                .map(|c| (DriftReason::of_condition_reason(c.reason.as_deref()), epoch_of(&c.last_transition_time)));
             let before_start = BeforeStart {
                 created: nc.metadata.creation_timestamp.as_ref().map(|t| t.0.as_second().min(start)),
                 initialized: condition(conditions::INITIALIZED).and_then(|c| epoch_of(&c.last_transition_time)),

@@ -1,0 +1,219 @@
+//! The NodeClaim disruption conditions (upstream `nodeclaim/disruption/controller.go`,
+//! `drift.go`, `consolidation.go`) and `status.lastPodEventTime` (upstream `nodeclaim/podevents`),
+//! as decisions: each returns the NodeClaim's conditions as they should become, or `None` when
+//! nothing changes. The disruption methods read the facts these record
+//! (`crate::disruption::facts`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::api::nodeclaim::{conditions, NodeClaim};
+use crate::api::nodepool::NodePool;
+use crate::api::time::parse_time;
+use crate::api::Condition;
+use crate::disruption::drift::Expected;
+use crate::pod::PodRef;
+
+/// upstream `podevents`: a NodeClaim's `lastPodEventTime` is written at most this often.
+pub const POD_EVENT_DEDUPE_SECONDS: i64 = 10;
+
+fn conditions_of(nc: &NodeClaim) -> Vec<Condition> {
+    nc.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default()
+}
+
+/// Sets `type_` True with `reason` (the transition time moves only when the status changes), or
+/// clears it (`None`); the new list when it differs.
+fn set(nc: &NodeClaim, type_: &str, reason: Option<&str>, at: &str) -> Option<Vec<Condition>> {
+    let mut list = conditions_of(nc);
+    let before = list.clone();
+    match reason {
+        None => list.retain(|c| c.type_ != type_),
+        Some(reason) => {
+            let existing = list.iter_mut().find(|c| c.type_ == type_);
+            match existing {
+                Some(c) if c.is_true() => c.reason = Some(reason.to_string()),
+                _ => {
+                    list.retain(|c| c.type_ != type_);
+                    list.push(Condition {
+                        last_transition_time: Some(at.to_string()),
+                        message: None,
+                        observed_generation: None,
+                        reason: Some(reason.to_string()),
+                        status: "True".into(),
+                        type_: type_.to_string(),
+                    });
+                }
+            }
+        }
+    }
+    (list != before).then_some(list)
+}
+
+fn launched(nc: &NodeClaim) -> bool {
+    nc.status.as_ref().is_some_and(|s| !s.provider_id.is_empty())
+}
+
+/// upstream `drift.go`: a launched NodeClaim is `Drifted` (with the reason) while it differs from
+/// what its NodePool and EC2NodeClass would make now; the condition is cleared when it no longer
+/// does. `expected`: `None` when the NodePool is gone (nothing changes).
+pub fn drifted(nc: &NodeClaim, expected: Option<&Expected>, at: &str) -> Option<Vec<Condition>> {
+    if !launched(nc) || nc.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let reason = expected?.drifted(nc);
+    set(nc, conditions::DRIFTED, reason.map(|r| r.condition_reason()), at)
+}
+
+/// upstream `consolidation.go`: an initialized NodeClaim is `Consolidatable` once its NodePool's
+/// `consolidateAfter` has passed since its last pod event (else since it initialized); never with
+/// `consolidateAfter: Never`.
+pub fn consolidatable(nc: &NodeClaim, nodepool: &NodePool, now: i64, at: &str) -> Option<Vec<Condition>> {
+    if nc.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let initialized = conditions_of(nc)
+        .into_iter()
+        .find(|c| c.type_ == conditions::INITIALIZED && c.is_true())
+        .and_then(|c| c.last_transition_time.as_deref().and_then(parse_time));
+    let last_event = nc.status.as_ref().and_then(|s| s.last_pod_event_time.as_deref()).and_then(parse_time);
+    let since = match (last_event, initialized) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    let quiet = match (nodepool.spec.disruption.consolidate_after.as_seconds(), since, initialized) {
+        (Some(after), Some(since), Some(_)) => now >= since + after as i64,
+        _ => false,
+    };
+    set(nc, conditions::CONSOLIDATABLE, quiet.then_some(conditions::CONSOLIDATABLE), at)
+}
+
+/// upstream `queue.go`: a candidate's NodeClaim carries `DisruptionReason` (the budget reason:
+/// `Empty`, `Drifted`, `Underutilized`) while its command runs; cleared (`None`) when the command
+/// is abandoned.
+pub fn disruption_reason(nc: &NodeClaim, reason: Option<&str>, at: &str) -> Option<Vec<Condition>> {
+    set(nc, conditions::DISRUPTION_REASON, reason, at)
+}
+
+/// What `podevents` tracks of a pod: the node it is bound to, and whether it is over (terminal or
+/// terminating).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PodMarks(BTreeMap<PodRef, (String, bool)>);
+
+impl PodMarks {
+    pub fn of(pods: &[Pod]) -> PodMarks {
+        PodMarks(
+            pods.iter()
+                .filter_map(|p| {
+                    let node = p.spec.as_ref()?.node_name.clone()?;
+                    let over = p.metadata.deletion_timestamp.is_some() || !crate::pod::is_active(p);
+                    Some((PodRef::of(p), (node, over)))
+                })
+                .collect(),
+        )
+    }
+
+    /// The nodes that had a pod event between `self` and `now` (upstream: a pod bound, turning
+    /// terminal or starting to terminate; a pod gone without being seen terminating counts too).
+    pub fn events(&self, now: &PodMarks) -> BTreeSet<String> {
+        let mut nodes = BTreeSet::new();
+        for (pod, (node, over)) in &now.0 {
+            match self.0.get(pod) {
+                Some((was, was_over)) if was == node && *was_over == *over => {}
+                _ => {
+                    nodes.insert(node.clone());
+                }
+            }
+        }
+        for (pod, (node, _)) in &self.0 {
+            if !now.0.contains_key(pod) {
+                nodes.insert(node.clone());
+            }
+        }
+        nodes
+    }
+}
+
+/// Whether a pod event at `now` is written to the NodeClaim (upstream's dedupe).
+pub fn records_pod_event(nc: &NodeClaim, now: i64) -> bool {
+    let last = nc.status.as_ref().and_then(|s| s.last_pod_event_time.as_deref()).and_then(parse_time);
+    last.is_none_or(|t| now - t >= POD_EVENT_DEDUPE_SECONDS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nodeclaim(yaml: &str) -> NodeClaim {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    const LAUNCHED: &str = r#"
+apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata: {name: a, labels: {karpenter.sh/nodepool: default}, annotations: {karpenter.sh/nodepool-hash: old}}
+spec: {nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}, requirements: []}
+status:
+  providerID: kwok://a
+  conditions:
+  - {type: Initialized, status: "True", reason: Initialized, lastTransitionTime: "2026-01-01T00:00:00Z"}
+"#;
+
+    fn nodepool(consolidate_after: &str) -> NodePool {
+        serde_yaml::from_str(&format!(
+            r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {{name: default}}
+spec:
+  disruption: {{consolidateAfter: {consolidate_after}}}
+  template: {{spec: {{nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}, requirements: []}}}}
+"#
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn drift_is_set_with_its_reason_and_cleared_when_it_is_gone() {
+        let nc = nodeclaim(LAUNCHED);
+        let np = nodepool("0s");
+        let expected = Expected::new(&np, &Default::default());
+        let set = drifted(&nc, Some(&expected), "2026-01-01T01:00:00Z").expect("drifted");
+        let c = set.iter().find(|c| c.type_ == conditions::DRIFTED).unwrap();
+        assert_eq!(c.reason.as_deref(), Some("NodePoolDrifted"));
+        let mut again = nc.clone();
+        again.status.as_mut().unwrap().conditions = set;
+        assert_eq!(drifted(&again, Some(&expected), "2026-01-01T02:00:00Z"), None, "no change, no write");
+        let stamps = crate::disruption::drift::stamps(&np, &Default::default());
+        again.metadata.annotations = Some(stamps);
+        let cleared = drifted(&again, Some(&expected), "2026-01-01T02:00:00Z").expect("cleared");
+        assert!(cleared.iter().all(|c| c.type_ != conditions::DRIFTED));
+        assert_eq!(drifted(&nc, None, "x"), None, "no NodePool: unchanged");
+    }
+
+    #[test]
+    fn consolidatable_after_the_quiet_window() {
+        let nc = nodeclaim(LAUNCHED);
+        let t0 = parse_time("2026-01-01T00:00:00Z").unwrap();
+        assert_eq!(consolidatable(&nc, &nodepool("30s"), t0 + 29, "x"), None);
+        let set = consolidatable(&nc, &nodepool("30s"), t0 + 30, "x").expect("set");
+        assert!(set.iter().any(|c| c.type_ == conditions::CONSOLIDATABLE && c.is_true()));
+        assert_eq!(consolidatable(&nc, &nodepool("Never"), t0 + 3600, "x"), None);
+    }
+
+    #[test]
+    fn pod_events_are_binds_endings_and_disappearances() {
+        let pod = |name: &str, node: &str, phase: &str| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"nodeName": node, "containers": []},
+                "status": {"phase": phase},
+            }))
+            .unwrap()
+        };
+        let before = PodMarks::of(&[pod("a", "n1", "Running"), pod("b", "n2", "Running")]);
+        assert!(before.events(&before).is_empty());
+        let after = PodMarks::of(&[pod("a", "n1", "Succeeded"), pod("c", "n3", "Running")]);
+        assert_eq!(before.events(&after), BTreeSet::from(["n1".into(), "n2".into(), "n3".into()]));
+    }
+}
