@@ -345,6 +345,9 @@ async fn inflate_provisions_nodes_and_a_deleted_node_is_replaced() -> Result<()>
         &[
             "--kwok-registration-delay",
             "1s",
+            // Its pods only: the dry-run test's pending pod is not this controller's to provision.
+            "--namespace",
+            &ns,
             "--health-port",
             &health.to_string(),
             "--metrics-port",
@@ -432,20 +435,60 @@ async fn inflate_provisions_nodes_and_a_deleted_node_is_replaced() -> Result<()>
         "the deleted Node's NodeClaim remains"
     );
 
-    // Deleting the NodeClaims (after the workload) ends every Node; finalizers come off.
-    deployments.delete("inflate", &Default::default()).await?;
-    for nc in &claims {
-        nodeclaims_api.delete(nc.metadata.name.as_deref().unwrap_or_default(), &Default::default()).await?;
-    }
-    wait_for("the NodeClaims and their Nodes to go", TIMEOUT, || async {
-        let left = ours(nodeclaims_api.list(&Default::default()).await?.items).len();
+    // Scaled to 0: the nodes are empty, and emptiness removes them at the default budget's pace
+    // (10% of 3 nodes: one at a time), each after its 15 s validation.
+    let patch = json!({ "spec": { "replicas": 0 } });
+    let emptied = std::time::Instant::now();
+    deployments.patch("inflate", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch)).await?;
+    let nodes_of_pool = || async {
         let nodes = nodes_api.list(&Default::default()).await?.items;
-        let ours = nodes
+        let ours: Vec<k8s_openapi::api::core::v1::Node> = nodes
+            .into_iter()
+            .filter(|n| n.metadata.labels.as_ref().and_then(|l| l.get("karpenter.sh/nodepool")) == Some(&nodepool))
+            .collect();
+        anyhow::Ok(ours)
+    };
+    let before: Vec<String> = nodes_of_pool().await?.into_iter().filter_map(|n| n.metadata.name).collect();
+    ensure!(before.len() == 3, "{before:?}");
+    // Sampled while it runs: nodes going at once (deleting, or tainted karpenter.sh/disrupted).
+    let most_disrupting = std::cell::Cell::new(0);
+    wait_for("emptiness to remove every node", Duration::from_secs(240), || async {
+        let nodes = nodes_of_pool().await?;
+        let going = nodes
             .iter()
-            .filter(|n| n.metadata.labels.as_ref().and_then(|l| l.get("karpenter.sh/nodepool")) == Some(&nodepool));
-        Ok((left == 0 && ours.count() == 0).then_some(()))
+            .filter(|n| {
+                n.metadata.deletion_timestamp.is_some()
+                    || n.spec.iter().flat_map(|s| s.taints.iter().flatten()).any(|t| t.key == "karpenter.sh/disrupted")
+            })
+            .count();
+        most_disrupting.set(most_disrupting.get().max(going));
+        let left = ours(nodeclaims_api.list(&Default::default()).await?.items);
+        Ok((left.is_empty() && nodes.is_empty()).then_some(()))
     })
     .await
     .with_context(|| format!("controller log:\n{}", controller.log()))?;
+    eprintln!("scale 3 → 0: every node removed {} ms after the scale-down", emptied.elapsed().as_millis());
+    let most = most_disrupting.get();
+    ensure!(most <= 1, "{most} nodes going at once: the default budget (10% of 3 nodes) allows 1");
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
+    let list = events.list(&Default::default()).await?.items;
+    for node in &before {
+        let about: Vec<_> = list
+            .iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(node.as_str()))
+            .filter(|e| e.reporting_controller.as_deref() == Some("karpenter"))
+            // The dry-run test's controller, if it runs meanwhile, reports on these nodes too.
+            .filter(|e| !e.note.as_deref().unwrap_or_default().starts_with("dry run: "))
+            .collect();
+        let terminating = about.iter().find(|e| e.reason.as_deref() == Some("DisruptionTerminating"));
+        let note = terminating.and_then(|e| e.note.clone()).unwrap_or_default();
+        ensure!(
+            note == "Disrupting Node: Empty/Delete",
+            "node {node}: {:?}",
+            about.iter().map(|e| (e.reason.clone(), e.note.clone())).collect::<Vec<_>>()
+        );
+        ensure!(about.iter().any(|e| e.reason.as_deref() == Some("DisruptionPlanned")), "node {node}: no plan event");
+    }
+    deployments.delete("inflate", &Default::default()).await?;
     Ok(())
 }

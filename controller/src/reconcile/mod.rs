@@ -10,12 +10,16 @@
 //!   instance deletion, finalizers removed;
 //! - `provisioning` (upstream `provisioner`): the batch window ([`carpentry_core::provisioning`]),
 //!   the Synced guard, core's scheduler, NodePool limits re-checked before each create,
-//!   nominations.
+//!   nominations;
+//! - `disruption` (upstream `disruption`, its queue, `nodeclaim.disruption`, `podevents`,
+//!   `expiration`): core's disruption pass every 10 s, validated commands carried out
+//!   replacements first ([`carpentry_core::disruption`]).
 //!
 //! Writes go through [`act::Act`], which in `--dry-run` reports what it would write and writes
 //! nothing but events.
 
 pub mod act;
+mod disruption;
 mod lifecycle;
 mod provisioning;
 mod termination;
@@ -48,6 +52,7 @@ pub struct Reconciler<P: CloudProvider> {
     /// Launch results by NodeClaim UID, so that a failed status write never launches twice.
     launched: HashMap<String, (carpentry_core::nodeclaim::lifecycle::Instance, Instant)>,
     provisioning: provisioning::State,
+    disruption: disruption::State,
     /// Pods a PodDisruptionBudget refused to evict: when to try again, and the backoff.
     evictions: HashMap<carpentry_core::pod::PodRef, (Instant, Duration)>,
     /// When the loop started (the batcher's clock counts milliseconds from it).
@@ -65,6 +70,7 @@ impl<P: CloudProvider> Reconciler<P> {
             catalogue: Catalogue::embedded(),
             launched: HashMap::new(),
             provisioning: provisioning::State::default(),
+            disruption: disruption::State::default(),
             evictions: HashMap::new(),
             epoch: Instant::now(),
         }
@@ -119,6 +125,7 @@ impl<P: CloudProvider> Reconciler<P> {
             }
         }
         self.provision(m, now).await;
+        self.disruption(m, now).await;
         debug!("pass done");
     }
 

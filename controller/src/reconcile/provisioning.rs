@@ -36,6 +36,19 @@ pub(super) struct State {
     waiting_for: Option<String>,
 }
 
+impl State {
+    /// A NodeClaim was created (by a round, or as a disruption's replacement): rounds wait until the
+    /// view shows it (upstream `Synced`).
+    pub(super) fn created(&mut self, name: String, at_millis: u64) {
+        self.awaiting.push((name, at_millis));
+    }
+
+    /// Whether a created NodeClaim has not been seen in the view yet.
+    pub(super) fn awaiting_created(&self) -> bool {
+        !self.awaiting.is_empty()
+    }
+}
+
 fn explain(pod: &PodRef) -> String {
     format!("kubectl karpenter explain pod {pod}")
 }
@@ -55,6 +68,9 @@ impl<P: CloudProvider> Reconciler<P> {
                 && carpentry_core::pod::reschedulable(p, &m.pdbs, Some(now))
         });
         let st = &mut self.provisioning;
+        st.awaiting.retain(|(name, at)| {
+            !m.nodeclaims.iter().any(|nc| nc.name() == name) && ms.saturating_sub(*at) < AWAIT_CREATED_MILLIS
+        });
         let new = provisionable.iter().any(|p| !st.seen.contains(p));
         let due = st.last_trigger.is_none_or(|t| ms.saturating_sub(t) >= RETRIGGER_MILLIS);
         if new || ((!provisionable.is_empty() || rescheduling) && due) {
@@ -66,9 +82,6 @@ impl<P: CloudProvider> Reconciler<P> {
         if ms < deadline {
             return;
         }
-        st.awaiting.retain(|(name, at)| {
-            !m.nodeclaims.iter().any(|nc| nc.name() == name) && ms.saturating_sub(*at) < AWAIT_CREATED_MILLIS
-        });
         let unlaunched = m.nodeclaims.iter().find(|nc| {
             nc.metadata.deletion_timestamp.is_none() && nc.status.as_ref().is_none_or(|s| s.provider_id.is_empty())
         });
@@ -137,7 +150,8 @@ impl<P: CloudProvider> Reconciler<P> {
             let target = match self.act.create_nodeclaim(&nc).await {
                 Ok(Some(name)) => {
                     self.act.decided("NodeClaimCreated", &detail);
-                    self.provisioning.awaiting.push((name.clone(), self.millis()));
+                    let at = self.millis();
+                    self.provisioning.created(name.clone(), at);
                     let mut seen = nc.clone();
                     seen.metadata.name = Some(name.clone());
                     nodeclaims.push(seen);
@@ -161,6 +175,9 @@ impl<P: CloudProvider> Reconciler<P> {
         }
         for placement in &results.existing_nodes {
             let kind = if m.nodes.iter().any(|n| n.metadata.name.as_deref() == Some(&placement.name)) {
+                // upstream: a node pods are nominated onto is no disruption candidate for a while.
+                let until = now + carpentry_core::disruption::orchestration::NOMINATION_SECONDS;
+                self.disruption.nominated.insert(placement.name.clone(), until);
                 "node"
             } else {
                 "nodeclaim"

@@ -1,0 +1,419 @@
+//! Disruption, with the NodeClaim controllers that feed it (upstream `disruption` and
+//! `disruption.queue`, `nodeclaim.disruption`, `nodeclaim.podevents`, `nodeclaim.expiration`):
+//!
+//! - pod events: a pod bound to, finishing on or leaving a node writes its NodeClaim's
+//!   `status.lastPodEventTime` (core's [`PodMarks`], deduplicated by 10 s);
+//! - conditions: `Drifted` (with its reason) and `Consolidatable`, as core decides them;
+//! - expiration: NodeClaims past `expireAfter` are deleted, regardless of budgets;
+//! - the loop: every 10 s core's [`disruption::decide`] runs over the view; the verdicts that
+//!   changed become `DisruptionBlocked` / `Unconsolidatable` events; emptiness and consolidation
+//!   commands wait 15 s and are validated again ([`orchestration::validate`]); a command taints its
+//!   nodes `karpenter.sh/disrupted:NoSchedule`, sets their NodeClaims' `DisruptionReason`, creates
+//!   its replacements, and deletes the nodes' NodeClaims once every replacement is initialized
+//!   ([`orchestration::progress`]); termination drains them. A replacement that goes away, or a
+//!   command older than 10 minutes, is abandoned and the taint comes off. Disrupted taints that
+//!   belong to no command and no deletion (a restart) are removed first.
+//!
+//! Event texts are the simulation's ([`Reason`]), so the two read the same.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use carpentry_core::api::NodeClaim;
+use carpentry_core::disruption::orchestration::{self, Progress, Verdict};
+use carpentry_core::disruption::{self, facts, Command};
+use carpentry_core::manifest::Manifests;
+use carpentry_core::nodeclaim::disruption::{self as conditions, PodMarks};
+use carpentry_core::simulation::Reason;
+use k8s_openapi::api::core::v1::Node;
+use serde_json::json;
+use tracing::{info, warn};
+
+use super::act::{node_ref, nodeclaim_ref};
+use super::Reconciler;
+use crate::cloud::CloudProvider;
+
+/// upstream `queue.go`: a command waiting for its replacements gives up after 10 minutes (the
+/// lower clamp of its timeout; upstream grows it with the queue's length).
+const COMMAND_TIMEOUT_SECONDS: i64 = 10 * 60;
+/// How long a replacement this controller created may take to appear in the view.
+const AWAIT_CREATED_SECONDS: i64 = 30;
+
+#[derive(Debug, Default)]
+pub(super) struct State {
+    /// When the next pass is due (epoch seconds).
+    next_pass: i64,
+    /// A command waiting for its validation, and when that is due.
+    validating: Option<(Command, i64)>,
+    executing: Vec<Executing>,
+    /// The last verdict logged per node.
+    logged: BTreeMap<String, String>,
+    /// The pods as the last pass saw them (`None` before the first pass: a restart is no event).
+    pod_marks: Option<PodMarks>,
+    /// Node → until when a provisioning round nominated pods onto it (epoch seconds).
+    pub(super) nominated: BTreeMap<String, i64>,
+}
+
+#[derive(Debug)]
+struct Executing {
+    command: Command,
+    /// The replacement NodeClaims created, and whether each has been seen in the view.
+    replacements: Vec<(String, bool)>,
+    started: i64,
+}
+
+fn note(reason: &Reason) -> String {
+    format!("{reason}")
+}
+
+fn explain(node: &str) -> String {
+    format!("(kubectl karpenter explain node {node})")
+}
+
+impl<P: CloudProvider> Reconciler<P> {
+    /// Everything disruption does in one reconciler pass.
+    pub(super) async fn disruption(&mut self, m: &Manifests, now: i64) {
+        self.disruption.nominated.retain(|_, until| *until > now);
+        self.pod_events(m, now).await;
+        self.disruption_conditions(m, now).await;
+        self.expire(m, now).await;
+        self.progress_commands(m, now).await;
+        self.remove_stale_taints(m).await;
+        // upstream: the loop waits for cluster state to be synced, every NodeClaim launched (a
+        // pass on a view missing capacity could disrupt what a launch is about to need).
+        if self.provisioning.awaiting_created() {
+            return;
+        }
+        if let Some(nc) = m.nodeclaims.iter().find(|nc| {
+            nc.metadata.deletion_timestamp.is_none() && nc.status.as_ref().is_none_or(|s| s.provider_id.is_empty())
+        }) {
+            tracing::debug!(nodeclaim = %nc.name(), "disruption waits for the NodeClaim to launch");
+            return;
+        }
+        if let Some((_, due)) = &self.disruption.validating {
+            if now >= *due {
+                let (cmd, _) = self.disruption.validating.take().expect("checked above");
+                self.validate(m, cmd, now).await;
+            }
+            return;
+        }
+        if now < self.disruption.next_pass {
+            return;
+        }
+        self.disruption.next_pass = now + orchestration::POLL_SECONDS;
+        let pass = disruption::decide(&self.disruption_view(m, now));
+        let nodes: BTreeMap<&str, &Node> =
+            m.nodes.iter().filter_map(|n| Some((n.metadata.name.as_deref()?, n))).collect();
+        self.disruption.logged.retain(|node, _| nodes.contains_key(node.as_str()));
+        for (node, verdict) in orchestration::news(&pass, &mut self.disruption.logged) {
+            let Some(n) = nodes.get(node.as_str()) else { continue };
+            let (name, reason) = match verdict {
+                Verdict::Blocked { blockers } => (
+                    "DisruptionBlocked",
+                    Reason::DisruptionBlocked { blockers: blockers.iter().map(ToString::to_string).collect() },
+                ),
+                Verdict::Unconsolidatable { method, why } => {
+                    ("Unconsolidatable", Reason::Unconsolidatable { method: format!("{method:?}"), why })
+                }
+            };
+            let text = format!("{} {}", note(&reason), explain(&node));
+            self.act.event(&node_ref(n), false, name, text, "Disrupt").await;
+        }
+        let Some(cmd) = pass.command else { return };
+        self.planned(m, &cmd).await;
+        if cmd.method.validates() {
+            self.disruption.validating = Some((cmd, now + orchestration::VALIDATION_SECONDS));
+        } else {
+            self.execute(m, cmd, now).await;
+            // upstream: after a command the loop runs again at once.
+            self.disruption.next_pass = now;
+        }
+    }
+
+    fn disruption_view<'a>(&'a self, m: &'a Manifests, now: i64) -> disruption::View<'a> {
+        let nodes = facts::of_objects(m, self.catalogue, &self.region, &self.disruption.nominated);
+        disruption::View::new(m, &self.region, now, nodes, Vec::new())
+    }
+
+    /// upstream `nodeclaim.podevents`.
+    async fn pod_events(&mut self, m: &Manifests, now: i64) {
+        let marks = PodMarks::of(&m.pods);
+        let Some(before) = self.disruption.pod_marks.replace(marks.clone()) else { return };
+        let at = carpentry_core::api::time::format_time(now);
+        for node in before.events(&marks) {
+            let Some(nc) = m
+                .nodeclaims
+                .iter()
+                .find(|nc| facts::node_of(m, nc).and_then(|n| n.metadata.name.as_deref()) == Some(node.as_str()))
+            else {
+                continue;
+            };
+            if nc.metadata.deletion_timestamp.is_none() && conditions::records_pod_event(nc, now) {
+                let patch = json!({"metadata": {"resourceVersion": nc.metadata.resource_version},
+                    "status": {"lastPodEventTime": at}});
+                self.act.patch_nodeclaim_status(nc.name(), patch).await;
+            }
+        }
+    }
+
+    /// upstream `nodeclaim.disruption`: `Drifted` and `Consolidatable`.
+    async fn disruption_conditions(&mut self, m: &Manifests, now: i64) {
+        let at = carpentry_core::api::time::format_time(now);
+        let mut expected = BTreeMap::new();
+        for nc in m.nodeclaims.iter().filter(|nc| nc.metadata.deletion_timestamp.is_none()) {
+            let Some(pool) = nc.metadata.labels.as_ref().and_then(|l| l.get(carpentry_core::labels::NODEPOOL)) else {
+                continue;
+            };
+            let Some(np) = m.nodepools.iter().find(|np| np.name() == pool) else { continue };
+            let expect = expected.entry(pool.clone()).or_insert_with(|| {
+                let class = m.nodeclass_for(np).map(|c| c.spec.clone()).unwrap_or_default();
+                disruption::drift::Expected::new(np, &class)
+            });
+            let mut updated = nc.clone();
+            let mut changed = false;
+            if let Some(list) = conditions::drifted(&updated, Some(expect), &at) {
+                let drift = list.iter().find(|c| c.type_ == carpentry_core::api::nodeclaim::conditions::DRIFTED);
+                self.act.decided(
+                    "Drifted",
+                    &json!({"nodeclaim": nc.name(), "reason": drift.and_then(|c| c.reason.clone())}),
+                );
+                updated.status.get_or_insert_with(Default::default).conditions = list;
+                changed = true;
+            }
+            if let Some(list) = conditions::consolidatable(&updated, np, now, &at) {
+                updated.status.get_or_insert_with(Default::default).conditions = list;
+                changed = true;
+            }
+            if changed {
+                let patch = json!({"metadata": {"resourceVersion": nc.metadata.resource_version},
+                    "status": {"conditions": updated.status.as_ref().map(|s| &s.conditions)}});
+                self.act.patch_nodeclaim_status(nc.name(), patch).await;
+            }
+        }
+    }
+
+    /// upstream `nodeclaim.expiration`.
+    async fn expire(&mut self, m: &Manifests, now: i64) {
+        let created = |name: &str| {
+            m.nodeclaims
+                .iter()
+                .find(|nc| nc.name() == name)
+                .and_then(|nc| nc.metadata.creation_timestamp.as_ref())
+                .map(|t| t.0.as_second())
+        };
+        for name in disruption::expired(m, created, now) {
+            let Some(nc) = m.nodeclaims.iter().find(|nc| nc.name() == name) else { continue };
+            let reason = Reason::Expired { after: nc.spec.expire_after.as_str().to_string() };
+            self.act.decided("Expired", &json!({"nodeclaim": name, "expireAfter": nc.spec.expire_after.as_str()}));
+            self.act.event(&nodeclaim_ref(nc), false, "Expired", note(&reason), "Delete").await;
+            self.act.delete_nodeclaim(&name).await;
+        }
+    }
+
+    async fn remove_stale_taints(&mut self, m: &Manifests) {
+        let queued: BTreeSet<String> =
+            self.disruption.executing.iter().flat_map(|e| e.command.candidates.iter().cloned()).collect();
+        for name in orchestration::stale_disrupted(m, &queued) {
+            let Some(node) = m.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(name)) else { continue };
+            self.act.decided("DisruptedTaintRemoved", &json!({"node": name}));
+            self.untaint(node).await;
+        }
+    }
+
+    /// The command as a pass chose it (before validation, if it needs one).
+    async fn planned(&mut self, m: &Manifests, cmd: &Command) {
+        let reason = Reason::DisruptionPlanned {
+            method: format!("{:?}", cmd.method),
+            decision: cmd.decision().into(),
+            nodes: cmd.candidates.clone(),
+            replacements: cmd
+                .replacements
+                .iter()
+                .map(|r| r.instance_type_options.first().cloned().unwrap_or_default())
+                .collect(),
+            savings_per_hour: cmd.savings_per_hour,
+            why: cmd.why.clone(),
+        };
+        self.act.decided("DisruptionPlanned", &json!(cmd));
+        if let Some(node) = self.node_named(m, cmd.candidates.first()) {
+            let text = format!("{} {}", note(&reason), explain(cmd.candidates.first().map_or("", String::as_str)));
+            self.act.event(&node_ref(node), false, "DisruptionPlanned", text, "Disrupt").await;
+        }
+    }
+
+    fn node_named<'a>(&self, m: &'a Manifests, name: Option<&String>) -> Option<&'a Node> {
+        let name = name?;
+        m.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(name.as_str()))
+    }
+
+    fn nodeclaim_of_node<'a>(&self, m: &'a Manifests, node: &str) -> Option<&'a NodeClaim> {
+        m.nodeclaims.iter().find(|nc| facts::node_of(m, nc).and_then(|n| n.metadata.name.as_deref()) == Some(node))
+    }
+
+    /// upstream `validation.go`.
+    async fn validate(&mut self, m: &Manifests, cmd: Command, now: i64) {
+        let pass = disruption::decide(&self.disruption_view(m, now));
+        match orchestration::validate(&cmd, pass) {
+            Ok(again) => {
+                self.execute(m, again, now).await;
+                self.disruption.next_pass = now;
+            }
+            Err(rejection) => {
+                self.act.decided("DisruptionRejected", &json!({"command": cmd, "rejection": rejection}));
+                let reason = Reason::DisruptionRejected {
+                    method: format!("{:?}", cmd.method),
+                    nodes: cmd.candidates.clone(),
+                    why: rejection.to_string(),
+                };
+                if let Some(node) = self.node_named(m, cmd.candidates.first()) {
+                    self.act.event(&node_ref(node), true, "DisruptionRejected", note(&reason), "Disrupt").await;
+                }
+                self.disruption.next_pass = now + orchestration::POLL_SECONDS;
+            }
+        }
+    }
+
+    /// upstream `queue.go::StartCommand`: taint, `DisruptionReason`, replacements first; a command
+    /// without replacements deletes its NodeClaims at once.
+    async fn execute(&mut self, m: &Manifests, cmd: Command, now: i64) {
+        let at = carpentry_core::api::time::format_time(now);
+        let budget_reason = cmd.reason.as_str();
+        for node_name in &cmd.candidates {
+            let Some(node) = self.node_named(m, Some(node_name)) else { continue };
+            if !carpentry_core::termination::is_disrupted(node) {
+                let mut list = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+                list.push(carpentry_core::termination::disrupted_taint());
+                let patch =
+                    json!({"metadata": {"resourceVersion": node.metadata.resource_version}, "spec": {"taints": list}});
+                if !self.act.patch_node(node_name, patch).await && !cmd.replacements.is_empty() && !self.act.dry_run {
+                    warn!(node = %node_name, "cannot taint a candidate; the command is dropped");
+                    return;
+                }
+            }
+            if let Some(nc) = self.nodeclaim_of_node(m, node_name) {
+                if let Some(list) = conditions::disruption_reason(nc, Some(budget_reason), &at) {
+                    self.act.patch_nodeclaim_status(nc.name(), json!({"status": {"conditions": list}})).await;
+                }
+            }
+        }
+        let decision = if cmd.replacements.is_empty() { "Delete" } else { "Replace" };
+        self.act.decided("Disrupting", &json!({"method": cmd.method, "decision": decision, "nodes": cmd.candidates}));
+        if cmd.replacements.is_empty() {
+            self.delete_candidates(m, &cmd).await;
+            return;
+        }
+        let mut replacements = Vec::new();
+        for planned in &cmd.replacements {
+            let Some(np) = m.nodepools.iter().find(|np| np.name() == planned.nodepool) else {
+                warn!(nodepool = %planned.nodepool, "a replacement's NodePool is gone; the command is dropped");
+                self.abandon(m, &cmd, format!("NodePool {} not found", planned.nodepool)).await;
+                return;
+            };
+            let class = m.nodeclass_for(np).map(|c| c.spec.clone()).unwrap_or_default();
+            let nc = carpentry_core::provisioning::nodeclaim_for(planned, np, &class);
+            match self.act.create_nodeclaim(&nc).await {
+                Ok(Some(name)) => {
+                    let at = self.millis();
+                    self.provisioning.created(name.clone(), at);
+                    replacements.push((name, false))
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    warn!(error = %format!("{e:#}"), "cannot create a replacement; the command is dropped");
+                    self.abandon(m, &cmd, format!("creating a replacement failed: {e:#}")).await;
+                    return;
+                }
+            }
+        }
+        for node_name in &cmd.candidates {
+            if let Some(node) = self.node_named(m, Some(node_name)) {
+                let reason = Reason::Disrupting { method: budget_reason.into(), decision: decision.into() };
+                let text = format!("Launching replacements first: {reason} {}", explain(node_name));
+                self.act.event(&node_ref(node), false, "DisruptionLaunching", text, "Disrupt").await;
+            }
+        }
+        if self.act.dry_run {
+            return; // nothing was written: there is nothing to wait for
+        }
+        self.disruption.executing.push(Executing { command: cmd, replacements, started: now });
+    }
+
+    async fn delete_candidates(&mut self, m: &Manifests, cmd: &Command) {
+        let decision = if cmd.replacements.is_empty() { "Delete" } else { "Replace" };
+        for node_name in &cmd.candidates {
+            let Some(nc) = self.nodeclaim_of_node(m, node_name) else { continue };
+            if let Some(node) = self.node_named(m, Some(node_name)) {
+                let reason = Reason::Disrupting { method: cmd.reason.as_str().into(), decision: decision.into() };
+                self.act.event(&node_ref(node), false, "DisruptionTerminating", note(&reason), "Disrupt").await;
+            }
+            info!(node = %node_name, nodeclaim = %nc.name(), method = ?cmd.method, "disrupting");
+            self.act.delete_nodeclaim(nc.name()).await;
+        }
+    }
+
+    /// A command that cannot finish: the candidates' taint and `DisruptionReason` come off.
+    async fn abandon(&mut self, m: &Manifests, cmd: &Command, why: String) {
+        self.act.decided("DisruptionFailed", &json!({"nodes": cmd.candidates, "why": why}));
+        let at = crate::clock::now_rfc3339();
+        for node_name in &cmd.candidates {
+            if let Some(node) = self.node_named(m, Some(node_name)) {
+                self.untaint(node).await;
+                let reason = Reason::DisruptionFailed { nodes: cmd.candidates.clone(), why: why.clone() };
+                self.act.event(&node_ref(node), true, "DisruptionFailed", note(&reason), "Disrupt").await;
+            }
+            if let Some(nc) = self.nodeclaim_of_node(m, node_name) {
+                if let Some(list) = conditions::disruption_reason(nc, None, &at) {
+                    self.act.patch_nodeclaim_status(nc.name(), json!({"status": {"conditions": list}})).await;
+                }
+            }
+        }
+    }
+
+    async fn untaint(&mut self, node: &Node) {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let list: Vec<_> = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|t| t.key != carpentry_core::termination::disrupted_taint().key)
+            .collect();
+        let patch = json!({"metadata": {"resourceVersion": node.metadata.resource_version}, "spec": {"taints": list}});
+        self.act.patch_node(&name, patch).await;
+    }
+
+    /// upstream `queue.go`'s reconciler: delete the candidates once every replacement is
+    /// initialized; give up when one is gone or the command times out.
+    async fn progress_commands(&mut self, m: &Manifests, now: i64) {
+        let executing = std::mem::take(&mut self.disruption.executing);
+        for mut e in executing {
+            let states: Vec<Option<bool>> = e
+                .replacements
+                .iter_mut()
+                .map(|(name, seen)| match m.nodeclaims.iter().find(|nc| nc.name() == name.as_str()) {
+                    Some(nc) => {
+                        *seen = true;
+                        Some(
+                            carpentry_core::nodeclaim::lifecycle::phase(nc)
+                                == carpentry_core::nodeclaim::lifecycle::Phase::Initialized,
+                        )
+                    }
+                    // Created, not in the view yet.
+                    None if !*seen && now - e.started < AWAIT_CREATED_SECONDS => Some(false),
+                    None => None,
+                })
+                .collect();
+            match orchestration::progress(states) {
+                Progress::Ready => self.delete_candidates(m, &e.command).await,
+                Progress::Abandoned => {
+                    self.abandon(m, &e.command, "a replacement NodeClaim was deleted before it was ready".into()).await
+                }
+                Progress::Waiting if now - e.started >= COMMAND_TIMEOUT_SECONDS => {
+                    let why = format!("the replacements were not initialized within {COMMAND_TIMEOUT_SECONDS} s");
+                    self.abandon(m, &e.command, why).await
+                }
+                Progress::Waiting => self.disruption.executing.push(e),
+            }
+        }
+    }
+}
