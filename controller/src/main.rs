@@ -129,10 +129,17 @@ async fn run(args: Args) -> Result<()> {
     let act = reconcile::act::Act::new(client.clone(), args.dry_run, identity(), decisions.clone());
     let kwok = cloud::kwok::Kwok::new(client.clone(), args.region.clone(), args.kwok_registration_delay);
     info!(cloud_provider = cloud::CloudProvider::name(&kwok), "cloud provider ready");
+    let timings = cloud::CloudProvider::timings(&kwok);
     let reconciler = reconcile::Reconciler::new(act, view.clone(), kwok, leader.status(), args.region.clone());
     let reconciling = tokio::spawn(reconciler.run(shutdown.clone()));
-    let state =
-        serve::State { view: view.clone(), leader: leader.status(), region: args.region.clone(), server, decisions };
+    let state = serve::State {
+        view: view.clone(),
+        leader: leader.status(),
+        region: args.region.clone(),
+        server,
+        decisions,
+        timings,
+    };
     let health = serve::health(state.clone(), SocketAddr::from(([0, 0, 0, 0], args.health_port)), shutdown.clone());
     let metrics = serve::metrics(state, SocketAddr::from(([0, 0, 0, 0], args.metrics_port)), shutdown.clone());
     let (health, metrics) = (tokio::spawn(health), tokio::spawn(metrics));

@@ -32,6 +32,8 @@ pub struct State {
     pub server: String,
     /// The reconcilers' decisions, by reason.
     pub decisions: crate::reconcile::act::Decisions,
+    /// The cloud provider's timings, for the snapshot's Scenario.
+    pub timings: carpentry_core::manifest::scenario::TimingOverrides,
 }
 
 /// Serves the health port until `shutdown`.
@@ -115,6 +117,7 @@ async fn snapshot(Extract(state): Extract<State>) -> Response {
     };
     scenario.spec.region = state.region.clone();
     scenario.spec.start_time = Some(crate::clock::now_rfc3339());
+    scenario.spec.timings = state.timings.clone();
     m.scenario = Some(scenario);
     match write_snapshot(&m, &format!("carpentry-controller ({})", state.server), true, false) {
         Ok(s) => ([(header::CONTENT_TYPE, "application/yaml")], s.text).into_response(),

@@ -14,6 +14,11 @@
 //! - a NodePool requirement edit drifts the nodes: replaced under a budget of one node, except the
 //!   nodes a `karpenter.sh/do-not-disrupt` pod and a PDB with `maxUnavailable: 0` hold, which say
 //!   so in `DisruptionBlocked` events.
+//!
+//! Prediction is reality: each test also runs core's simulation of the controller's own
+//! `/snapshot` (which carries the provider's timings) through the same edits, and compares what
+//! the cluster ends up with (NodeClaims by NodePool and instance type, bound pods) and which
+//! disruption commands ran (method, decision, candidates, replacement types) with what happened.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -30,6 +35,9 @@ use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::core::GroupVersionKind;
 use kube::{Api, Client};
 use serde_json::json;
+
+#[path = "support/prediction.rs"]
+mod prediction;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 const FIELD_MANAGER: &str = "carpentry-controller-live";
@@ -83,6 +91,17 @@ async fn create_class_and_nodepool(
     }
     Api::<DynamicObject>::all_with(client.clone(), &pools).create(&pp, &obj).await?;
     Ok(())
+}
+
+/// The controller's `/snapshot` once its view holds NodePool `nodepool`, as a [`prediction::Prediction`].
+async fn predict(health: u16, nodepool: &str) -> Result<prediction::Prediction> {
+    let body = wait_for("/snapshot to hold the NodePool", TIMEOUT, || async {
+        let (code, body) = get(health, "/snapshot")?;
+        ensure!(code == 200, "/snapshot answered {code}: {body}");
+        Ok(body.contains(&format!("name: {nodepool}")).then_some(body))
+    })
+    .await?;
+    prediction::Prediction::new(&body)
 }
 
 /// A port nothing listens on now.
@@ -273,6 +292,25 @@ async fn dry_run_watches_serves_a_snapshot_and_leads() -> Result<()> {
         "dry run: Pod should schedule on: a new NodeClaim of NodePool {nodepool} (kubectl karpenter explain pod {ns}/able)"
     );
     ensure!(nominated == would, "{nominated}");
+    // What it would have done is what the simulation of its snapshot does: the same NodeClaims
+    // for this NodePool (by cheapest instance type; a dry run launches nothing, so no zone).
+    let mut predicted = prediction::Prediction::new(&text)?;
+    predicted.settle(60);
+    let sim: Vec<String> = predicted.shape(&nodepool, &ns).nodeclaims.into_iter().map(|(t, _)| t).collect();
+    let would_create: Vec<String> = controller
+        .log()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["fields"]["reason"] == "NodeClaimCreated" && v["fields"]["dry_run"] == true)
+        .filter_map(|v| serde_json::from_str::<serde_json::Value>(v["fields"]["decision"].as_str()?).ok())
+        .filter(|d| d["nodepool"] == nodepool.as_str())
+        .filter_map(|d| d["cheapest"].as_str().map(String::from))
+        .collect();
+    ensure!(!would_create.is_empty(), "the dry run logs no NodeClaim it would create");
+    ensure!(
+        would_create.iter().all(|t| sim == vec![t.clone()]),
+        "the dry run would create {would_create:?}; the simulation of its snapshot creates {sim:?}"
+    );
     ensure!(
         controller.log().contains("dry run: not written") && controller.log().contains("create NodeClaim"),
         "the dry run does not log the create it would have made"
@@ -410,6 +448,14 @@ async fn inflate_provisions_nodes_and_a_deleted_node_is_replaced() -> Result<()>
         Ok(matches!(get(health, "/readyz"), Ok((200, _))).then_some(()))
     })
     .await?;
+    // The prediction: the simulation of the snapshot at the start, given what the test does.
+    let mut predicted = predict(health, &nodepool).await?;
+    let mut applied = serde_json::to_value(&deployment)?;
+    applied["metadata"]["namespace"] = json!(ns);
+    applied["spec"]["replicas"] = json!(3);
+    predicted.apply(&[applied])?;
+    predicted.settle(120);
+    let predicted_running = predicted.seconds_to_bound(&ns).context("the simulation binds no pod")?;
 
     let scaled = std::time::Instant::now();
     let patch = json!({ "spec": { "replicas": 3 } });
@@ -432,7 +478,17 @@ async fn inflate_provisions_nodes_and_a_deleted_node_is_replaced() -> Result<()>
     let placed = wait_for("3 inflate pods Running", Duration::from_secs(120), || running(3))
         .await
         .with_context(|| format!("controller log:\n{}", controller.log()))?;
-    eprintln!("inflate 0 → 3: all Running {} ms after the scale-up", scaled.elapsed().as_millis());
+    eprintln!(
+        "inflate 0 → 3: all Running {} ms after the scale-up (the simulation predicts every pod bound after {:.1} s)",
+        scaled.elapsed().as_millis(),
+        predicted_running
+    );
+    let live = prediction::live_shape(&client, &nodepool, &ns).await?;
+    ensure!(
+        live == predicted.shape(&nodepool, &ns),
+        "inflate: live {live:?}, predicted {:?}",
+        predicted.shape(&nodepool, &ns)
+    );
 
     let nodeclaims_api =
         Api::<DynamicObject>::all_with(client.clone(), &resource("karpenter.sh", "NodeClaim", "nodeclaims"));
@@ -476,6 +532,15 @@ async fn inflate_provisions_nodes_and_a_deleted_node_is_replaced() -> Result<()>
     .with_context(|| format!("controller log:\n{}", controller.log()))?;
     let placed = wait_for("3 inflate pods Running again", Duration::from_secs(120), || running(3)).await?;
     ensure!(!placed.iter().any(|(_, n)| *n == victim), "a pod still runs on {victim}");
+    let sim_victim = predicted.nodes(&nodepool).first().cloned().context("the simulation has no node")?;
+    predicted.delete_node(&sim_victim)?;
+    predicted.settle(120);
+    let live = prediction::live_shape(&client, &nodepool, &ns).await?;
+    ensure!(
+        live == predicted.shape(&nodepool, &ns),
+        "delete node: live {live:?}, predicted {:?}",
+        predicted.shape(&nodepool, &ns)
+    );
     let claims = ours(nodeclaims_api.list(&Default::default()).await?.items);
     ensure!(claims.len() == 3, "{} NodeClaims after the replacement", claims.len());
     ensure!(
@@ -506,6 +571,12 @@ async fn inflate_provisions_nodes_and_a_deleted_node_is_replaced() -> Result<()>
     .await
     .with_context(|| format!("controller log:\n{}", controller.log()))?;
     eprintln!("scale 3 → 0: every node removed {} ms after the scale-down", emptied.elapsed().as_millis());
+    predicted.scale("Deployment", &ns, "inflate", 0)?;
+    predicted.settle(120);
+    let (live, sim) = (prediction::live_decisions(&controller.log()), predicted.decisions());
+    eprintln!("disruptions: live {live:?}, predicted {sim:?}");
+    ensure!(live == sim, "disruptions: live {live:?}, predicted {sim:?}");
+    ensure!(predicted.shape(&nodepool, &ns).nodeclaims.is_empty(), "the simulation keeps nodes");
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
     let list = events.list(&Default::default()).await?.items;
     for node in &before {
@@ -582,35 +653,6 @@ async fn a_requirement_edit_drifts_nodes_at_the_budget_pace_except_those_pods_ho
     let disruption = json!({ "consolidationPolicy": "WhenEmpty", "consolidateAfter": "Never",
         "budgets": [{ "nodes": "1" }] });
     create_class_and_nodepool(&client, &class, "drift", &nodepool, template, Some(disruption)).await?;
-    // One pod per node (1 CPU on 2-vCPU types): two plain replicas, one pod with
-    // karpenter.sh/do-not-disrupt, one under a PodDisruptionBudget with maxUnavailable 0.
-    let pod_spec = json!({
-        "nodeSelector": { "node-type": node_type },
-        "containers": [{ "name": "app", "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.7",
-            "resources": { "requests": { "cpu": "1" } } }],
-    });
-    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), &ns);
-    for (app, replicas) in [("plain", 2), ("guarded", 1)] {
-        let d = serde_json::from_value(json!({
-            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": { "name": app },
-            "spec": { "replicas": replicas, "selector": { "matchLabels": { "app": app } },
-                "template": { "metadata": { "labels": { "app": app } }, "spec": pod_spec } },
-        }))?;
-        deployments.create(&pp, &d).await?;
-    }
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let pinned: Pod = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": { "name": "pinned", "annotations": { "karpenter.sh/do-not-disrupt": "true" } },
-        "spec": pod_spec,
-    }))?;
-    pods.create(&pp, &pinned).await?;
-    let pdb: k8s_openapi::api::policy::v1::PodDisruptionBudget = serde_json::from_value(json!({
-        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": { "name": "guarded" },
-        "spec": { "maxUnavailable": 0, "selector": { "matchLabels": { "app": "guarded" } } },
-    }))?;
-    Api::<k8s_openapi::api::policy::v1::PodDisruptionBudget>::namespaced(client.clone(), &ns).create(&pp, &pdb).await?;
-
     let (health, metrics) = (free_port()?, free_port()?);
     let lease_name = unique_name("carpentry-leader");
     let controller = Controller::start(
@@ -631,6 +673,48 @@ async fn a_requirement_edit_drifts_nodes_at_the_budget_pace_except_those_pods_ho
         ],
     )?;
     let log = || format!("controller log:\n{}", controller.log());
+    wait_for("/readyz to answer 200", TIMEOUT, || async {
+        Ok(matches!(get(health, "/readyz"), Ok((200, _))).then_some(()))
+    })
+    .await?;
+    // The prediction starts from the snapshot before the workloads exist.
+    let mut predicted = predict(health, &nodepool).await?;
+    // One pod per node (1 CPU on 2-vCPU types): two plain replicas, one pod with
+    // karpenter.sh/do-not-disrupt, one under a PodDisruptionBudget with maxUnavailable 0.
+    let pod_spec = json!({
+        "nodeSelector": { "node-type": node_type },
+        "containers": [{ "name": "app", "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.7",
+            "resources": { "requests": { "cpu": "1" } } }],
+    });
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), &ns);
+    let mut applied = Vec::new();
+    for (app, replicas) in [("plain", 2), ("guarded", 1)] {
+        let d = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": { "name": app, "namespace": ns },
+            "spec": { "replicas": replicas, "selector": { "matchLabels": { "app": app } },
+                "template": { "metadata": { "labels": { "app": app } }, "spec": pod_spec } },
+        });
+        deployments.create(&pp, &serde_json::from_value(d.clone())?).await?;
+        applied.push(d);
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let pinned = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": { "name": "pinned", "namespace": ns, "annotations": { "karpenter.sh/do-not-disrupt": "true" } },
+        "spec": pod_spec,
+    });
+    pods.create(&pp, &serde_json::from_value(pinned.clone())?).await?;
+    let pdb = json!({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": { "name": "guarded", "namespace": ns },
+        "spec": { "maxUnavailable": 0, "selector": { "matchLabels": { "app": "guarded" } } },
+    });
+    Api::<k8s_openapi::api::policy::v1::PodDisruptionBudget>::namespaced(client.clone(), &ns)
+        .create(&pp, &serde_json::from_value(pdb.clone())?)
+        .await?;
+    applied.extend([pinned, pdb]);
+    predicted.apply(&applied)?;
+    predicted.settle(120);
+
     let nodes_api: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
     // Pod name → (node, the node's arch), for the test's Running pods.
     let placement = || async {
@@ -658,7 +742,16 @@ async fn a_requirement_edit_drifts_nodes_at_the_budget_pace_except_those_pods_ho
     let (pinned_node, guarded_node) = (node_of("pinned").context("pinned")?, node_of("guarded").context("guarded")?);
 
     // The edit: amd64 only. Every node drifts (RequirementsDrifted).
+    let live = prediction::live_shape(&client, &nodepool, &ns).await?;
+    ensure!(
+        live == predicted.shape(&nodepool, &ns),
+        "before the edit: live {live:?}, predicted {:?}",
+        predicted.shape(&nodepool, &ns)
+    );
     let pools = resource("karpenter.sh", "NodePool", "nodepools");
+    let mut edited_pool =
+        serde_json::to_value(Api::<DynamicObject>::all_with(client.clone(), &pools).get(&nodepool).await?)?;
+    edited_pool["spec"]["template"]["spec"]["requirements"] = json!(requirements(Some("amd64")));
     let patch = json!({ "spec": { "template": { "spec": { "requirements": requirements(Some("amd64")) } } } });
     Api::<DynamicObject>::all_with(client.clone(), &pools)
         .patch(&nodepool, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
@@ -718,6 +811,17 @@ async fn a_requirement_edit_drifts_nodes_at_the_budget_pace_except_those_pods_ho
     })
     .await
     .with_context(log)?;
+    predicted.apply(&[edited_pool])?;
+    predicted.settle(300);
+    let live = prediction::live_shape(&client, &nodepool, &ns).await?;
+    ensure!(
+        live == predicted.shape(&nodepool, &ns),
+        "after the edit: live {live:?}, predicted {:?}",
+        predicted.shape(&nodepool, &ns)
+    );
+    let (live, sim) = (prediction::live_decisions(&controller.log()), predicted.decisions());
+    eprintln!("disruptions: live {live:?}, predicted {sim:?}");
+    ensure!(live == sim, "disruptions: live {live:?}, predicted {sim:?}");
     let drifted: Vec<&str> = claims
         .iter()
         .filter(|nc| {

@@ -20,6 +20,7 @@ use carpentry_core::api::ec2nodeclass::{EC2NodeClassStatus, Subnet};
 use carpentry_core::api::{Condition, EC2NodeClass, NodeClaim};
 use carpentry_core::catalogue::InstanceType;
 use carpentry_core::labels;
+use carpentry_core::manifest::scenario::TimingOverrides;
 use carpentry_core::nodeclaim::lifecycle::Instance;
 use carpentry_core::scheduling::launch_for;
 use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus, Taint};
@@ -115,6 +116,19 @@ impl CloudProvider for Kwok {
     }
 
     /// Ready without AWS: one subnet per zone of `--region` in the catalogue, saying it is simulated.
+    fn timings(&self) -> TimingOverrides {
+        let delay = self.registration_delay.as_millis();
+        TimingOverrides {
+            // The Node is made at once after the delay and KWOK marks it Ready within a moment;
+            // the controller initializes it on its next pass (at most a second later).
+            launch: Some("0s".into()),
+            registration: Some(format!("{delay}ms")),
+            initialization: Some("1s".into()),
+            instance_termination: Some("0s".into()),
+            ..Default::default()
+        }
+    }
+
     fn nodeclass_status(&self, class: &EC2NodeClass, now: &str) -> Option<EC2NodeClassStatus> {
         let zones = carpentry_core::Catalogue::embedded().zones(&self.region).unwrap_or_default();
         let subnets: Vec<Subnet> = zones

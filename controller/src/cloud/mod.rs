@@ -10,6 +10,7 @@ use std::future::Future;
 use carpentry_core::api::ec2nodeclass::EC2NodeClassStatus;
 use carpentry_core::api::{EC2NodeClass, NodeClaim};
 use carpentry_core::catalogue::InstanceType;
+use carpentry_core::manifest::scenario::TimingOverrides;
 use carpentry_core::nodeclaim::lifecycle::Instance;
 use carpentry_core::scheduling::NoLaunch;
 
@@ -45,6 +46,11 @@ pub trait CloudProvider: Send + Sync + 'static {
     /// The status an EC2NodeClass should have (its resolved subnets, conditions), from `now`
     /// (RFC 3339) when a condition changes; `None` to leave it as it is.
     fn nodeclass_status(&self, class: &EC2NodeClass, now: &str) -> Option<EC2NodeClassStatus>;
+
+    /// How long launch, registration, initialization and instance termination take with this
+    /// provider, written into `/snapshot`'s Scenario so that `simulate --until` on it predicts this
+    /// controller rather than EC2.
+    fn timings(&self) -> TimingOverrides;
 
     /// Terminates the NodeClaim's instance (idempotent).
     fn delete(&self, nodeclaim: &NodeClaim) -> impl Future<Output = anyhow::Result<Deletion>> + Send;

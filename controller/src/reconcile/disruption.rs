@@ -296,7 +296,13 @@ impl<P: CloudProvider> Reconciler<P> {
             }
         }
         let decision = if cmd.replacements.is_empty() { "Delete" } else { "Replace" };
-        self.act.decided("Disrupting", &json!({"method": cmd.method, "decision": decision, "nodes": cmd.candidates}));
+        let replacement_types: Vec<&str> =
+            cmd.replacements.iter().map(|r| r.instance_type_options.first().map_or("", String::as_str)).collect();
+        self.act.decided(
+            "Disrupting",
+            &json!({"method": cmd.method, "reason": budget_reason, "decision": decision, "nodes": cmd.candidates,
+                "replacements": replacement_types, "savingsPerHour": cmd.savings_per_hour, "why": cmd.why}),
+        );
         if cmd.replacements.is_empty() {
             self.delete_candidates(m, &cmd).await;
             return;

@@ -374,6 +374,12 @@ impl Simulation {
         catalogue: &'static Catalogue,
     ) -> Result<Simulation, SimulationError> {
         let mut sim = Simulation::unsettled(manifests, region, timings, catalogue)?;
+        // upstream's provisioning pod controller reconciles every pod when it starts and wakes
+        // the batcher for each provisionable one: pods a snapshot already shows Unschedulable
+        // are Karpenter's from the first instant, not only those kube-scheduler marks later.
+        if sim.objects.pods.iter().any(crate::pod::is_provisionable) {
+            sim.batch.trigger(sim.now.0);
+        }
         sim.settle();
         Ok(sim)
     }

@@ -79,6 +79,25 @@ fn pending_pods_get_a_node_about_a_minute_later() {
 }
 
 #[test]
+fn pods_a_snapshot_shows_unschedulable_wake_the_provisioner_at_once() {
+    // What a live snapshot looks like: kube-scheduler has already given up on the pod, so no
+    // scheduling pass will newly mark it; the provisioner must still count it as its own.
+    let pod = "apiVersion: v1
+kind: Pod
+metadata: {name: waiting, namespace: default}
+spec:
+  containers: [{name: c, image: x, resources: {requests: {cpu: \"1\", memory: 256Mi}}}]
+status:
+  phase: Pending
+  conditions: [{type: PodScheduled, status: \"False\", reason: Unschedulable}]
+";
+    let mut s = sim(&[NODEPOOL, pod]);
+    s.run_until(SimTime::from_secs(120));
+    assert_eq!(reasons(&s, "NodeClaimCreated"), [SimTime::from_secs(1)], "a round after the batch idle window");
+    assert_eq!(running(&s), 1);
+}
+
+#[test]
 fn runs_are_deterministic() {
     let docs = [NODEPOOL, &deployment("a", 5, "1500m"), &deployment("b", 7, "300m")];
     let mut one = sim(&docs);
