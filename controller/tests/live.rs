@@ -9,8 +9,9 @@
 //! - the dry run: `/readyz`, `/snapshot` loads in core and explains an unschedulable pod, events
 //!   say what it would have done (`FailedScheduling`, `Nominated` for a new NodeClaim), nothing is
 //!   created, `/metrics`, the Lease, SIGTERM releases it;
-//! - inflate 0 → 3 (three NodeClaims, Nodes Ready, pods Running), `kubectl delete node` replaced,
-//!   scale to 0 removed by emptiness;
+//! - inflate 0 → 3 (three NodeClaims, Nodes Ready, pods Running; the NodePool's status counts
+//!   them, it is Ready and carries our hash version), `kubectl delete node` replaced, scale to 0
+//!   removed by emptiness, a leaked instance garbage-collected;
 //! - a NodePool requirement edit drifts the nodes: replaced under a budget of one node, except the
 //!   nodes a `karpenter.sh/do-not-disrupt` pod and a PDB with `maxUnavailable: 0` hold, which say
 //!   so in `DisruptionBlocked` events.
@@ -522,6 +523,38 @@ async fn inflate_provisions_nodes_and_a_deleted_node_is_replaced() -> Result<()>
         );
     }
 
+    // The NodePool's status counts its three 2-vCPU nodes; it is Ready, and it and its NodeClaims
+    // carry the hash and our hash version.
+    let nodepools_api =
+        Api::<DynamicObject>::all_with(client.clone(), &resource("karpenter.sh", "NodePool", "nodepools"));
+    let status = wait_for("the NodePool's status to count 3 nodes", TIMEOUT, || async {
+        let np = nodepools_api.get(&nodepool).await?;
+        let status = np.data["status"].clone();
+        Ok((status["nodes"] == 3 && status["resources"]["cpu"] == "6").then_some((np, status)))
+    })
+    .await
+    .with_context(|| {
+        format!(
+            "controller log:
+{}",
+            controller.log()
+        )
+    })?;
+    let (np, status) = status;
+    eprintln!("NodePool status: {status}");
+    ensure!(status["resources"]["nodes"] == "3", "{status}");
+    let condition = |name: &str| {
+        status["conditions"].as_array().into_iter().flatten().find(|c| c["type"] == name).map(|c| c["status"].clone())
+    };
+    for name in ["Ready", "ValidationSucceeded", "NodeClassReady"] {
+        ensure!(condition(name) == Some(json!("True")), "{name}: {status}");
+    }
+    let version = |o: &DynamicObject| {
+        o.metadata.annotations.as_ref().and_then(|a| a.get("karpenter.sh/nodepool-hash-version")).cloned()
+    };
+    ensure!(version(&np).as_deref() == Some("carpentry-fnv1a-v1"), "{:?}", np.metadata.annotations);
+    ensure!(claims.iter().all(|nc| version(nc) == version(&np)), "a NodeClaim without our hash version");
+
     // `kubectl delete node`: the NodeClaim and the Node go; the pod runs on a replacement.
     let victim = pod_nodes[0].to_string();
     nodes_api.delete(&victim, &Default::default()).await?;
@@ -595,6 +628,31 @@ async fn inflate_provisions_nodes_and_a_deleted_node_is_replaced() -> Result<()>
             about.iter().map(|e| (e.reason.clone(), e.note.clone())).collect::<Vec<_>>()
         );
     }
+    // A leaked instance (a kwok Node of the NodePool that no NodeClaim has) is collected once
+    // it is 30 s old.
+    let leak = format!("leak-{ns}");
+    let leaked: k8s_openapi::api::core::v1::Node = serde_json::from_value(json!({
+        "metadata": {"name": leak, "labels": {"karpenter.sh/nodepool": nodepool, "kwok.x-k8s.io/node": "fake"},
+            "annotations": {"kwok.x-k8s.io/node": "fake"}},
+        "spec": {"providerID": format!("kwok://{leak}")},
+    }))?;
+    nodes_api.create(&PostParams::default(), &leaked).await?;
+    let created = std::time::Instant::now();
+    wait_for("instance garbage collection to delete the leaked Node", Duration::from_secs(90), || async {
+        Ok(nodes_api.get_opt(&leak).await?.is_none().then_some(()))
+    })
+    .await
+    .with_context(|| {
+        format!(
+            "controller log:
+{}",
+            controller.log()
+        )
+    })?;
+    let after = created.elapsed();
+    eprintln!("a leaked instance collected {} ms after it appeared", after.as_millis());
+    ensure!(after >= Duration::from_secs(30), "collected within its 30 s grace");
+
     // One command took all three (its event is on the first node).
     let planned = before.iter().find_map(|node| {
         list.iter()

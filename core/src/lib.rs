@@ -39,6 +39,7 @@ pub mod disruption;
 pub mod labels;
 pub mod manifest;
 pub mod nodeclaim;
+pub mod nodepool;
 pub mod options;
 pub mod pod;
 pub mod provisioning;

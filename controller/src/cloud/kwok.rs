@@ -5,13 +5,14 @@
 //! `spec.providerID=kwok://<name>`, the NodeClaim's labels with the instance type's, capacity and
 //! allocatable, the NodeClaim's taints and startup taints with `karpenter.sh/unregistered:NoExecute`,
 //! and the annotation `kwok.x-k8s.io/node: fake` that makes KWOK manage it (Ready, pods Running).
-//! Delete deletes that Node; the instance is gone when the Node is. An EC2NodeClass needs no AWS:
+//! Delete deletes that Node; the instance is gone when the Node is. List is those Nodes (a kwok
+//! providerID and a NodePool label) as the view holds them. An EC2NodeClass needs no AWS:
 //! it is Ready with one subnet per zone of `--region`, its condition saying it is simulated.
 //!
 //! Divergence (docs/divergences.md): upstream names the Node `<nodeclaim>-<random>`; here it is
 //! named after its NodeClaim, so a snapshot's names and the simulation's line up.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,6 +22,8 @@ use carpentry_core::api::{Condition, EC2NodeClass, NodeClaim};
 use carpentry_core::catalogue::InstanceType;
 use carpentry_core::labels;
 use carpentry_core::manifest::scenario::TimingOverrides;
+use carpentry_core::manifest::Manifests;
+use carpentry_core::nodeclaim::garbagecollection::CloudInstance;
 use carpentry_core::nodeclaim::lifecycle::Instance;
 use carpentry_core::scheduling::launch_for;
 use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus, Taint};
@@ -40,13 +43,28 @@ pub struct Kwok {
     client: kube::Client,
     region: String,
     registration_delay: Duration,
-    /// NodeClaims deleted before their Node was made: the pending Node is not made.
-    cancelled: Arc<Mutex<HashSet<String>>>,
+    /// Launches whose Node is not made yet, by NodeClaim name, and whether the NodeClaim was
+    /// deleted meanwhile (then the Node is not made). An entry goes when its launch ends.
+    launching: Arc<Mutex<HashMap<String, bool>>>,
 }
 
 impl Kwok {
     pub fn new(client: kube::Client, region: String, registration_delay: Duration) -> Kwok {
-        Kwok { client, region, registration_delay, cancelled: Arc::default() }
+        Kwok { client, region, registration_delay, launching: Arc::default() }
+    }
+
+    /// Deletes the Node that is the instance; gone once the Node is.
+    async fn delete_node(&self, node_name: &str) -> anyhow::Result<Deletion> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        match nodes.get_opt(node_name).await.context("kwok: read the Node")? {
+            None => Ok(Deletion::Gone),
+            Some(n) if n.metadata.deletion_timestamp.is_some() => Ok(Deletion::Terminating),
+            Some(_) => match nodes.delete(node_name, &DeleteParams::default()).await {
+                Ok(_) => Ok(Deletion::Terminating),
+                Err(kube::Error::Api(e)) if e.code == 404 => Ok(Deletion::Gone),
+                Err(e) => Err(e).context("kwok: delete the Node"),
+            },
+        }
     }
 }
 
@@ -97,12 +115,15 @@ impl CloudProvider for Kwok {
         let it = instance_types.iter().find(|it| it.name == launch.instance_type);
         let instance = Instance::of_launch(&launch, it, format!("{PROVIDER_ID_PREFIX}{name}"));
         let node = node_of(nodeclaim, &instance, &self.region);
-        let (client, delay, cancelled) = (self.client.clone(), self.registration_delay, self.cancelled.clone());
+        if let Ok(mut l) = self.launching.lock() {
+            l.insert(name.clone(), false);
+        }
+        let (client, delay, launching) = (self.client.clone(), self.registration_delay, self.launching.clone());
         info!(nodeclaim = %name, instance_type = %launch.instance_type, zone = %launch.zone,
             capacity_type = %launch.capacity_type, price = launch.price, "kwok: launched");
         tokio::spawn(async move {
             tokio::time::sleep(delay).await;
-            if cancelled.lock().map(|mut c| c.remove(&name)).unwrap_or(false) {
+            if launching.lock().map(|mut l| l.remove(&name)).ok().flatten() == Some(true) {
                 return;
             }
             let nodes: Api<Node> = Api::all(client);
@@ -164,18 +185,32 @@ impl CloudProvider for Kwok {
             // Never launched here: nothing to terminate.
             return Ok(Deletion::Gone);
         };
-        if let Ok(mut c) = self.cancelled.lock() {
-            c.insert(name);
+        if let Some(cancelled) = self.launching.lock().ok().as_mut().and_then(|l| l.get_mut(&name)) {
+            *cancelled = true;
         }
-        let nodes: Api<Node> = Api::all(self.client.clone());
-        match nodes.get_opt(node_name).await.context("kwok: read the Node")? {
+        self.delete_node(node_name).await
+    }
+
+    /// The Nodes this provider made (a kwok providerID and a NodePool label), from the view.
+    async fn list(&self, m: &Manifests) -> anyhow::Result<Vec<CloudInstance>> {
+        Ok(m.nodes
+            .iter()
+            .filter(|n| n.metadata.labels.as_ref().is_some_and(|l| l.contains_key(labels::NODEPOOL)))
+            .filter_map(|n| {
+                let id = n.spec.as_ref()?.provider_id.as_deref()?;
+                id.starts_with(PROVIDER_ID_PREFIX).then(|| CloudInstance {
+                    provider_id: id.to_string(),
+                    created: n.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second()),
+                    terminating: n.metadata.deletion_timestamp.is_some(),
+                })
+            })
+            .collect())
+    }
+
+    async fn delete_instance(&self, provider_id: &str) -> anyhow::Result<Deletion> {
+        match provider_id.strip_prefix(PROVIDER_ID_PREFIX) {
+            Some(node_name) => self.delete_node(node_name).await,
             None => Ok(Deletion::Gone),
-            Some(n) if n.metadata.deletion_timestamp.is_some() => Ok(Deletion::Terminating),
-            Some(_) => match nodes.delete(node_name, &DeleteParams::default()).await {
-                Ok(_) => Ok(Deletion::Terminating),
-                Err(kube::Error::Api(e)) if e.code == 404 => Ok(Deletion::Gone),
-                Err(e) => Err(e).context("kwok: delete the Node"),
-            },
         }
     }
 }

@@ -11,6 +11,8 @@ use carpentry_core::api::ec2nodeclass::EC2NodeClassStatus;
 use carpentry_core::api::{EC2NodeClass, NodeClaim};
 use carpentry_core::catalogue::InstanceType;
 use carpentry_core::manifest::scenario::TimingOverrides;
+use carpentry_core::manifest::Manifests;
+use carpentry_core::nodeclaim::garbagecollection::CloudInstance;
 use carpentry_core::nodeclaim::lifecycle::Instance;
 use carpentry_core::scheduling::NoLaunch;
 
@@ -54,4 +56,11 @@ pub trait CloudProvider: Send + Sync + 'static {
 
     /// Terminates the NodeClaim's instance (idempotent).
     fn delete(&self, nodeclaim: &NodeClaim) -> impl Future<Output = anyhow::Result<Deletion>> + Send;
+
+    /// The instances this provider runs for the cluster (upstream `List`); `view` is the cluster
+    /// view, for a provider whose instances are API objects.
+    fn list(&self, view: &Manifests) -> impl Future<Output = anyhow::Result<Vec<CloudInstance>>> + Send;
+
+    /// Terminates an instance no NodeClaim has (garbage collection), by providerID.
+    fn delete_instance(&self, provider_id: &str) -> impl Future<Output = anyhow::Result<Deletion>> + Send;
 }

@@ -31,6 +31,7 @@ pub struct Act {
     pub decisions: Decisions,
     nodeclaims: ApiResource,
     nodeclasses: ApiResource,
+    nodepools: ApiResource,
 }
 
 /// What an eviction came to.
@@ -93,6 +94,10 @@ impl Act {
             nodeclasses: ApiResource::from_gvk_with_plural(
                 &GroupVersionKind::gvk("karpenter.k8s.aws", "v1", "EC2NodeClass"),
                 "ec2nodeclasses",
+            ),
+            nodepools: ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk("karpenter.sh", "v1", "NodePool"),
+                "nodepools",
             ),
         }
     }
@@ -193,6 +198,28 @@ impl Act {
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &self.nodeclasses);
         self.applied(
             &format!("patch EC2NodeClass {name} status"),
+            api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await,
+        )
+    }
+
+    pub async fn patch_nodepool(&self, name: &str, patch: Value) -> bool {
+        if self.would(&format!("patch NodePool {name}"), &patch) {
+            return false;
+        }
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &self.nodepools);
+        self.applied(
+            &format!("patch NodePool {name}"),
+            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await,
+        )
+    }
+
+    pub async fn patch_nodepool_status(&self, name: &str, patch: Value) -> bool {
+        if self.would(&format!("patch NodePool {name} status"), &patch) {
+            return false;
+        }
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &self.nodepools);
+        self.applied(
+            &format!("patch NodePool {name} status"),
             api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await,
         )
     }

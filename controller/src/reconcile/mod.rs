@@ -8,19 +8,27 @@
 //! - `termination` (upstream `node.termination` and the NodeClaim finalizer): the disrupted
 //!   taint, drain through the Eviction API in core's tiers ([`carpentry_core::termination`]),
 //!   instance deletion, finalizers removed;
+//! - `nodepool` (upstream `nodepool.hash`, `.counter`, `.readiness`, `.validation`,
+//!   `.registrationhealth`): hash annotations, status conditions and resources
+//!   ([`carpentry_core::nodepool`]);
 //! - `provisioning` (upstream `provisioner`): the batch window ([`carpentry_core::provisioning`]),
 //!   the Synced guard, core's scheduler, NodePool limits re-checked before each create,
 //!   nominations;
 //! - `disruption` (upstream `disruption`, its queue, `nodeclaim.disruption`, `podevents`,
 //!   `expiration`): core's disruption pass every 10 s, validated commands carried out
-//!   replacements first ([`carpentry_core::disruption`]).
+//!   replacements first ([`carpentry_core::disruption`]);
+//! - `garbagecollection` (upstream `nodeclaim.garbagecollection`, AWS `instance.garbagecollection`):
+//!   NodeClaims whose instance is gone, instances no NodeClaim has
+//!   ([`carpentry_core::nodeclaim::garbagecollection`]).
 //!
 //! Writes go through [`act::Act`], which in `--dry-run` reports what it would write and writes
 //! nothing but events.
 
 pub mod act;
 mod disruption;
+mod garbagecollection;
 mod lifecycle;
+mod nodepool;
 mod provisioning;
 mod termination;
 
@@ -53,10 +61,13 @@ pub struct Reconciler<P: CloudProvider> {
     launched: HashMap<String, (carpentry_core::nodeclaim::lifecycle::Instance, Instant)>,
     provisioning: provisioning::State,
     disruption: disruption::State,
+    gc: garbagecollection::State,
     /// Pods a PodDisruptionBudget refused to evict: when to try again, and the backoff.
     evictions: HashMap<carpentry_core::pod::PodRef, (Instant, Duration)>,
     /// When the loop started (the batcher's clock counts milliseconds from it).
     epoch: Instant,
+    /// When NodePool usage was last counted (epoch seconds).
+    nodepool_counted: i64,
 }
 
 impl<P: CloudProvider> Reconciler<P> {
@@ -71,8 +82,10 @@ impl<P: CloudProvider> Reconciler<P> {
             launched: HashMap::new(),
             provisioning: provisioning::State::default(),
             disruption: disruption::State::default(),
+            gc: garbagecollection::State::default(),
             evictions: HashMap::new(),
             epoch: Instant::now(),
+            nodepool_counted: i64::MIN / 2,
         }
     }
 
@@ -112,9 +125,10 @@ impl<P: CloudProvider> Reconciler<P> {
         let now = crate::clock::now_seconds();
         self.launched.retain(|_, (_, at)| at.elapsed() < LAUNCH_CACHE_TTL);
         self.nodeclasses(m).await;
+        self.nodepools(m, now).await;
         for nc in &m.nodeclaims {
             if nc.metadata.deletion_timestamp.is_some() {
-                self.finalize_nodeclaim(m, nc).await;
+                self.finalize_nodeclaim(m, nc, now).await;
             } else {
                 self.lifecycle(m, nc, now).await;
             }
@@ -126,6 +140,7 @@ impl<P: CloudProvider> Reconciler<P> {
         }
         self.provision(m, now).await;
         self.disruption(m, now).await;
+        self.garbage_collect(m, now).await;
         debug!("pass done");
     }
 

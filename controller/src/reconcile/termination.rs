@@ -7,6 +7,9 @@
 //!   the finalizer comes off;
 //! - a deleting **NodeClaim**: its Node is deleted (and drained as above); once no Node is left
 //!   the instance is deleted until the provider says it is gone, and the finalizer comes off.
+//!
+//! The NodeClaim's `Drained` (after at least upstream's 5 s MinDrainTime), `VolumesDetached` and
+//! `InstanceTerminating` conditions record the way ([`termination::controller`]).
 
 use std::time::{Duration, Instant};
 
@@ -14,6 +17,7 @@ use carpentry_core::api::NodeClaim;
 use carpentry_core::labels;
 use carpentry_core::manifest::Manifests;
 use carpentry_core::pod::PodRef;
+use carpentry_core::termination::{self, controller::Stage};
 use k8s_openapi::api::core::v1::Node;
 use serde_json::json;
 use tracing::warn;
@@ -39,7 +43,16 @@ fn without_finalizer(finalizers: &Option<Vec<String>>) -> Vec<String> {
 }
 
 impl<P: CloudProvider> Reconciler<P> {
-    pub(super) async fn finalize_nodeclaim(&mut self, m: &Manifests, nc: &NodeClaim) {
+    /// Writes the NodeClaim's termination conditions when `stage` changes them.
+    async fn termination_conditions(&self, nc: &NodeClaim, stage: Stage, now: i64) {
+        if let Some(list) = termination::controller::conditions(nc, stage, now) {
+            let patch = json!({"metadata": {"resourceVersion": nc.metadata.resource_version},
+                "status": {"conditions": list}});
+            self.act.patch_nodeclaim_status(nc.name(), patch).await;
+        }
+    }
+
+    pub(super) async fn finalize_nodeclaim(&mut self, m: &Manifests, nc: &NodeClaim, now: i64) {
         if !has_finalizer(&nc.metadata.finalizers) {
             return;
         }
@@ -59,7 +72,11 @@ impl<P: CloudProvider> Reconciler<P> {
         if self.act.dry_run {
             return;
         }
-        match self.cloud.delete(nc).await {
+        let deletion = self.cloud.delete(nc).await;
+        if deletion.is_ok() {
+            self.termination_conditions(nc, Stage::InstanceTerminating, now).await;
+        }
+        match deletion {
             Ok(Deletion::Gone) => {
                 self.launched.remove(nc.metadata.uid.as_deref().unwrap_or_default());
                 self.act.decided("Terminated", &json!({"nodeclaim": nc.name(), "providerID": id}));
@@ -85,9 +102,9 @@ impl<P: CloudProvider> Reconciler<P> {
             self.act.decided("DeleteNodeClaim", &json!({"node": name, "nodeclaim": nc.name()}));
             self.act.delete_nodeclaim(nc.name()).await;
         }
-        if !carpentry_core::termination::is_disrupted(node) {
+        if !termination::is_disrupted(node) {
             let mut list = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-            list.push(carpentry_core::termination::disrupted_taint());
+            list.push(termination::disrupted_taint());
             let patch =
                 json!({"metadata": {"resourceVersion": node.metadata.resource_version}, "spec": {"taints": list}});
             self.act.patch_node(&name, patch).await;
@@ -100,7 +117,10 @@ impl<P: CloudProvider> Reconciler<P> {
             let grace = nc.spec.termination_grace_period.as_ref().map(|d| d.as_seconds());
             matches!((deleted, grace), (Some(d), Some(g)) if now >= d + g as i64)
         });
-        let pass = carpentry_core::termination::drain(&name, &m.pods, now, grace_elapsed);
+        let pass = termination::drain(&name, &m.pods, now, grace_elapsed);
+        if let Some(nc) = nodeclaim {
+            self.termination_conditions(nc, Stage::Draining, now).await;
+        }
         let by_ref = |r: &PodRef| m.pods.iter().find(|p| PodRef::of(p) == *r);
         for r in &pass.delete {
             self.act
@@ -146,12 +166,14 @@ impl<P: CloudProvider> Reconciler<P> {
                 Some(Eviction::Gone) | None => {}
             }
         }
-        if !pass.drained() || self.act.dry_run {
+        // upstream `awaitDrain`: also at least MinDrainTime since the drain began.
+        let done = nodeclaim.map_or(pass.drained(), |nc| termination::controller::drain_done(nc, pass.drained(), now));
+        if !done || self.act.dry_run {
             return;
         }
         if let Some(nc) = nodeclaim {
             match self.cloud.delete(nc).await {
-                Ok(_) => {}
+                Ok(_) => self.termination_conditions(nc, Stage::InstanceTerminating, now).await,
                 Err(e) => {
                     warn!(node = %name, error = %format!("{e:#}"), "instance deletion failed; retried");
                     return;

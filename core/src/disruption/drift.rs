@@ -10,6 +10,10 @@
 //!    class (upstream's EC2NodeClass hash).
 //!
 //! Hashes are FNV-1a over canonical JSON: change detection, not upstream's hashstructure values.
+//! They carry a hash version of their own ([`HASH_VERSION`]) in upstream's version annotations, so
+//! that upstream's mechanism for a changed hashing scheme applies between the two: a NodeClaim
+//! whose version differs is never static-drifted, and is re-stamped (`crate::nodepool::hash`)
+//! rather than replaced, whichever of the two controllers stamped it.
 
 use std::collections::BTreeMap;
 
@@ -22,8 +26,14 @@ use crate::requirements::{AllowUndefined, Requirements};
 
 /// upstream `karpenter.sh/nodepool-hash`.
 pub const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
+/// upstream `karpenter.sh/nodepool-hash-version` (`v3` at v1.14.1 for upstream's hashstructure).
+pub const NODEPOOL_HASH_VERSION: &str = "karpenter.sh/nodepool-hash-version";
 /// upstream `karpenter.k8s.aws/ec2nodeclass-hash`.
 pub const NODECLASS_HASH: &str = "karpenter.k8s.aws/ec2nodeclass-hash";
+/// upstream `karpenter.k8s.aws/ec2nodeclass-hash-version` (`v5` at v1.14.1).
+pub const NODECLASS_HASH_VERSION: &str = "karpenter.k8s.aws/ec2nodeclass-hash-version";
+/// The version our hashes are stamped with: not upstream's, since the values are not.
+pub const HASH_VERSION: &str = "carpentry-fnv1a-v1";
 /// The AMI selection a NodeClaim launched with (stands in for its `status.imageID`).
 pub const IMAGE_HASH: &str = "carpentry.dev/image-hash";
 
@@ -127,7 +137,9 @@ pub fn image_hash(spec: &EC2NodeClassSpec) -> String {
 pub fn stamps(np: &NodePool, nodeclass: &EC2NodeClassSpec) -> BTreeMap<String, String> {
     BTreeMap::from([
         (NODEPOOL_HASH.to_string(), nodepool_hash(np)),
+        (NODEPOOL_HASH_VERSION.to_string(), HASH_VERSION.to_string()),
         (NODECLASS_HASH.to_string(), nodeclass_hash(nodeclass)),
+        (NODECLASS_HASH_VERSION.to_string(), HASH_VERSION.to_string()),
         (IMAGE_HASH.to_string(), image_hash(nodeclass)),
     ])
 }
@@ -151,10 +163,13 @@ impl Expected {
         }
     }
 
-    /// Whether (and why) a launched NodeClaim is drifted, checked in upstream's order.
+    /// Whether (and why) a launched NodeClaim is drifted, checked in upstream's order. A hash is
+    /// compared only when the NodeClaim's hash version is ours (upstream `areStaticFieldsDrifted`
+    /// compares only equal versions).
     pub fn drifted(&self, nc: &NodeClaim) -> Option<DriftReason> {
         let stamp = |key: &str| nc.metadata.annotations.as_ref().and_then(|a| a.get(key));
-        if stamp(NODEPOOL_HASH).is_some_and(|h| *h != self.nodepool_hash) {
+        let ours = |version: &str| stamp(version).is_some_and(|v| v == HASH_VERSION);
+        if ours(NODEPOOL_HASH_VERSION) && stamp(NODEPOOL_HASH).is_some_and(|h| *h != self.nodepool_hash) {
             return Some(DriftReason::NodePoolDrifted);
         }
         if let Some(pool) = &self.requirements {
@@ -169,7 +184,7 @@ impl Expected {
         if stamp(IMAGE_HASH).is_some_and(|h| *h != self.image_hash) {
             return Some(DriftReason::AMIDrift);
         }
-        if stamp(NODECLASS_HASH).is_some_and(|h| *h != self.nodeclass_hash) {
+        if ours(NODECLASS_HASH_VERSION) && stamp(NODECLASS_HASH).is_some_and(|h| *h != self.nodeclass_hash) {
             return Some(DriftReason::NodeClassDrift);
         }
         None
@@ -217,5 +232,11 @@ mod tests {
         let mut other = class.clone();
         other.user_data = Some("#!/bin/bash".into());
         assert_eq!(drifted(&nc, &np, &other), Some(DriftReason::NodeClassDrift));
+        // Hashes of another version (upstream's hashstructure, `v3` and `v5`) are never compared.
+        let annotations = nc.metadata.annotations.get_or_insert_with(Default::default);
+        annotations.insert(NODEPOOL_HASH_VERSION.into(), "v3".into());
+        annotations.insert(NODECLASS_HASH_VERSION.into(), "v5".into());
+        assert_eq!(drifted(&nc, &labelled, &class), None);
+        assert_eq!(drifted(&nc, &np, &other), None);
     }
 }

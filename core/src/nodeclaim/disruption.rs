@@ -151,7 +151,7 @@ mod tests {
     const LAUNCHED: &str = r#"
 apiVersion: karpenter.sh/v1
 kind: NodeClaim
-metadata: {name: a, labels: {karpenter.sh/nodepool: default}, annotations: {karpenter.sh/nodepool-hash: old}}
+metadata: {name: a, labels: {karpenter.sh/nodepool: default}, annotations: {karpenter.sh/nodepool-hash: old, karpenter.sh/nodepool-hash-version: carpentry-fnv1a-v1}}
 spec: {nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}, requirements: []}
 status:
   providerID: kwok://a

@@ -6,7 +6,9 @@
 //!
 //! Module map: `lifecycle` [`nodeclaim/lifecycle`: `launch.go`, `registration.go`,
 //! `initialization.go`, `liveness.go`], `disruption` [`nodeclaim/disruption`: `drift.go`,
-//! `consolidation.go`; `nodeclaim/podevents`].
+//! `consolidation.go`; `nodeclaim/podevents`], `garbagecollection` [`nodeclaim/garbagecollection`;
+//! the AWS provider's `pkg/controllers/nodeclaim/garbagecollection`].
 
 pub mod disruption;
+pub mod garbagecollection;
 pub mod lifecycle;

@@ -5,8 +5,10 @@
 //! API server refuses with 429.
 //!
 //! Module map: `terminator` [`terminator/terminator.go`: `Drain` and its tiers,
-//! `utils/pod/scheduling.go`: `IsEvictable`, `IsWaitingEviction`].
+//! `utils/pod/scheduling.go`: `IsEvictable`, `IsWaitingEviction`], `controller`
+//! [`controller.go`: the NodeClaim's `Drained`, `VolumesDetached`, `InstanceTerminating`].
 
+pub mod controller;
 mod terminator;
 
 pub use crate::scheduling::taints::is_disrupted;

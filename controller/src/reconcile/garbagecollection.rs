@@ -1,0 +1,77 @@
+//! Garbage collection (upstream `nodeclaim.garbagecollection` and the AWS provider's
+//! `instance.garbagecollection`), core's [`garbagecollection`] decisions applied: a registered
+//! NodeClaim whose instance the provider no longer lists (and whose Node is not Ready) is deleted,
+//! every 2 minutes; an instance no NodeClaim has, older than 30 s, is terminated and its Node
+//! deleted, every 10 s for the first 20 runs and every 2 minutes after.
+
+use carpentry_core::manifest::Manifests;
+use carpentry_core::nodeclaim::garbagecollection::{self, CloudInstance};
+use serde_json::json;
+use tracing::warn;
+
+use super::Reconciler;
+use crate::cloud::CloudProvider;
+
+#[derive(Debug, Default)]
+pub(super) struct State {
+    nodeclaims_due: i64,
+    instances_due: i64,
+    instance_runs: u32,
+}
+
+impl<P: CloudProvider> Reconciler<P> {
+    pub(super) async fn garbage_collect(&mut self, m: &Manifests, now: i64) {
+        let nodeclaims_due = now >= self.gc.nodeclaims_due;
+        let instances_due = now >= self.gc.instances_due;
+        if !nodeclaims_due && !instances_due {
+            return;
+        }
+        let instances: Vec<CloudInstance> = match self.cloud.list(m).await {
+            Ok(list) => list,
+            Err(e) => {
+                warn!(error = %format!("{e:#}"), "the cloud provider cannot list its instances; garbage collection waits");
+                return;
+            }
+        };
+        if nodeclaims_due {
+            self.gc.nodeclaims_due = now + garbagecollection::NODECLAIM_GC_SECONDS;
+            for nc in garbagecollection::nodeclaims_without_instance(&m.nodeclaims, &m.nodes, &instances) {
+                let id = nc.status.as_ref().map(|s| s.provider_id.clone()).unwrap_or_default();
+                self.act.decided(
+                    "GarbageCollected",
+                    &json!({"nodeclaim": nc.name(), "providerID": id,
+                    "why": "its instance is gone and its Node is not Ready"}),
+                );
+                self.act.delete_nodeclaim(nc.name()).await;
+            }
+        }
+        if instances_due {
+            self.gc.instance_runs += 1;
+            let fast = self.gc.instance_runs <= garbagecollection::INSTANCE_GC_FAST_RUNS;
+            self.gc.instances_due = now
+                + if fast {
+                    garbagecollection::INSTANCE_GC_FAST_SECONDS
+                } else {
+                    garbagecollection::NODECLAIM_GC_SECONDS
+                };
+            // upstream `Synced` guards it too: a NodeClaim created but not yet seen would look like
+            // a leak.
+            if !self.synced(m) {
+                return;
+            }
+            for instance in garbagecollection::instances_without_nodeclaim(&instances, &m.nodeclaims, now) {
+                self.act.decided(
+                    "InstanceGarbageCollected",
+                    &json!({"providerID": instance.provider_id,
+                    "why": "no NodeClaim has this instance"}),
+                );
+                if self.act.dry_run {
+                    continue;
+                }
+                if let Err(e) = self.cloud.delete_instance(&instance.provider_id).await {
+                    warn!(provider_id = %instance.provider_id, error = %format!("{e:#}"), "cannot terminate a leaked instance; retried");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! The NodePool controllers (upstream `nodepool.hash`, `nodepool.counter`, `nodepool.readiness`,
+//! `nodepool.validation`, `nodepool.registrationhealth`), core's [`carpentry_core::nodepool`]
+//! applied: the hash annotations on the NodePool (and, while its hash version is another
+//! scheme's, its NodeClaims re-stamped first), and `status` — conditions on every change,
+//! `resources` and `nodes` every 5 s once the view is synced.
+
+use std::collections::BTreeMap;
+
+use carpentry_core::manifest::Manifests;
+use carpentry_core::nodepool;
+use carpentry_core::resources::ResourceList;
+use serde_json::json;
+use tracing::warn;
+
+use super::Reconciler;
+use crate::cloud::CloudProvider;
+
+/// upstream `nodepool.counter` requeues every 5 s.
+pub(super) const COUNTER_SECONDS: i64 = 5;
+
+impl<P: CloudProvider> Reconciler<P> {
+    pub(super) async fn nodepools(&mut self, m: &Manifests, now: i64) {
+        for np in &m.nodepools {
+            let restamps = nodepool::hash::restamps(np, &m.nodeclaims);
+            let mut restamped = true;
+            for (name, annotations) in restamps {
+                // upstream: a plain merge patch of the annotations (no optimistic lock).
+                let patch = json!({"metadata": {"annotations": annotations}});
+                restamped &= self.act.patch_nodeclaim(name, patch).await;
+            }
+            // The NodePool takes our version only once its NodeClaims have it (upstream retries).
+            if let Some(annotations) = nodepool::hash::nodepool_annotations(np).filter(|_| restamped) {
+                self.act.patch_nodepool(np.name(), json!({"metadata": {"annotations": annotations}})).await;
+            }
+        }
+        let usage = if now >= self.nodepool_counted + COUNTER_SECONDS && self.synced(m) {
+            self.nodepool_counted = now;
+            self.usage(m)
+        } else {
+            None
+        };
+        let at = carpentry_core::api::time::format_time(now);
+        let nothing = ResourceList::new();
+        for np in &m.nodepools {
+            let pool_usage = usage.as_ref().map(|u| u.get(np.name()).unwrap_or(&nothing));
+            if let Some(status) = nodepool::status(np, m.nodeclass_for(np), pool_usage, &at) {
+                let patch = json!({"metadata": {"resourceVersion": np.metadata.resource_version}, "status": status});
+                self.act.patch_nodepool_status(np.name(), patch).await;
+            }
+        }
+    }
+
+    /// What each NodePool's nodes hold, as the limit check counts it.
+    fn usage(&self, m: &Manifests) -> Option<BTreeMap<String, ResourceList>> {
+        match carpentry_core::input_from_manifests(m, self.catalogue, Some(&self.region)) {
+            Ok(prepared) => Some(carpentry_core::scheduling::nodepool_usage(&prepared.input)),
+            Err(e) => {
+                warn!(error = %carpentry_core::error_chain(&e), "NodePool usage cannot be counted");
+                None
+            }
+        }
+    }
+
+    /// upstream `Cluster.Synced`: every NodeClaim this controller created is in the view and every
+    /// NodeClaim has launched (a count taken earlier could write a NodePool's usage too low).
+    pub(super) fn synced(&self, m: &Manifests) -> bool {
+        !self.provisioning.awaiting_created()
+            && m.nodeclaims.iter().all(|nc| {
+                nc.metadata.deletion_timestamp.is_some()
+                    || nc.status.as_ref().is_some_and(|s| !s.provider_id.is_empty())
+            })
+    }
+}

@@ -1,0 +1,58 @@
+//! The NodePool controllers (upstream `pkg/controllers/nodepool`, v1.14.1) as decisions: each
+//! reads a NodePool with what it depends on and returns what should change, or `None`. The
+//! controller writes the result through the API server; the simulation has no use for them (its
+//! NodePools are what the user wrote), so only the live controller drives them.
+//!
+//! Module map (upstream `pkg/controllers/nodepool/`): `hash` (`hash/controller.go`), `counter`
+//! (`counter/controller.go`), `readiness` (`readiness/controller.go`), `validation`
+//! (`validation/controller.go`), `registrationhealth` (`registrationhealth/controller.go`); the
+//! condition set is `pkg/apis/v1/nodepool_status.go`.
+
+pub mod counter;
+pub mod hash;
+pub mod readiness;
+pub mod registrationhealth;
+pub mod validation;
+
+use crate::api::condition_set::ConditionSet;
+use crate::api::nodepool::NodePoolStatus;
+use crate::api::{EC2NodeClass, NodePool};
+use crate::resources::ResourceList;
+
+/// upstream `ConditionTypeValidationSucceeded`.
+pub const VALIDATION_SUCCEEDED: &str = "ValidationSucceeded";
+/// upstream `ConditionTypeNodeClassReady`.
+pub const NODECLASS_READY: &str = "NodeClassReady";
+/// upstream `ConditionTypeNodeRegistrationHealthy`.
+pub const NODE_REGISTRATION_HEALTHY: &str = "NodeRegistrationHealthy";
+/// upstream `NodePool.StatusConditions`: `Ready` depends on these.
+pub const DEPENDENTS: &[&str] = &[VALIDATION_SUCCEEDED, NODECLASS_READY];
+
+/// The NodePool's status as its controllers would write it now: conditions (validation, the
+/// NodeClass's readiness, registration health's reset), `status.resources` and `status.nodes`
+/// from `usage` (what its nodes hold; `None` while the view is not synced, when upstream's
+/// counter leaves them as they are). `None` when nothing changes.
+pub fn status(
+    nodepool: &NodePool,
+    nodeclass: Option<&EC2NodeClass>,
+    usage: Option<&ResourceList>,
+    now: &str,
+) -> Option<NodePoolStatus> {
+    let before = nodepool.status.clone().unwrap_or_default();
+    let mut status = before.clone();
+    let created = nodepool.metadata.creation_timestamp.as_ref().map(|t| crate::api::time::format_time(t.0.as_second()));
+    let created = created.as_deref().unwrap_or(now);
+    {
+        let mut set = ConditionSet::new(&mut status.conditions, DEPENDENTS, nodepool.metadata.generation, created, now);
+        validation::condition(nodepool, &mut set);
+        readiness::condition(nodepool, nodeclass, &mut set);
+    }
+    registrationhealth::reset(nodepool, nodeclass, &mut status, created, now);
+    if let Some(usage) = usage {
+        counter::count(usage, &mut status);
+    }
+    (status != before).then_some(status)
+}
+
+#[cfg(test)]
+mod tests;

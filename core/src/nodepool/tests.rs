@@ -1,0 +1,140 @@
+//! The NodePool controllers' decisions: conditions from validation and the NodeClass, the counter,
+//! the hash annotations and the re-stamp of another scheme's NodeClaims.
+
+use super::*;
+use crate::api::nodeclaim::NodeClaim;
+use crate::disruption::drift::{Expected, HASH_VERSION, NODEPOOL_HASH, NODEPOOL_HASH_VERSION};
+
+const NODEPOOL: &str = "apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default, generation: 2, creationTimestamp: '2026-01-01T00:00:00Z'}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}]
+";
+
+fn nodepool(text: &str) -> NodePool {
+    serde_yaml::from_str(text).unwrap()
+}
+
+fn nodeclass(ready: Option<(&str, &str)>) -> EC2NodeClass {
+    let mut text = "apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default, generation: 3}
+spec:
+  role: KarpenterNodeRole
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {a: b}}]
+  securityGroupSelectorTerms: [{tags: {a: b}}]
+"
+    .to_string();
+    if let Some((status, reason)) = ready {
+        text.push_str(&format!(
+            "status:\n  conditions: [{{type: Ready, status: \"{status}\", reason: {reason}, message: why}}]\n"
+        ));
+    }
+    serde_yaml::from_str(&text).unwrap()
+}
+
+fn condition<'a>(s: &'a NodePoolStatus, type_: &str) -> (&'a str, &'a str) {
+    let c = crate::api::find_condition(&s.conditions, type_).unwrap_or_else(|| panic!("no {type_}"));
+    (c.status.as_str(), c.reason.as_deref().unwrap_or_default())
+}
+
+#[test]
+fn a_nodepool_is_ready_when_valid_and_its_nodeclass_is() {
+    let np = nodepool(NODEPOOL);
+    let class = nodeclass(Some(("True", "Ready")));
+    let usage = ResourceList::from([("cpu".to_string(), crate::quantity::Quantity::from_units(4))]);
+    let s = status(&np, Some(&class), Some(&usage), "2026-01-01T00:05:00Z").expect("a first status");
+    assert_eq!(condition(&s, VALIDATION_SUCCEEDED), ("True", "ValidationSucceeded"));
+    assert_eq!(condition(&s, NODECLASS_READY), ("True", "NodeClassReady"));
+    assert_eq!(condition(&s, "Ready"), ("True", "Ready"));
+    assert_eq!(condition(&s, NODE_REGISTRATION_HEALTHY), ("Unknown", "AwaitingReconciliation"));
+    assert_eq!(s.node_class_observed_generation, Some(3));
+    // The counter: upstream's base resources at zero, what the nodes hold, and the node count.
+    let shown: Vec<(&str, String)> = s.resources.iter().map(|(k, v)| (k.as_str(), v.to_string())).collect();
+    assert_eq!(
+        shown,
+        [("cpu", "4"), ("ephemeral-storage", "0"), ("memory", "0"), ("nodes", "0"), ("pods", "0")]
+            .map(|(k, v)| (k, v.to_string()))
+    );
+    assert_eq!(s.nodes, Some(0));
+    // Written back, the same inputs change nothing; unsynced, the counter leaves it.
+    let mut written = np.clone();
+    written.status = Some(s);
+    assert_eq!(status(&written, Some(&class), Some(&usage), "2026-01-01T00:06:00Z"), None);
+    assert_eq!(status(&written, Some(&class), None, "2026-01-01T00:06:00Z"), None);
+}
+
+#[test]
+fn a_missing_or_unready_nodeclass_and_an_invalid_nodepool_say_why() {
+    let np = nodepool(NODEPOOL);
+    let s = status(&np, None, None, "2026-01-01T00:05:00Z").unwrap();
+    assert_eq!(condition(&s, NODECLASS_READY), ("False", "NodeClassNotFound"));
+    assert_eq!(condition(&s, "Ready"), ("False", "UnhealthyDependents"));
+    let s = status(&np, Some(&nodeclass(Some(("False", "SubnetsNotFound")))), None, "t").unwrap();
+    assert_eq!(condition(&s, NODECLASS_READY), ("False", "SubnetsNotFound"));
+    let s = status(&np, Some(&nodeclass(None)), None, "t").unwrap();
+    assert_eq!(condition(&s, NODECLASS_READY), ("False", "NodeClassReadinessUnknown"));
+    let invalid = nodepool(&NODEPOOL.replace("operator: In, values: [on-demand]", "operator: In, values: []"));
+    let s = status(&invalid, Some(&nodeclass(Some(("True", "Ready")))), None, "t").unwrap();
+    assert_eq!(condition(&s, VALIDATION_SUCCEEDED).0, "False");
+    assert_eq!(condition(&s, VALIDATION_SUCCEEDED).1, "NodePoolValidationFailed");
+}
+
+fn nodeclaim(name: &str, annotations: &[(&str, &str)], drifted: bool) -> NodeClaim {
+    let mut nc: NodeClaim = serde_yaml::from_str(&format!(
+        "apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata: {{name: {name}, labels: {{karpenter.sh/nodepool: default, karpenter.sh/capacity-type: on-demand}}}}
+spec: {{nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}, requirements: []}}
+status: {{providerID: 'kwok://{name}'}}
+"
+    ))
+    .unwrap();
+    nc.metadata.annotations = Some(annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+    if drifted {
+        nc.status.as_mut().unwrap().conditions.push(crate::api::Condition {
+            type_: "Drifted".into(),
+            status: "True".into(),
+            reason: Some("NodePoolDrifted".into()),
+            ..Default::default()
+        });
+    }
+    nc
+}
+
+#[test]
+fn upstream_stamped_nodeclaims_are_restamped_not_drifted() {
+    // Upstream Karpenter ran this cluster: its hashstructure values, version v3.
+    let mut np = nodepool(NODEPOOL);
+    np.metadata.annotations = Some(
+        [
+            (NODEPOOL_HASH.to_string(), "4012513481623584108".to_string()),
+            (NODEPOOL_HASH_VERSION.to_string(), "v3".into()),
+        ]
+        .into(),
+    );
+    let upstream = [(NODEPOOL_HASH, "4012513481623584108"), (NODEPOOL_HASH_VERSION, "v3")];
+    let claims = [nodeclaim("a", &upstream, false), nodeclaim("b", &upstream, true)];
+    let expected = Expected::new(&np, &Default::default());
+    assert!(claims.iter().all(|nc| expected.drifted(nc).is_none()), "another version is never compared");
+    let restamped = hash::restamps(&np, &claims);
+    assert_eq!(restamped.len(), 2);
+    let ours = crate::disruption::drift::nodepool_hash(&np);
+    assert_eq!(restamped[0].0, "a");
+    assert_eq!(restamped[0].1[NODEPOOL_HASH], ours);
+    assert_eq!(restamped[0].1[NODEPOOL_HASH_VERSION], HASH_VERSION);
+    assert!(!restamped[1].1.contains_key(NODEPOOL_HASH), "a Drifted NodeClaim keeps its hash: it stays drifted");
+    let mut a = claims[0].clone();
+    a.metadata.annotations.as_mut().unwrap().extend(restamped[0].1.clone());
+    assert_eq!(expected.drifted(&a), None, "re-stamped, it matches the NodePool now");
+    // The NodePool takes our hash and version; after that nothing more is re-stamped.
+    let stamp = hash::nodepool_annotations(&np).expect("the NodePool is re-stamped");
+    np.metadata.annotations.as_mut().unwrap().extend(stamp);
+    assert_eq!(hash::nodepool_annotations(&np), None);
+    assert!(hash::restamps(&np, &claims).is_empty());
+}
