@@ -80,13 +80,8 @@ impl<P: CloudProvider> Reconciler<P> {
         self.remove_stale_taints(m).await;
         // upstream: the loop waits for cluster state to be synced, every NodeClaim launched (a
         // pass on a view missing capacity could disrupt what a launch is about to need).
-        if self.provisioning.awaiting_created() {
-            return;
-        }
-        if let Some(nc) = m.nodeclaims.iter().find(|nc| {
-            nc.metadata.deletion_timestamp.is_none() && nc.status.as_ref().is_none_or(|s| s.provider_id.is_empty())
-        }) {
-            tracing::debug!(nodeclaim = %nc.name(), "disruption waits for the NodeClaim to launch");
+        if !self.synced(m) {
+            tracing::debug!("disruption waits for the view to be synced");
             return;
         }
         if let Some((_, due)) = &self.disruption.validating {
