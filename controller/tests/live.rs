@@ -533,13 +533,7 @@ async fn inflate_provisions_nodes_and_a_deleted_node_is_replaced() -> Result<()>
         Ok((status["nodes"] == 3 && status["resources"]["cpu"] == "6").then_some((np, status)))
     })
     .await
-    .with_context(|| {
-        format!(
-            "controller log:
-{}",
-            controller.log()
-        )
-    })?;
+    .with_context(|| format!("controller log:\n{}", controller.log()))?;
     let (np, status) = status;
     eprintln!("NodePool status: {status}");
     ensure!(status["resources"]["nodes"] == "3", "{status}");
@@ -642,13 +636,7 @@ async fn inflate_provisions_nodes_and_a_deleted_node_is_replaced() -> Result<()>
         Ok(nodes_api.get_opt(&leak).await?.is_none().then_some(()))
     })
     .await
-    .with_context(|| {
-        format!(
-            "controller log:
-{}",
-            controller.log()
-        )
-    })?;
+    .with_context(|| format!("controller log:\n{}", controller.log()))?;
     let after = created.elapsed();
     eprintln!("a leaked instance collected {} ms after it appeared", after.as_millis());
     ensure!(after >= Duration::from_secs(30), "collected within its 30 s grace");
