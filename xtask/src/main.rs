@@ -204,7 +204,8 @@ fn test_steps(args: TestArgs) -> Result<()> {
     // resolution, so nothing is compiled twice). It includes the native scenario runner that the
     // parity test runs: cargo builds a package's binaries for its integration tests.
     util::step("build: tests, benches and the native scenario runner (ci profile)", || {
-        util::cargo(&["test", "--workspace", "--locked", "--profile", "ci", "--all-targets", "--no-run"])
+        // `--timings` leaves target/cargo-timings/cargo-timing.html: which crates the CI budget goes to.
+        util::cargo(&["test", "--workspace", "--locked", "--profile", "ci", "--all-targets", "--no-run", "--timings"])
     })?;
     util::step("scenario runner for wasm32-wasip1 (the parity test runs it under wasmtime)", || {
         util::cargo(&[
