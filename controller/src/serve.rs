@@ -105,10 +105,12 @@ async fn snapshot(Extract(state): Extract<State>) -> Response {
     if let Some(unavailable) = not_synced(&state.view) {
         return unavailable;
     }
-    let mut m = match state.view.manifests() {
-        Ok(m) => m,
+    let loaded = match state.view.load() {
+        Ok(loaded) => loaded,
         Err(e) => return load_failed(&e),
     };
+    let crate::view::Loaded { live, .. } = loaded;
+    let (mut m, skipped) = (live.manifests, live.skipped);
     let mut scenario = Scenario {
         api_version: "carpentry.dev/v1alpha1".into(),
         kind: "Scenario".into(),
@@ -119,7 +121,7 @@ async fn snapshot(Extract(state): Extract<State>) -> Response {
     scenario.spec.start_time = Some(crate::clock::now_rfc3339());
     scenario.spec.timings = state.timings.clone();
     m.scenario = Some(scenario);
-    match write_snapshot(&m, &format!("carpentry-controller ({})", state.server), true, false) {
+    match write_snapshot(&m, &format!("carpentry-controller ({})", state.server), true, false, &skipped) {
         Ok(s) => ([(header::CONTENT_TYPE, "application/yaml")], s.text).into_response(),
         Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, carpentry_core::error_chain(&e) + "\n"),
     }
@@ -145,7 +147,17 @@ async fn prometheus(Extract(state): Extract<State>) -> Response {
         "Decisions the reconcilers made (or, in --dry-run, would have carried out), by reason",
         state.decisions.clone(),
     );
-    if let Ok(m) = state.view.manifests() {
+    if let Ok(loaded) = state.view.load() {
+        let skipped = Family::<Labels, Gauge>::default();
+        for s in &loaded.live.skipped {
+            skipped.get_or_create(&vec![("gap".into(), format!("{:?}", s.gap))]).inc();
+        }
+        registry.register(
+            "view_skipped_objects",
+            "Objects left out of every decision because they do not load, by what that holds back",
+            skipped,
+        );
+        let m = loaded.manifests();
         let pending = Gauge::<i64>::default();
         pending.set(m.pods.iter().filter(|p| carpentry_core::pod::is_pending(p)).count() as i64);
         registry.register("pods_pending", "Pods not bound to a node and not finished", pending);

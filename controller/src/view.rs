@@ -2,7 +2,8 @@
 //! kube-runtime reflector store, so that a decision reads the cluster without a list call. The
 //! view turns into core's [`Manifests`] through the loader the plugin's live read uses
 //! ([`carpentry_core::load_from_api_server`]), so the controller, the plugin and a snapshot read
-//! the same objects the same way.
+//! the same objects the same way; an object that does not load is left out and named
+//! ([`carpentry_core::load_from_api_server_skipping`]) rather than stopping every decision.
 //!
 //! Upstream's `state.Cluster` is synced once its informers have listed everything; the view's
 //! [`ClusterView::unsynced`] says which watches have not yet.
@@ -11,8 +12,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use carpentry_core::manifest::{api_documents, ListedResource, Manifests, LISTED_RESOURCES};
-use carpentry_core::LoadError;
+use carpentry_core::{LiveLoad, LoadError, Skipped};
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, DynamicObject};
 use kube::core::GroupVersionKind;
 use kube::discovery::ApiResource;
@@ -99,8 +101,11 @@ impl ClusterView {
         self.watched.iter().map(|w| (w.resource.name(), w.store.len())).collect()
     }
 
-    /// The view as core's manifests, loaded as a live read is.
-    pub fn manifests(&self) -> Result<Manifests, LoadError> {
+    /// The view as core's manifests, loaded as a live read is, without the objects that do not
+    /// load ([`carpentry_core::load_from_api_server_skipping`]); with each document's object
+    /// reference, for events about the left-out ones.
+    pub fn load(&self) -> Result<Loaded, LoadError> {
+        let mut references = Vec::new();
         let items: Vec<String> = self
             .watched
             .iter()
@@ -110,13 +115,41 @@ impl ClusterView {
                 objects.sort_by(|a, b| {
                     (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
                 });
-                objects.into_iter().map(move |o| {
-                    let value = serde_json::to_value(&*o).unwrap_or_default();
-                    w.resource.prepare(value).to_string()
-                })
+                objects.into_iter().map(move |o| (w.resource, o))
+            })
+            .map(|(resource, o)| {
+                references.push(ObjectReference {
+                    api_version: Some(resource.api_version()),
+                    kind: Some(resource.kind.into()),
+                    name: o.metadata.name.clone(),
+                    namespace: o.metadata.namespace.clone(),
+                    uid: o.metadata.uid.clone(),
+                    ..Default::default()
+                });
+                let value = serde_json::to_value(&*o).unwrap_or_default();
+                resource.prepare(value).to_string()
             })
             .collect();
-        carpentry_core::load_from_api_server(&api_documents(items.iter().map(String::as_str)))
+        let live = carpentry_core::load_from_api_server_skipping(&api_documents(items.iter().map(String::as_str)))?;
+        Ok(Loaded { live, references })
+    }
+}
+
+/// The view, loaded.
+pub struct Loaded {
+    pub live: LiveLoad,
+    /// Each document's object, by document number − 1.
+    references: Vec<ObjectReference>,
+}
+
+impl Loaded {
+    pub fn manifests(&self) -> &Manifests {
+        &self.live.manifests
+    }
+
+    /// The object a left-out document held, as events name it.
+    pub fn reference(&self, skipped: &Skipped) -> Option<&ObjectReference> {
+        skipped.document.checked_sub(1).and_then(|i| self.references.get(i))
     }
 }
 

@@ -406,6 +406,17 @@ async fn inflate_provisions_nodes_and_a_deleted_node_is_replaced() -> Result<()>
     // Every node may go at once when empty (the default budget, 10%, would take them one by one).
     let disruption = json!({ "consolidateAfter": "0s", "budgets": [{ "nodes": "100%" }] });
     create_class_and_nodepool(&client, &class, "inflate", &nodepool, template, Some(disruption)).await?;
+    // A NodePool the CRD's schema admits and Karpenter's runtime validation refuses (no valid
+    // capacity type): the controller leaves it out and goes on with the rest.
+    let invalid = format!("{nodepool}-invalid");
+    let nodepools_api =
+        Api::<DynamicObject>::all_with(client.clone(), &resource("karpenter.sh", "NodePool", "nodepools"));
+    let mut obj = DynamicObject::new(&invalid, &resource("karpenter.sh", "NodePool", "nodepools"));
+    obj.data = json!({ "spec": { "template": { "spec": {
+        "nodeClassRef": { "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": class },
+        "requirements": [{ "key": "karpenter.sh/capacity-type", "operator": "In", "values": ["bogus"] }],
+    } } } });
+    nodepools_api.create(&pp, &obj).await?;
     let deployment: k8s_openapi::api::apps::v1::Deployment = serde_json::from_value(json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": { "name": "inflate" },
@@ -525,8 +536,6 @@ async fn inflate_provisions_nodes_and_a_deleted_node_is_replaced() -> Result<()>
 
     // The NodePool's status counts its three 2-vCPU nodes; it is Ready, and it and its NodeClaims
     // carry the hash and our hash version.
-    let nodepools_api =
-        Api::<DynamicObject>::all_with(client.clone(), &resource("karpenter.sh", "NodePool", "nodepools"));
     let status = wait_for("the NodePool's status to count 3 nodes", TIMEOUT, || async {
         let np = nodepools_api.get(&nodepool).await?;
         let status = np.data["status"].clone();
@@ -548,6 +557,42 @@ async fn inflate_provisions_nodes_and_a_deleted_node_is_replaced() -> Result<()>
     };
     ensure!(version(&np).as_deref() == Some("carpentry-fnv1a-v1"), "{:?}", np.metadata.annotations);
     ensure!(claims.iter().all(|nc| version(nc) == version(&np)), "a NodeClaim without our hash version");
+
+    // The invalid NodePool: its status says why (upstream's nodepool.validation), an event on it
+    // says what it holds back, the snapshot and /metrics name it.
+    let invalid_status = wait_for("the invalid NodePool's ValidationSucceeded=False", TIMEOUT, || async {
+        let status = nodepools_api.get(&invalid).await?.data["status"].clone();
+        let validation = status["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "ValidationSucceeded" && c["status"] == "False")
+            .cloned();
+        Ok(validation.map(|v| (v, status)))
+    })
+    .await
+    .with_context(|| format!("controller log:\n{}", controller.log()))?;
+    let (validation, invalid_status) = invalid_status;
+    eprintln!("invalid NodePool: {validation}");
+    ensure!(validation["reason"] == "NodePoolValidationFailed", "{validation}");
+    ensure!(validation["message"].as_str().is_some_and(|m| m.contains("bogus")), "{validation}");
+    let ready = invalid_status["conditions"].as_array().into_iter().flatten().find(|c| c["type"] == "Ready");
+    ensure!(ready.is_some_and(|c| c["status"] == "False"), "{invalid_status}");
+    let about = events_about(&client, &invalid).await?;
+    ensure!(
+        about.iter().any(|(reason, note)| reason == "InvalidObject"
+            && note.contains("no node is provisioned from it")
+            && note.contains("bogus")),
+        "events on the invalid NodePool: {about:?}"
+    );
+    let (_, snapshot) = get(health, "/snapshot")?;
+    ensure!(
+        snapshot.lines().any(|l| l.starts_with(&format!("#   NodePool/{invalid}: "))),
+        "the snapshot does not name the NodePool it leaves out:\n{}",
+        snapshot.lines().take(8).collect::<Vec<_>>().join("\n")
+    );
+    let (_, body) = get(metrics, "/metrics")?;
+    ensure!(body.contains("carpentry_view_skipped_objects{gap=\"Object\"}"), "/metrics:\n{body}");
 
     // `kubectl delete node`: the NodeClaim and the Node go; the pod runs on a replacement.
     let victim = pod_nodes[0].to_string();
@@ -652,6 +697,7 @@ async fn inflate_provisions_nodes_and_a_deleted_node_is_replaced() -> Result<()>
     let planned = planned.context("no DisruptionPlanned event for the emptiness command")?;
     ensure!(before.iter().all(|n| planned.contains(n.as_str())), "{planned}");
     deployments.delete("inflate", &Default::default()).await?;
+    nodepools_api.delete(&invalid, &Default::default()).await?;
     Ok(())
 }
 

@@ -4,7 +4,8 @@
 //! `apiVersion`/`kind`, stripped of `metadata.managedFields`, and loaded by the loader that reads
 //! `--from-file` ([`carpentry_core::manifest::load_from_api_server`]: the same, except that a
 //! newer API server's Kubernetes fields are warnings), so a command answers the same on a cluster
-//! and on its snapshot.
+//! and on its snapshot. An object that does not load is left out with a warning
+//! ([`carpentry_core::manifest::load_from_api_server_skipping`]).
 //!
 //! Authentication is kube-rs's kubeconfig loader: client certificates, bearer tokens and token
 //! files, exec credential plugins (`aws eks get-token`, `aws-iam-authenticator`,
@@ -24,6 +25,8 @@ use crate::Failure;
 /// What a live read returns.
 pub struct LiveRead {
     pub manifests: Manifests,
+    /// Objects that do not load, left out of `manifests`.
+    pub left_out: Vec<manifest::Skipped>,
     /// `context NAME (SERVER)`.
     pub source: String,
     /// RFC 3339, seconds: when the lists were read (the simulation's start).
@@ -81,23 +84,32 @@ async fn read(common: &ReadArgs) -> Result<LiveRead, Failure> {
         return Err(Failure::Input(describe_failures(&failed, &context, &server)));
     }
     let text = manifest::api_documents(listed.iter().flat_map(|(_, items)| items.iter().map(String::as_str)));
-    let manifests = manifest::load_from_api_server(&text).map_err(|e| {
+    // One object that does not load (a newer Karpenter's field, a NodePool its CRD's schema admits
+    // and Karpenter's validation refuses) leaves that object out, said on stderr and in a
+    // snapshot's header, rather than failing the read.
+    let live = manifest::load_from_api_server_skipping(&text).map_err(|e| {
         let mut message = String::new();
         for p in &e.problems {
             let object = p.object.as_ref().map_or_else(|| format!("document {}", p.document), ToString::to_string);
             let field = p.field.as_ref().map(|f| format!(", field {f}")).unwrap_or_default();
             let _ = writeln!(message, "error: {source}: {object}{field}: {}", p.message);
         }
-        message.push_str(
-            "the cluster's Karpenter objects do not read as Karpenter v1.14.1 objects (a newer Karpenter, or an \
-             object its CRD's schema does not check); please report it, naming the field",
-        );
+        message.push_str("the cluster's objects do not read as Kubernetes and Karpenter v1.14.1 objects");
         Failure::Input(message)
     })?;
+    let (manifests, left_out) = (live.manifests, live.skipped);
     for w in &manifests.warnings {
         eprintln!("warning: {source}: {w}");
     }
-    Ok(LiveRead { manifests, source, read_at, default_namespace })
+    for s in &left_out {
+        let object = s.object.as_ref().map_or_else(|| format!("document {}", s.document), ToString::to_string);
+        eprintln!(
+            "warning: {source}: {object} is left out: it does not read as a Karpenter v1.14.1 or Kubernetes object \
+             ({}); please report it if the cluster's Karpenter accepts it",
+            s.summary()
+        );
+    }
+    Ok(LiveRead { manifests, source, read_at, default_namespace, left_out })
 }
 
 /// The client for the context the flags (or the kubeconfig) name, its name, server and default

@@ -26,8 +26,14 @@ pub fn run(args: SnapshotArgs) -> Result<(), Failure> {
     for note in &state.notes {
         eprintln!("note: {note}");
     }
-    let snapshot = write_snapshot(&state.manifests, &state.source, args.read.from_file.is_empty(), args.keep_images)
-        .map_err(|e| Failure::Other(anyhow::anyhow!(carpentry_core::error_chain(&e))))?;
+    let snapshot = write_snapshot(
+        &state.manifests,
+        &state.source,
+        args.read.from_file.is_empty(),
+        args.keep_images,
+        &state.left_out,
+    )
+    .map_err(|e| Failure::Other(anyhow::anyhow!(carpentry_core::error_chain(&e))))?;
     match &args.output {
         Some(path) => {
             std::fs::write(path, &snapshot.text)

@@ -14,6 +14,8 @@ use crate::{input, Failure};
 pub struct ClusterState {
     /// Legacy objects converted; `scenario` set (start time = when the state was read, region).
     pub manifests: Manifests,
+    /// A live read's objects that do not load (named on stderr when read, and in a snapshot).
+    pub left_out: Vec<carpentry_core::Skipped>,
     pub catalogue: &'static Catalogue,
     /// Where prices come from: `embedded (generated DATE)` or the `--catalog` file; spot prices
     /// are synthetic either way.
@@ -37,9 +39,11 @@ impl ClusterState {
 pub fn read(common: &ReadArgs) -> Result<ClusterState, Failure> {
     let catalogue = catalogue(common)?;
     let mut default_namespace = "default".to_string();
+    let mut left_out = Vec::new();
     let (mut manifests, source, start) = if common.from_file.is_empty() {
         let live = crate::cluster::read_live(common)?;
         default_namespace = live.default_namespace;
+        left_out = live.left_out;
         (live.manifests, live.source, Some(live.read_at))
     } else {
         let mut manifests = Manifests::default();
@@ -90,7 +94,7 @@ pub fn read(common: &ReadArgs) -> Result<ClusterState, Failure> {
         Some(path) => format!("{} (generated {})", path.display(), catalogue.provenance().generated_at),
         None => format!("embedded (generated {})", catalogue.provenance().generated_at),
     };
-    Ok(ClusterState { manifests, catalogue, catalogue_source, source, notes, default_namespace })
+    Ok(ClusterState { manifests, catalogue, catalogue_source, source, notes, default_namespace, left_out })
 }
 
 /// The current UTC time, RFC 3339 in whole seconds (the adapter's clock; core has none).

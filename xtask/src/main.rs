@@ -6,6 +6,7 @@
 mod catalog;
 mod crds;
 mod fidelity;
+mod freshness;
 mod gobin;
 mod gomod;
 mod play;
@@ -56,6 +57,11 @@ struct TestArgs {
 fn main() -> Result<()> {
     let cli = Cli::parse();
     std::env::set_current_dir(workspace_root())?;
+    // The tasks that build in the shared target directory.
+    let _lock = match &cli.task {
+        Task::Play(_) | Task::Test(_) | Task::Fidelity(_) | Task::BenchVsUpstream(_) => restore_freshness()?,
+        _ => None,
+    };
     match cli.task {
         Task::Play(args) => play::run(args),
         Task::Test(args) => test(args),
@@ -66,6 +72,26 @@ fn main() -> Result<()> {
         Task::BenchVsUpstream(args) => fidelity::bench(args),
         Task::Tidy(args) => tidy::run(args),
     }
+}
+
+/// Before any task builds in the machine's shared target directory, unchanged files get back the
+/// times they had when last built there ([`freshness`]), so a new clone rebuilds only the crates
+/// that changed. A target directory given by `CARGO_TARGET_DIR` is the user's: left alone.
+fn restore_freshness() -> Result<Option<freshness::Lock>> {
+    if std::env::var_os("CARGO_TARGET_DIR").is_some_and(|d| !d.is_empty()) {
+        return Ok(None);
+    }
+    let Some(target) = shared_target_dir() else { return Ok(None) };
+    let lock = freshness::lock(&target)?;
+    match freshness::restore(&workspace_root(), &target) {
+        Ok(r) => eprintln!(
+            "freshness: {} files as last built here, {} changed, {} name the checkout's folder (rebuilt)",
+            r.unchanged, r.changed, r.folder_dependent
+        ),
+        // Not a git checkout, or no git: cargo's own mtimes decide (everything rebuilds).
+        Err(e) => eprintln!("freshness: not restored ({e:#}); every workspace crate is rebuilt"),
+    }
+    Ok(Some(lock))
 }
 
 /// The workspace root: the parent of this crate's manifest directory.

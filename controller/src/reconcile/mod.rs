@@ -32,17 +32,17 @@ mod nodepool;
 mod provisioning;
 mod termination;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use carpentry_core::manifest::Manifests;
-use carpentry_core::Catalogue;
-use tracing::{debug, warn};
+use carpentry_core::{Catalogue, Skipped, ViewGap};
+use tracing::{debug, info, warn};
 
 use crate::cloud::CloudProvider;
 use crate::leader::LeaderStatus;
-use crate::view::ClusterView;
+use crate::view::{ClusterView, Loaded};
 
 /// upstream: a launch result is cached this long by NodeClaim UID.
 const LAUNCH_CACHE_TTL: Duration = Duration::from_secs(60 * 60);
@@ -68,6 +68,8 @@ pub struct Reconciler<P: CloudProvider> {
     epoch: Instant,
     /// When NodePool usage was last counted (epoch seconds).
     nodepool_counted: i64,
+    /// Objects left out of the view, each with its problems as last reported.
+    skipped: BTreeMap<String, String>,
 }
 
 impl<P: CloudProvider> Reconciler<P> {
@@ -86,6 +88,7 @@ impl<P: CloudProvider> Reconciler<P> {
             evictions: HashMap::new(),
             epoch: Instant::now(),
             nodepool_counted: i64::MIN / 2,
+            skipped: BTreeMap::new(),
         }
     }
 
@@ -110,22 +113,29 @@ impl<P: CloudProvider> Reconciler<P> {
             if !self.leader.leading() || !self.view.unsynced().is_empty() {
                 continue;
             }
-            let m = match self.view.manifests() {
-                Ok(m) => m,
+            let loaded = match self.view.load() {
+                Ok(loaded) => loaded,
                 Err(e) => {
                     warn!(error = %carpentry_core::error_chain(&e), "the cluster view does not load; nothing is decided");
                     continue;
                 }
             };
-            self.pass(&m).await;
+            self.report_skipped(&loaded).await;
+            self.pass(&loaded).await;
         }
     }
 
-    async fn pass(&mut self, m: &Manifests) {
+    async fn pass(&mut self, loaded: &Loaded) {
+        let (m, live) = (loaded.manifests(), &loaded.live);
+        // A Node or NodeClaim that does not load leaves the capacity unknown: counting it,
+        // launching beside it or collecting its instance would be decided on a partial view.
+        if live.gap() == Some(ViewGap::Capacity) {
+            return;
+        }
         let now = crate::clock::now_seconds();
         self.launched.retain(|_, (_, at)| at.elapsed() < LAUNCH_CACHE_TTL);
         self.nodeclasses(m).await;
-        self.nodepools(m, now).await;
+        self.nodepools(m, &live.invalid_nodepools, now).await;
         for nc in &m.nodeclaims {
             if nc.metadata.deletion_timestamp.is_some() {
                 self.finalize_nodeclaim(m, nc, now).await;
@@ -134,14 +144,43 @@ impl<P: CloudProvider> Reconciler<P> {
             }
         }
         for node in &m.nodes {
-            if node.metadata.deletion_timestamp.is_some() {
+            let name = node.metadata.name.as_deref().unwrap_or_default();
+            // A node with a pod that does not load is not drained: that pod would go unevicted.
+            if node.metadata.deletion_timestamp.is_some() && live.skipped_pod_on(name).is_none() {
                 self.terminate_node(m, node, now).await;
             }
         }
         self.provision(m, now).await;
-        self.disruption(m, now).await;
+        // Disruption decides which pods a node can shed: it waits for a whole view of them.
+        if live.gap().is_none_or(|g| g < ViewGap::Workloads) {
+            self.disruption(m, now).await;
+        }
         self.garbage_collect(m, now).await;
         debug!("pass done");
+    }
+
+    /// Says once, in the log and in a Warning event on the object, what is left out of the view
+    /// and what that holds back; and when it loads again.
+    async fn report_skipped(&mut self, loaded: &Loaded) {
+        let mut skipped = BTreeMap::new();
+        for s in &loaded.live.skipped {
+            let object = s.object.as_ref().map_or_else(|| format!("document {}", s.document), ToString::to_string);
+            let summary = s.summary();
+            if self.skipped.get(&object) != Some(&summary) {
+                let held = held_back(s);
+                warn!(%object, gap = ?s.gap, problems = %summary, held = %held, "left out of the view: it does not load");
+                if let Some(on) = loaded.reference(s) {
+                    let kind = on.kind.as_deref().unwrap_or("object");
+                    let note = format!("carpentry cannot read this {kind} ({summary}): {held}");
+                    self.act.event(on, true, "InvalidObject", note, "Read").await;
+                }
+            }
+            skipped.insert(object, summary);
+        }
+        for object in self.skipped.keys().filter(|o| !skipped.contains_key(*o)) {
+            info!(%object, "loads again");
+        }
+        self.skipped = skipped;
     }
 
     /// The provider's EC2NodeClass reconciler (upstream AWS `nodeclass` controller): the status
@@ -153,5 +192,23 @@ impl<P: CloudProvider> Reconciler<P> {
                 self.act.patch_nodeclass_status(class.name(), serde_json::json!({"status": status})).await;
             }
         }
+    }
+}
+
+/// What leaving `s` out of the view holds back, for its event and log line.
+fn held_back(s: &Skipped) -> String {
+    let kind = s.object.as_ref().map_or("", |o| o.kind.as_str());
+    match (s.gap, kind) {
+        (ViewGap::Capacity, _) => "nothing is provisioned, disrupted or garbage-collected until it loads".into(),
+        (ViewGap::Workloads, _) => match &s.node {
+            Some(node) => format!("disruption waits until it loads, and node {node} is not drained"),
+            None => "disruption waits until it loads".into(),
+        },
+        (ViewGap::Object, "Pod") => "no node is provisioned for it".into(),
+        (ViewGap::Object, "NodePool") => {
+            "no node is provisioned from it (status condition ValidationSucceeded says why)".into()
+        }
+        (ViewGap::Object, "EC2NodeClass") => "its NodePools are not Ready".into(),
+        (ViewGap::Object, _) => "it is left out of every decision".into(),
     }
 }

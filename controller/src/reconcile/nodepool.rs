@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use carpentry_core::api::NodePool;
 use carpentry_core::manifest::Manifests;
 use carpentry_core::nodepool;
 use carpentry_core::resources::ResourceList;
@@ -19,7 +20,8 @@ use crate::cloud::CloudProvider;
 pub(super) const COUNTER_SECONDS: i64 = 5;
 
 impl<P: CloudProvider> Reconciler<P> {
-    pub(super) async fn nodepools(&mut self, m: &Manifests, now: i64) {
+    /// `invalid`: NodePools that fail validation (left out of `m`), whose status still says so.
+    pub(super) async fn nodepools(&mut self, m: &Manifests, invalid: &[NodePool], now: i64) {
         for np in &m.nodepools {
             let restamps = nodepool::hash::restamps(np, &m.nodeclaims);
             let mut restamped = true;
@@ -44,6 +46,12 @@ impl<P: CloudProvider> Reconciler<P> {
         for np in &m.nodepools {
             let pool_usage = usage.as_ref().map(|u| u.get(np.name()).unwrap_or(&nothing));
             if let Some(status) = nodepool::status(np, m.nodeclass_for(np), pool_usage, &at) {
+                let patch = json!({"metadata": {"resourceVersion": np.metadata.resource_version}, "status": status});
+                self.act.patch_nodepool_status(np.name(), patch).await;
+            }
+        }
+        for np in invalid {
+            if let Some(status) = nodepool::status(np, m.nodeclass_for(np), None, &at) {
                 let patch = json!({"metadata": {"resourceVersion": np.metadata.resource_version}, "status": status});
                 self.act.patch_nodepool_status(np.name(), patch).await;
             }

@@ -8,6 +8,7 @@
 //! kinds are skipped with a warning, never silently.
 
 mod api_resources;
+mod live;
 pub mod scenario;
 mod snapshot;
 pub(crate) mod workloads;
@@ -32,6 +33,7 @@ use crate::api::nodepool::NodePool;
 use crate::api::validation::Validate;
 use crate::conversion::{self, ConversionNote, LegacyObject};
 pub use api_resources::{api_documents, ListedResource, LISTED_RESOURCES};
+pub use live::{load_from_api_server_skipping, LiveLoad, Skipped, ViewGap};
 pub use snapshot::{write_snapshot, SnapshotError, WrittenSnapshot};
 pub use yaml::Position;
 
@@ -363,6 +365,11 @@ struct Loader {
     warnings: Vec<Problem>,
     /// See [`load_from_api_server`].
     newer_kubernetes_fields_allowed: bool,
+    /// Documents left out whole (a live read's second pass, see [`load_from_api_server_skipping`]).
+    skip: std::collections::BTreeSet<usize>,
+    /// A live read's bookkeeping: NodePools that decode but fail validation are kept here (their
+    /// status is still written) and documents of Pods bound to a node are noted.
+    live: Option<live::Notes>,
 }
 
 /// The object being decoded: its document, list item, identity and path prefix.
@@ -392,6 +399,9 @@ impl Ctx<'_> {
 
 impl Loader {
     fn document(&mut self, doc: &yaml::Document) {
+        if self.skip.contains(&doc.index) {
+            return;
+        }
         let ctx = Ctx { doc, item: None, prefix: String::new(), object: None };
         self.object(&doc.value, ctx);
     }
@@ -462,6 +472,12 @@ impl Loader {
             }
             return;
         }
+        if let (Some(notes), "Pod") = (&mut self.live, kind.as_str()) {
+            let node = map.get("spec").and_then(|s| s.get("nodeName")).and_then(Value::as_str);
+            if let Some(node) = node.filter(|n| !n.is_empty()) {
+                notes.bound_pods.insert(ctx.doc.index, node.to_string());
+            }
+        }
         let reference = ctx.object.clone().expect("set above");
         let origin = Origin { document: ctx.doc.index, item: ctx.item, position: ctx.doc.locate(&ctx.prefix) };
         let group = api_version.split_once('/').map_or("", |(g, _)| g);
@@ -469,9 +485,12 @@ impl Loader {
         let problems = &mut self.problems;
         let mut lenient = self.newer_kubernetes_fields_allowed.then_some(&mut self.warnings);
         let accepted = match (api_version.as_str(), kind.as_str()) {
-            ("karpenter.sh/v1", "NodePool") => push_validated(value, &ctx, problems, &mut m.nodepools),
-            ("karpenter.sh/v1", "NodeClaim") => push_validated(value, &ctx, problems, &mut m.nodeclaims),
-            ("karpenter.k8s.aws/v1", "EC2NodeClass") => push_validated(value, &ctx, problems, &mut m.nodeclasses),
+            ("karpenter.sh/v1", "NodePool") => {
+                let invalid = self.live.as_mut().map(|n| &mut n.invalid_nodepools);
+                push_validated(value, &ctx, problems, &mut m.nodepools, invalid)
+            }
+            ("karpenter.sh/v1", "NodeClaim") => push_validated(value, &ctx, problems, &mut m.nodeclaims, None),
+            ("karpenter.k8s.aws/v1", "EC2NodeClass") => push_validated(value, &ctx, problems, &mut m.nodeclasses, None),
             ("karpenter.sh/v1beta1", "NodePool") => {
                 push_legacy(value, &ctx, problems, &mut m.legacy, LegacyObject::NodePoolV1Beta1)
             }
@@ -725,11 +744,14 @@ fn check_quantities(
     }
 }
 
+/// Decodes and validates a Karpenter object into `into`; one that decodes but fails validation
+/// goes to `invalid` when it is given.
 fn push_validated<T: DeserializeOwned + Serialize + Validate>(
     value: &Value,
     ctx: &Ctx<'_>,
     problems: &mut Vec<Problem>,
     into: &mut Vec<T>,
+    invalid: Option<&mut Vec<T>>,
 ) -> bool {
     match decode::<T>(value, ctx, false, None) {
         Ok(o) => {
@@ -739,6 +761,9 @@ fn push_validated<T: DeserializeOwned + Serialize + Validate>(
                 return true;
             }
             problems.extend(errors.into_iter().map(|e| ctx.problem(ProblemKind::Validation, Some(&e.path), e.message)));
+            if let Some(invalid) = invalid {
+                invalid.push(o);
+            }
             false
         }
         Err(p) => {

@@ -59,11 +59,14 @@ pub struct WrittenSnapshot {
 }
 
 /// The snapshot of `m`, read from `source` (`live`: a cluster, an API server's objects; else files).
+/// `left_out`: the objects a live read could not load ([`super::load_from_api_server_skipping`]),
+/// named in the header so that none goes missing unsaid.
 pub fn write_snapshot(
     m: &Manifests,
     source: &str,
     live: bool,
     keep_images: bool,
+    left_out: &[super::Skipped],
 ) -> Result<WrittenSnapshot, SnapshotError> {
     let mut groups: Vec<(&str, Vec<Value>)> = Vec::new();
     fn values<T: Serialize>(items: &[T]) -> Result<Vec<Value>, SnapshotError> {
@@ -150,6 +153,19 @@ pub fn write_snapshot(
         spec["region"].as_str().unwrap_or(super::scenario::DEFAULT_REGION),
         if summary.is_empty() { String::new() } else { format!(": {summary}") }
     );
+    if !left_out.is_empty() {
+        let n = left_out.len();
+        let _ = writeln!(
+            header,
+            "# Left out: {n} object{} of the source that do{} not load:",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "es" } else { "" }
+        );
+        for s in left_out {
+            let object = s.object.as_ref().map_or_else(|| format!("document {}", s.document), ToString::to_string);
+            let _ = writeln!(header, "#   {object}: {}", s.summary().replace('\n', " "));
+        }
+    }
     header.push_str(&redacted_header());
     header.push_str(if keep_images { IMAGES_KEPT } else { IMAGES_REDACTED });
     header.push_str(KEPT);

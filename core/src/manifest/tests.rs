@@ -290,3 +290,59 @@ fn an_api_servers_newer_kubernetes_fields_are_warnings_karpenters_stay_errors() 
     let nodepool = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: np}\nspec:\n  futureField: 1\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n      requirements: []\n";
     assert!(load_from_api_server(nodepool).is_err());
 }
+
+#[test]
+fn a_live_read_leaves_out_what_does_not_load_and_says_what_that_takes_from_the_view() {
+    let bad_nodepool = NODEPOOL
+        .replace("name: default\nspec", "name: bogus\nspec")
+        .replace("[\"spot\", \"on-demand\"]", "[\"bogus\"]");
+    let pod = |name: &str, node: &str, cpu: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  nodeName: \"{node}\"\n  containers: [{{name: c, image: x, resources: {{requests: {{cpu: \"{cpu}\"}}}}}}]\n"
+        )
+    };
+    let node = "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nstatus: {capacity: {cpu: \"4x\"}}\n";
+    let docs = [
+        NODEPOOL.to_string(),
+        bad_nodepool,
+        pod("pending-ok", "", "1"),
+        pod("pending-bad", "", "1x"),
+        pod("bound-bad", "n1", "1y"),
+    ];
+    let live = load_from_api_server_skipping(&docs.join("---\n")).unwrap();
+    assert_eq!(live.manifests.nodepools.len(), 1);
+    assert_eq!(
+        live.manifests.pods.iter().map(|p| p.metadata.name.clone().unwrap()).collect::<Vec<_>>(),
+        ["pending-ok"]
+    );
+    let skipped: Vec<_> =
+        live.skipped.iter().map(|s| (s.document, s.object.as_ref().unwrap().to_string(), s.gap)).collect();
+    assert_eq!(
+        skipped,
+        [
+            (2, "NodePool/bogus".to_string(), ViewGap::Object),
+            (4, "Pod/default/pending-bad".to_string(), ViewGap::Object),
+            (5, "Pod/default/bound-bad".to_string(), ViewGap::Workloads),
+        ]
+    );
+    // The NodePool that fails validation is kept aside, so that its status can say why.
+    assert_eq!(live.invalid_nodepools.iter().map(|np| np.name()).collect::<Vec<_>>(), ["bogus"]);
+    assert!(
+        live.skipped[0].summary().contains("spec.template.spec.requirements[0].values: no valid values found"),
+        "{}",
+        live.skipped[0].summary()
+    );
+    assert_eq!(live.gap(), Some(ViewGap::Workloads));
+    assert_eq!(live.first_at_least(ViewGap::Workloads).unwrap().document, 5);
+    assert_eq!(live.skipped_pod_on("n1").map(|s| s.document), Some(5));
+    // A Node that does not load leaves the capacity incomplete.
+    let live = load_from_api_server_skipping(&[NODEPOOL, node].join("---\n")).unwrap();
+    assert_eq!(live.gap(), Some(ViewGap::Capacity));
+    assert!(live.manifests.nodes.is_empty());
+    // An object defined twice: the second definition is left out on a second read.
+    let live = load_from_api_server_skipping(&[NODEPOOL, NODEPOOL].join("---\n")).unwrap();
+    assert_eq!((live.manifests.nodepools.len(), live.skipped.len(), live.skipped[0].document), (1, 1, 2));
+    // A clean read skips nothing; text that is not YAML still fails whole.
+    assert_eq!(load_from_api_server_skipping(NODEPOOL).unwrap().gap(), None);
+    assert!(load_from_api_server_skipping("a: [unclosed").is_err());
+}

@@ -1,0 +1,176 @@
+//! A live read that goes on without what does not load. A controller reading the API server must
+//! not stop deciding for the whole cluster because one object fails carpentry's checks (a NodePool
+//! the CRD's schema admits but Karpenter's runtime validation refuses, a field carpentry's types
+//! lack): the object is left out, said so, and what its absence means for the decisions is
+//! classified ([`ViewGap`]), so that the controller waits only where a decision would be made on
+//! a view missing something it depends on. Upstream has no counterpart for reading (its typed
+//! clients decode whatever the CRD admits); for NodePools it matches upstream's
+//! `nodepool/validation` controller, which marks the NodePool `ValidationSucceeded=False` and so
+//! keeps the provisioner from using it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{yaml, LoadError, Loader, Manifests, ObjectRef, Problem, ProblemKind};
+use crate::api::nodepool::NodePool;
+
+/// What a live read's [`Loader`] notes beside the objects.
+#[derive(Default)]
+pub(super) struct Notes {
+    pub(super) invalid_nodepools: Vec<NodePool>,
+    /// Documents of Pods with `spec.nodeName` set, and the node.
+    pub(super) bound_pods: BTreeMap<usize, String>,
+}
+
+/// What a left-out object takes from the view, from least to most: the order is the decisions'
+/// dependence on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub enum ViewGap {
+    /// Only the object itself is not decided on: a pending Pod is not provisioned for, a NodePool
+    /// is not provisioned from, an EC2NodeClass's NodePools are not Ready, a workload's own
+    /// object is not shown.
+    Object,
+    /// What runs on the nodes is incomplete (a Pod bound to a node, a PodDisruptionBudget, a
+    /// DaemonSet, volumes and their classes, CSINodes): disruption, which decides which pods a node
+    /// can shed, waits.
+    Workloads,
+    /// The nodes themselves are incomplete (a Node, a NodeClaim): every decision that counts
+    /// capacity or matches instances to NodeClaims waits, as upstream's `Cluster.Synced` makes
+    /// provisioning and disruption wait for a view that covers every Node and NodeClaim.
+    Capacity,
+}
+
+/// One object left out of a live read, with every problem it has.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Skipped {
+    /// 1-based document number in the read.
+    pub document: usize,
+    /// `None` for a document without usable type information.
+    pub object: Option<ObjectRef>,
+    pub gap: ViewGap,
+    /// The node a left-out Pod is bound to: that node's pods are not all known, so nothing may
+    /// drain it.
+    pub node: Option<String>,
+    pub problems: Vec<Problem>,
+}
+
+impl Skipped {
+    /// The problems as one line: `field: message; field: message`.
+    pub fn summary(&self) -> String {
+        self.problems
+            .iter()
+            .map(|p| match &p.field {
+                Some(f) => format!("{f}: {}", p.message),
+                None => p.message.clone(),
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+/// A live read: what loads, and what was left out.
+#[derive(Debug, Default)]
+pub struct LiveLoad {
+    pub manifests: Manifests,
+    /// The objects left out, in document order.
+    pub skipped: Vec<Skipped>,
+    /// NodePools that decode but fail validation. They are among `skipped` and not in
+    /// `manifests` (nothing is provisioned from them), but their status is still theirs to
+    /// write: `ValidationSucceeded=False` with the problems (see [`crate::nodepool::status`]).
+    pub invalid_nodepools: Vec<NodePool>,
+}
+
+impl LiveLoad {
+    /// The largest gap the skipped objects leave (`None` when nothing was skipped).
+    pub fn gap(&self) -> Option<ViewGap> {
+        self.skipped.iter().map(|s| s.gap).max()
+    }
+
+    /// The first skipped object that leaves a gap of at least `gap`: the one to name when a
+    /// decision waits.
+    pub fn first_at_least(&self, gap: ViewGap) -> Option<&Skipped> {
+        self.skipped.iter().find(|s| s.gap >= gap)
+    }
+
+    /// The first left-out Pod bound to `node`, if any.
+    pub fn skipped_pod_on(&self, node: &str) -> Option<&Skipped> {
+        self.skipped.iter().find(|s| s.node.as_deref() == Some(node))
+    }
+}
+
+fn gap_of(object: Option<&ObjectRef>, bound_pod: bool) -> ViewGap {
+    match object.map(|o| o.kind.as_str()) {
+        Some("Node" | "NodeClaim") => ViewGap::Capacity,
+        Some("Pod") if bound_pod => ViewGap::Workloads,
+        Some(
+            "PodDisruptionBudget"
+            | "DaemonSet"
+            | "PersistentVolumeClaim"
+            | "PersistentVolume"
+            | "StorageClass"
+            | "CSINode",
+        ) => ViewGap::Workloads,
+        _ => ViewGap::Object,
+    }
+}
+
+/// Loads objects as an API server returns them ([`super::load_from_api_server`]), leaving out
+/// each document that has a problem instead of failing the whole read. Only text that is not
+/// YAML at all fails.
+///
+/// Each document should hold one object (as [`super::api_documents`] writes them): a document is
+/// the unit left out. A problem that only shows once others are gone (an object defined twice)
+/// is found by reading again without the documents already left out, until a read is clean.
+pub fn load_from_api_server_skipping(text: &str) -> Result<LiveLoad, LoadError> {
+    let mut skip = BTreeSet::new();
+    let mut problems_by_document: BTreeMap<usize, Vec<Problem>> = BTreeMap::new();
+    let mut invalid_nodepools = Vec::new();
+    let mut bound_pods = BTreeMap::new();
+    loop {
+        let mut loader = Loader {
+            newer_kubernetes_fields_allowed: true,
+            skip: skip.clone(),
+            live: Some(Notes::default()),
+            ..Loader::default()
+        };
+        if let Err(e) = yaml::each_document(text, &mut |doc| loader.document(&doc)) {
+            return Err(LoadError {
+                problems: vec![Problem {
+                    kind: ProblemKind::Syntax,
+                    document: e.document.max(1),
+                    object: None,
+                    field: None,
+                    position: e.position,
+                    message: e.message,
+                }],
+                warnings: Vec::new(),
+            });
+        }
+        let notes = loader.live.take().unwrap_or_default();
+        bound_pods.extend(notes.bound_pods);
+        if loader.problems.is_empty() {
+            let mut manifests = loader.manifests;
+            manifests.warnings = loader.warnings;
+            let skipped = problems_by_document
+                .into_iter()
+                .map(|(document, problems)| {
+                    let object = problems.iter().find_map(|p| p.object.clone());
+                    let node = bound_pods.get(&document).cloned();
+                    let gap = gap_of(object.as_ref(), node.is_some());
+                    Skipped { document, object, gap, node, problems }
+                })
+                .collect();
+            return Ok(LiveLoad { manifests, skipped, invalid_nodepools });
+        }
+        invalid_nodepools.extend(notes.invalid_nodepools);
+        let before = skip.len();
+        for p in loader.problems {
+            skip.insert(p.document);
+            problems_by_document.entry(p.document).or_default().push(p);
+        }
+        if skip.len() == before {
+            // Cannot happen (a skipped document raises no problem); never loop on it.
+            let problems = problems_by_document.into_values().flatten().collect();
+            return Err(LoadError { problems, warnings: loader.warnings });
+        }
+    }
+}

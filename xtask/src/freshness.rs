@@ -1,0 +1,181 @@
+//! Freshness by content for the machine's shared target directory.
+//!
+//! Cargo takes a workspace crate as fresh when none of its source files is newer than its last
+//! build. A clone gives every file the time of the clone, so each CI run (a fresh clone in a new
+//! folder) rebuilt every workspace crate although the target directory, and the artifacts in it,
+//! are shared (cargo names a workspace crate's artifacts independently of the folder). Before a
+//! build, [`restore`] gives each tracked file whose content is what it was when last seen here
+//! the modification time it had then; a file whose content changed keeps its new time, so cargo
+//! rebuilds the crates that changed and only those (what cargo's unstable `-Zchecksum-freshness`
+//! does).
+//!
+//! Files that name `CARGO_MANIFEST_DIR` are never given an old time: cargo does not track that
+//! variable, so a test built in another folder would keep the old folder's path. The crates that
+//! embed it (test harnesses, xtask) are small and rebuild in each new folder.
+//!
+//! The record (`xtask-freshness.tsv` in the target directory: content hash, time, path) is
+//! written before the build. A file whose content is not the recorded one is touched: its time
+//! becomes now, later than any artifact in the target directory, whatever content that artifact
+//! was built from (a clone's or an editor's time could be older than an artifact built meanwhile
+//! from another checkout). The task holds `xtask-freshness.lock` until it ends, so that no
+//! other task's build (another clone's CI, a developer's `cargo xtask test`) runs between one
+//! task's record and its build. The invariant only holds while every build in the shared target
+//! directory goes through the tasks: a plain `cargo build` there with `CARGO_TARGET_DIR` set to
+//! it could leave an artifact newer than a recorded time, of other content.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+
+const RECORD: &str = "xtask-freshness.tsv";
+/// Files whose content embeds the checkout's folder.
+const FOLDER_DEPENDENT: &str = "CARGO_MANIFEST_DIR";
+
+/// What [`restore`] did.
+pub struct Restored {
+    pub unchanged: usize,
+    pub changed: usize,
+    pub folder_dependent: usize,
+}
+
+/// The lock a task holds while it builds in the shared target directory (released on drop, and by
+/// the system when the process ends).
+pub struct Lock(#[allow(dead_code)] std::fs::File);
+
+/// Takes the shared target directory's lock, waiting for another task that holds it.
+pub fn lock(target: &Path) -> Result<Lock> {
+    std::fs::create_dir_all(target)?;
+    let file = std::fs::File::create(target.join("xtask-freshness.lock")).context("create the freshness lock")?;
+    if file.try_lock().is_err() {
+        eprintln!("freshness: another task builds in {}; waiting for it", target.display());
+        file.lock().context("take the freshness lock")?;
+    }
+    Ok(Lock(file))
+}
+
+/// Gives the unchanged tracked files of the checkout at `root` their recorded times, touches the
+/// changed ones, and records every file's content and time for the next build in `target`. The
+/// caller holds [`lock`].
+pub fn restore(root: &Path, target: &Path) -> Result<Restored> {
+    let listed = std::process::Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(root)
+        .output()
+        .context("git ls-files")?;
+    anyhow::ensure!(listed.status.success(), "git ls-files: {}", String::from_utf8_lossy(&listed.stderr));
+    let record_path = target.join(RECORD);
+    let recorded: HashMap<String, (u64, Duration)> = std::fs::read_to_string(&record_path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.splitn(4, '\t');
+            let hash = u64::from_str_radix(fields.next()?, 16).ok()?;
+            let secs = fields.next()?.parse().ok()?;
+            let nanos = fields.next()?.parse().ok()?;
+            Some((fields.next()?.to_string(), (hash, Duration::new(secs, nanos))))
+        })
+        .collect();
+    let mut restored = Restored { unchanged: 0, changed: 0, folder_dependent: 0 };
+    let now = SystemTime::now();
+    let mut record = String::new();
+    for path in listed.stdout.split(|b| *b == 0).filter(|p| !p.is_empty()) {
+        let path = String::from_utf8_lossy(path).into_owned();
+        let file = root.join(&path);
+        let Ok(content) = std::fs::read(&file) else { continue }; // a deleted or unreadable file
+        if contains(&content, FOLDER_DEPENDENT.as_bytes()) {
+            restored.folder_dependent += 1;
+            continue;
+        }
+        let hash = fnv1a(&content);
+        let time = match recorded.get(&path) {
+            Some(&(h, time)) if h == hash => {
+                set_modified(&file, UNIX_EPOCH + time).with_context(|| format!("set the time of {path}"))?;
+                restored.unchanged += 1;
+                time
+            }
+            _ => {
+                set_modified(&file, now).with_context(|| format!("touch {path}"))?;
+                restored.changed += 1;
+                now.duration_since(UNIX_EPOCH).unwrap_or_default()
+            }
+        };
+        record.push_str(&format!("{hash:016x}\t{}\t{}\t{path}\n", time.as_secs(), time.subsec_nanos()));
+    }
+    std::fs::create_dir_all(target)?;
+    std::fs::write(&record_path, record).with_context(|| format!("write {}", record_path.display()))?;
+    Ok(restored)
+}
+
+fn set_modified(file: &Path, time: SystemTime) -> std::io::Result<()> {
+    std::fs::File::options().append(true).open(file)?.set_modified(time)
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// 64-bit FNV-1a: enough to tell one file's versions apart (two versions colliding, about 2^-64,
+/// would skip one rebuild).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unchanged_files_get_their_recorded_time_and_changed_ones_are_touched() {
+        let dir = std::env::temp_dir().join(format!("xtask-freshness-{}", std::process::id()));
+        let (root, target) = (dir.join("repo"), dir.join("target"));
+        std::fs::create_dir_all(&root).unwrap();
+        let git = |args: &[&str]| {
+            let ok = std::process::Command::new("git").args(args).current_dir(&root).output().unwrap().status;
+            assert!(ok.success(), "git {args:?}");
+        };
+        git(&["init", "-q"]);
+        std::fs::write(root.join("a.rs"), "fn a() {}").unwrap();
+        std::fs::write(root.join("b.rs"), "fn b() {}").unwrap();
+        std::fs::write(root.join("c.rs"), "const D: &str = env!(\"CARGO_MANIFEST_DIR\");").unwrap();
+        git(&["add", "."]);
+        let old = UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+        for f in ["a.rs", "b.rs", "c.rs"] {
+            set_modified(&root.join(f), old).unwrap();
+        }
+        let first = restore(&root, &target).unwrap();
+        assert_eq!((first.unchanged, first.changed, first.folder_dependent), (0, 2, 1));
+        let mtime = |f: &str| std::fs::metadata(root.join(f)).unwrap().modified().unwrap();
+        // Nothing recorded yet: each file is touched, and recorded at that time.
+        let recorded = mtime("a.rs");
+        assert!(recorded > old);
+        assert_eq!(mtime("c.rs"), old);
+        // As a new clone: every file new; b.rs's content changed.
+        std::fs::write(root.join("b.rs"), "fn b() { 1; }").unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let now = SystemTime::now();
+        for f in ["a.rs", "b.rs", "c.rs"] {
+            set_modified(&root.join(f), now).unwrap();
+        }
+        let second = restore(&root, &target).unwrap();
+        assert_eq!((second.unchanged, second.changed, second.folder_dependent), (1, 1, 1));
+        assert_eq!(mtime("a.rs"), recorded);
+        // The changed file is touched (never older than an artifact of its old content).
+        let touched = mtime("b.rs");
+        assert!(touched >= now);
+        assert_eq!(mtime("c.rs"), now);
+        // b.rs is recorded with its new content and that time.
+        set_modified(&root.join("b.rs"), SystemTime::now() + Duration::from_secs(5)).unwrap();
+        let third = restore(&root, &target).unwrap();
+        assert_eq!((third.unchanged, third.changed), (2, 0));
+        assert_eq!(mtime("b.rs"), touched);
+        // An edit back to the first content is a change too (the record holds the last one).
+        std::fs::write(root.join("b.rs"), "fn b() {}").unwrap();
+        set_modified(&root.join("b.rs"), old).unwrap();
+        let fourth = restore(&root, &target).unwrap();
+        assert_eq!(fourth.changed, 1);
+        assert!(mtime("b.rs") > touched);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
