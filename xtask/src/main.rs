@@ -102,9 +102,9 @@ pub fn workspace_root() -> PathBuf {
 /// The target directory of every cargo command the tasks run: `CARGO_TARGET_DIR` when it is set
 /// (relative to the workspace root, where the tasks run), else one per machine,
 /// `<cache>/target` (the cache of `gobin::cache_dir`, `~/.cache/carpentry` by default). A shared
-/// one lets a fresh clone reuse every registry crate compiled before on the machine (only the
-/// workspace's own crates compile again), as the Go builds are reused; [`limit_shared_target`]
-/// keeps it from growing without bound. (The xtask binary itself is built in the clone's
+/// one lets a fresh clone reuse every registry crate compiled before on the machine and, with
+/// [`freshness`], every workspace crate that did not change, as the Go builds are reused;
+/// [`limit_shared_target`] keeps it from growing without bound. (The xtask binary itself is built in the clone's
 /// `target/` by the cargo alias.)
 pub fn target_dir() -> PathBuf {
     match std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty()) {
@@ -118,8 +118,9 @@ fn shared_target_dir() -> Option<PathBuf> {
 }
 
 /// The size past which the machine's shared target directory is emptied before a test run.
-/// Each new clone path adds its workspace crates' artifacts (about 2 GiB) beside the registry
-/// crates all clones share; emptying it costs one build of the dependencies (a cold Rust build).
+/// Cargo names artifacts independently of the clone's folder, so clones overwrite each other's;
+/// what accumulates is artifacts of earlier dependency versions, profiles and toolchains.
+/// Emptying it costs one build of the dependencies (a cold Rust build).
 const SHARED_TARGET_LIMIT_BYTES: u64 = 40 << 30;
 
 /// Empties the shared target directory when it has grown past [`SHARED_TARGET_LIMIT_BYTES`]
