@@ -613,8 +613,14 @@ async fn inflate_provisions_nodes_and_a_deleted_node_is_replaced() -> Result<()>
         "delete node: live {live:?}, predicted {:?}",
         predicted.shape(&nodepool, &ns)
     );
-    let claims = ours(nodeclaims_api.list(&Default::default()).await?.items);
-    ensure!(claims.len() == 3, "{} NodeClaims after the replacement", claims.len());
+    // The deleted Node's NodeClaim may still be finishing (its finalizer comes off once the
+    // instance is gone) when the pod runs again on the replacement.
+    let claims = wait_for("the deleted Node's NodeClaim to go", TIMEOUT, || async {
+        let claims = ours(nodeclaims_api.list(&Default::default()).await?.items);
+        Ok((claims.len() == 3).then_some(claims))
+    })
+    .await
+    .with_context(|| format!("controller log:\n{}", controller.log()))?;
     ensure!(
         !claims.iter().any(|nc| nc.data["status"]["nodeName"].as_str() == Some(victim.as_str())),
         "the deleted Node's NodeClaim remains"
