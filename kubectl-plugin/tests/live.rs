@@ -444,7 +444,7 @@ async fn snapshot_and_explain_agree_with_the_live_cluster() -> Result<()> {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains(&format!("NodePool/{broken} is left out")), "{stderr}");
     assert!(stderr.contains("spec.template.spec.bogusField: unknown field `bogusField`"), "{stderr}");
-    let written = std::fs::read_to_string(&snapshot)?;
+    let written = std::fs::read_to_string(snapshot)?;
     assert!(written.lines().any(|l| l.starts_with(&format!("#   NodePool/{broken}: "))), "{written}");
     assert!(carpentry_core::load(&written).is_ok_and(|m| !m.nodepools.iter().any(|p| p.name() == broken)));
 
