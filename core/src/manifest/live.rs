@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{yaml, LoadError, Loader, Manifests, ObjectRef, Problem, ProblemKind};
+use super::{yaml, LoadError, Loader, Manifests, ObjectRef, Problem};
 use crate::api::nodepool::NodePool;
 
 /// What a live read's [`Loader`] notes beside the objects.
@@ -133,17 +133,7 @@ pub fn load_from_api_server_skipping(text: &str) -> Result<LiveLoad, LoadError> 
             ..Loader::default()
         };
         if let Err(e) = yaml::each_document(text, &mut |doc| loader.document(&doc)) {
-            return Err(LoadError {
-                problems: vec![Problem {
-                    kind: ProblemKind::Syntax,
-                    document: e.document.max(1),
-                    object: None,
-                    field: None,
-                    position: e.position,
-                    message: e.message,
-                }],
-                warnings: Vec::new(),
-            });
+            return Err(super::syntax_error(e));
         }
         let notes = loader.live.take().unwrap_or_default();
         bound_pods.extend(notes.bound_pods);

@@ -337,17 +337,7 @@ fn load_with(text: &str, newer_kubernetes_fields_allowed: bool) -> Result<Manife
     let mut loader = Loader { newer_kubernetes_fields_allowed, ..Loader::default() };
     // Each document is loaded as soon as it is parsed, and its values and positions dropped.
     if let Err(e) = yaml::each_document(text, &mut |doc| loader.document(&doc)) {
-        return Err(LoadError {
-            problems: vec![Problem {
-                kind: ProblemKind::Syntax,
-                document: e.document.max(1),
-                object: None,
-                field: None,
-                position: e.position,
-                message: e.message,
-            }],
-            warnings: Vec::new(),
-        });
+        return Err(syntax_error(e));
     }
     if loader.problems.is_empty() {
         let mut manifests = loader.manifests;
@@ -355,6 +345,21 @@ fn load_with(text: &str, newer_kubernetes_fields_allowed: bool) -> Result<Manife
         Ok(manifests)
     } else {
         Err(LoadError { problems: loader.problems, warnings: loader.warnings })
+    }
+}
+
+/// Text that is not YAML: one problem, and nothing loaded.
+fn syntax_error(e: yaml::SyntaxError) -> LoadError {
+    LoadError {
+        problems: vec![Problem {
+            kind: ProblemKind::Syntax,
+            document: e.document.max(1),
+            object: None,
+            field: None,
+            position: e.position,
+            message: e.message,
+        }],
+        warnings: Vec::new(),
     }
 }
 
