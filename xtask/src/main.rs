@@ -11,6 +11,7 @@ mod gobin;
 mod gomod;
 mod play;
 mod testenv;
+mod testrun;
 mod tidy;
 mod util;
 
@@ -261,8 +262,10 @@ fn test_steps(args: TestArgs) -> Result<()> {
     go.wait()?;
     // `--all-targets` runs the benchmarks once each too (criterion's test mode: no timing), so
     // they cannot rot; it leaves out doc tests, which the next step runs.
+    // Two at a time on two cores: the longest binaries mostly wait on other processes.
+    let lanes = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4));
     util::step("tests (and each bench once)", || {
-        util::cargo(&["test", "--workspace", "--locked", "--profile", "ci", "--all-targets"])
+        testrun::run(&["--workspace", "--locked", "--profile", "ci", "--all-targets"], lanes)
     })?;
     util::step("doc tests", || util::cargo(&["test", "--workspace", "--locked", "--profile", "ci", "--doc"]))?;
     Ok(())

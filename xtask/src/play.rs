@@ -148,7 +148,12 @@ fn ensure_wasm_bindgen_cli(version: &str) -> Result<()> {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let install = |locked: bool| {
             let mut cmd = util::low_priority(&cargo);
-            cmd.args(["install", "--quiet", "wasm-bindgen-cli", "--version", version, "--target-dir", target]);
+            // Without its default `rustls-tls` feature (TLS for its test runner's downloads, which
+            // we do not use; it compiles rustls and ring) and at opt-level 1: the install is on a
+            // fresh machine's critical path, and the bindgen step it serves takes seconds either way.
+            cmd.args(["install", "--quiet", "wasm-bindgen-cli", "--version", version, "--no-default-features"]);
+            cmd.args(["--target-dir", target]);
+            cmd.env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "1");
             if locked {
                 cmd.arg("--locked");
             }
