@@ -534,12 +534,17 @@ async fn inflate_provisions_nodes_and_a_deleted_node_is_replaced() -> Result<()>
         );
     }
 
-    // The NodePool's status counts its three 2-vCPU nodes; it is Ready, and it and its NodeClaims
-    // carry the hash and our hash version.
-    let status = wait_for("the NodePool's status to count 3 nodes", TIMEOUT, || async {
+    // The NodePool's status counts its three 2-vCPU nodes; it is Ready, its NodeClaims registered
+    // (NodeRegistrationHealthy), and it and its NodeClaims carry the hash and our hash version.
+    let status = wait_for("the NodePool's status to count 3 registered nodes", TIMEOUT, || async {
         let np = nodepools_api.get(&nodepool).await?;
         let status = np.data["status"].clone();
-        Ok((status["nodes"] == 3 && status["resources"]["cpu"] == "6").then_some((np, status)))
+        let healthy = status["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "NodeRegistrationHealthy" && c["status"] == "True");
+        Ok((status["nodes"] == 3 && status["resources"]["cpu"] == "6" && healthy).then_some((np, status)))
     })
     .await
     .with_context(|| format!("controller log:\n{}", controller.log()))?;
@@ -549,7 +554,7 @@ async fn inflate_provisions_nodes_and_a_deleted_node_is_replaced() -> Result<()>
     let condition = |name: &str| {
         status["conditions"].as_array().into_iter().flatten().find(|c| c["type"] == name).map(|c| c["status"].clone())
     };
-    for name in ["Ready", "ValidationSucceeded", "NodeClassReady"] {
+    for name in ["Ready", "ValidationSucceeded", "NodeClassReady", "NodeRegistrationHealthy"] {
         ensure!(condition(name) == Some(json!("True")), "{name}: {status}");
     }
     let version = |o: &DynamicObject| {

@@ -32,19 +32,19 @@ impl<P: CloudProvider> Reconciler<P> {
         }
         match phase(nc) {
             Phase::Launching => {
-                if self.liveness(nc, now).await {
+                if self.liveness(m, nc, now).await {
                     return;
                 }
                 self.launch(m, nc).await;
             }
             Phase::Launched => match lifecycle::node_for(nc, &m.nodes) {
-                Ok(node) => self.register(nc, node).await,
+                Ok(node) => self.register(m, nc, node).await,
                 Err(NotRegistered::MultipleNodesFound { provider_id, count }) => {
                     let note = format!("{count} Nodes have providerID {provider_id}; the NodeClaim cannot register");
                     self.act.event(&nodeclaim_ref(nc), true, "MultipleNodesFound", note, "Register").await;
                 }
                 Err(_) => {
-                    self.liveness(nc, now).await;
+                    self.liveness(m, nc, now).await;
                 }
             },
             Phase::Registered => {
@@ -57,7 +57,7 @@ impl<P: CloudProvider> Reconciler<P> {
     }
 
     /// upstream `liveness.go`: true when the NodeClaim timed out and was deleted.
-    async fn liveness(&mut self, nc: &NodeClaim, now: i64) -> bool {
+    async fn liveness(&mut self, m: &Manifests, nc: &NodeClaim, now: i64) -> bool {
         let Liveness::TimedOut(timeout) = lifecycle::liveness(nc, now) else { return false };
         let note = format!(
             "not {} after {} s: deleting the NodeClaim; its pods are provisioned again",
@@ -66,6 +66,8 @@ impl<P: CloudProvider> Reconciler<P> {
         );
         self.act.decided("LivenessTimeout", &json!({"nodeclaim": nc.name(), "timeout": timeout}));
         self.act.event(&nodeclaim_ref(nc), true, "LivenessTimeout", note, "Delete").await;
+        // upstream judges the NodePool first, then deletes.
+        self.registration_outcome(m, nc, false).await;
         self.act.delete_nodeclaim(nc.name()).await;
         true
     }
@@ -129,7 +131,7 @@ impl<P: CloudProvider> Reconciler<P> {
     }
 
     /// upstream `registration.go`.
-    async fn register(&mut self, nc: &NodeClaim, node: &Node) {
+    async fn register(&mut self, m: &Manifests, nc: &NodeClaim, node: &Node) {
         let at = crate::clock::now_rfc3339();
         let r = lifecycle::register(nc, node, &at);
         let node_name = r.node.metadata.name.clone().unwrap_or_default();
@@ -157,6 +159,7 @@ impl<P: CloudProvider> Reconciler<P> {
                 json!({"status": {"nodeName": node_name, "conditions": status.map(|s| &s.conditions)}}),
             )
             .await;
+        self.registration_outcome(m, nc, true).await;
     }
 
     /// upstream `initialization.go`.

@@ -37,7 +37,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use carpentry_core::manifest::Manifests;
-use carpentry_core::{Catalogue, Skipped, ViewGap};
+use carpentry_core::{Catalogue, HeldDecision};
 use tracing::{debug, info, warn};
 
 use crate::cloud::CloudProvider;
@@ -70,6 +70,9 @@ pub struct Reconciler<P: CloudProvider> {
     nodepool_counted: i64,
     /// Objects left out of the view, each with its problems as last reported.
     skipped: BTreeMap<String, String>,
+    /// Each NodePool's last launch-and-registration outcomes, by UID (upstream keeps them in
+    /// memory too: `state/nodepoolhealth`).
+    registration_health: HashMap<String, carpentry_core::nodepool::registrationhealth::Tracker>,
 }
 
 impl<P: CloudProvider> Reconciler<P> {
@@ -89,6 +92,7 @@ impl<P: CloudProvider> Reconciler<P> {
             epoch: Instant::now(),
             nodepool_counted: i64::MIN / 2,
             skipped: BTreeMap::new(),
+            registration_health: HashMap::new(),
         }
     }
 
@@ -129,7 +133,7 @@ impl<P: CloudProvider> Reconciler<P> {
         let (m, live) = (loaded.manifests(), &loaded.live);
         // A Node or NodeClaim that does not load leaves the capacity unknown: counting it,
         // launching beside it or collecting its instance would be decided on a partial view.
-        if live.gap() == Some(ViewGap::Capacity) {
+        if live.holding_back(HeldDecision::Any).is_some() {
             return;
         }
         let now = crate::clock::now_seconds();
@@ -146,13 +150,13 @@ impl<P: CloudProvider> Reconciler<P> {
         for node in &m.nodes {
             let name = node.metadata.name.as_deref().unwrap_or_default();
             // A node with a pod that does not load is not drained: that pod would go unevicted.
-            if node.metadata.deletion_timestamp.is_some() && live.skipped_pod_on(name).is_none() {
+            if node.metadata.deletion_timestamp.is_some() && live.holding_back(HeldDecision::Drain(name)).is_none() {
                 self.terminate_node(m, node, now).await;
             }
         }
         self.provision(m, now).await;
         // Disruption decides which pods a node can shed: it waits for a whole view of them.
-        if live.gap().is_none_or(|g| g < ViewGap::Workloads) {
+        if live.holding_back(HeldDecision::Disruption).is_none() {
             self.disruption(m, now).await;
         }
         self.garbage_collect(m, now).await;
@@ -167,7 +171,7 @@ impl<P: CloudProvider> Reconciler<P> {
             let object = s.object.as_ref().map_or_else(|| format!("document {}", s.document), ToString::to_string);
             let summary = s.summary();
             if self.skipped.get(&object) != Some(&summary) {
-                let held = held_back(s);
+                let held = s.held_back();
                 warn!(%object, gap = ?s.gap, problems = %summary, held = %held, "left out of the view: it does not load");
                 if let Some(on) = loaded.reference(s) {
                     let kind = on.kind.as_deref().unwrap_or("object");
@@ -192,23 +196,5 @@ impl<P: CloudProvider> Reconciler<P> {
                 self.act.patch_nodeclass_status(class.name(), serde_json::json!({"status": status})).await;
             }
         }
-    }
-}
-
-/// What leaving `s` out of the view holds back, for its event and log line.
-fn held_back(s: &Skipped) -> String {
-    let kind = s.object.as_ref().map_or("", |o| o.kind.as_str());
-    match (s.gap, kind) {
-        (ViewGap::Capacity, _) => "nothing is provisioned, disrupted or garbage-collected until it loads".into(),
-        (ViewGap::Workloads, _) => match &s.node {
-            Some(node) => format!("disruption waits until it loads, and node {node} is not drained"),
-            None => "disruption waits until it loads".into(),
-        },
-        (ViewGap::Object, "Pod") => "no node is provisioned for it".into(),
-        (ViewGap::Object, "NodePool") => {
-            "no node is provisioned from it (status condition ValidationSucceeded says why)".into()
-        }
-        (ViewGap::Object, "EC2NodeClass") => "its NodePools are not Ready".into(),
-        (ViewGap::Object, _) => "it is left out of every decision".into(),
     }
 }

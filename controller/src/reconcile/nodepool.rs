@@ -6,9 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use carpentry_core::api::NodePool;
+use carpentry_core::api::{NodeClaim, NodePool};
 use carpentry_core::manifest::Manifests;
-use carpentry_core::nodepool;
+use carpentry_core::nodepool::{self, registrationhealth};
 use carpentry_core::resources::ResourceList;
 use serde_json::json;
 use tracing::warn;
@@ -44,6 +44,12 @@ impl<P: CloudProvider> Reconciler<P> {
         let at = carpentry_core::api::time::format_time(now);
         let nothing = ResourceList::new();
         for np in &m.nodepools {
+            // The condition's reset forgets the outcomes behind it too (upstream `SetStatus(Unknown)`).
+            if let (Some(class), Some(uid)) = (m.nodeclass_for(np), np.metadata.uid.as_ref()) {
+                if nodepool::registrationhealth::stale(np, class, &np.status.clone().unwrap_or_default()) {
+                    self.registration_health.remove(uid);
+                }
+            }
             let pool_usage = usage.as_ref().map(|u| u.get(np.name()).unwrap_or(&nothing));
             if let Some(status) = nodepool::status(np, m.nodeclass_for(np), pool_usage, &at) {
                 let patch = json!({"metadata": {"resourceVersion": np.metadata.resource_version}, "status": status});
@@ -77,5 +83,27 @@ impl<P: CloudProvider> Reconciler<P> {
                 nc.metadata.deletion_timestamp.is_some()
                     || nc.status.as_ref().is_some_and(|s| !s.provider_id.is_empty())
             })
+    }
+
+    /// upstream `updateNodePoolRegistrationHealth` (registration.go and liveness.go): records
+    /// that `nc` registered (or timed out) for its NodePool and writes `NodeRegistrationHealthy`
+    /// when that turns it.
+    pub(super) async fn registration_outcome(&mut self, m: &Manifests, nc: &NodeClaim, registered: bool) {
+        let pool = nc.metadata.labels.as_ref().and_then(|l| l.get(carpentry_core::labels::NODEPOOL));
+        let Some(np) = pool.and_then(|name| m.nodepools.iter().find(|np| np.name() == name)) else { return };
+        let (Some(uid), true) = (np.metadata.uid.clone(), registrationhealth::owned_by(nc, np)) else { return };
+        let tracker = self.registration_health.entry(uid).or_default();
+        tracker.hydrate(np);
+        let at = crate::clock::now_rfc3339();
+        let status = if registered {
+            registrationhealth::registered(np, tracker, &at)
+        } else {
+            registrationhealth::failed(np, nc, tracker, &at)
+        };
+        if let Some(status) = status {
+            // upstream patches with an optimistic lock.
+            let patch = json!({"metadata": {"resourceVersion": np.metadata.resource_version}, "status": status});
+            self.act.patch_nodepool_status(np.name(), patch).await;
+        }
     }
 }

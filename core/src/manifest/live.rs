@@ -54,6 +54,25 @@ pub struct Skipped {
 }
 
 impl Skipped {
+    /// What leaving this object out holds back, in words (for an event or a log line): the
+    /// rendering of [`LiveLoad::holding_back`]'s rule for this object.
+    pub fn held_back(&self) -> String {
+        let kind = self.object.as_ref().map_or("", |o| o.kind.as_str());
+        match (self.gap, kind) {
+            (ViewGap::Capacity, _) => "nothing is provisioned, disrupted or garbage-collected until it loads".into(),
+            (ViewGap::Workloads, _) => match &self.node {
+                Some(node) => format!("disruption waits until it loads, and node {node} is not drained"),
+                None => "disruption waits until it loads".into(),
+            },
+            (ViewGap::Object, "Pod") => "no node is provisioned for it".into(),
+            (ViewGap::Object, "NodePool") => {
+                "no node is provisioned from it (status condition ValidationSucceeded says why)".into()
+            }
+            (ViewGap::Object, "EC2NodeClass") => "its NodePools are not Ready".into(),
+            (ViewGap::Object, _) => "it is left out of every decision".into(),
+        }
+    }
+
     /// The problems as one line: `field: message; field: message`.
     pub fn summary(&self) -> String {
         self.problems
@@ -79,6 +98,18 @@ pub struct LiveLoad {
     pub invalid_nodepools: Vec<NodePool>,
 }
 
+/// A decision that a partial view can hold back, named after the controllers that make it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeldDecision<'a> {
+    /// Every decision that counts capacity or matches instances to NodeClaims: provisioning,
+    /// the NodeClaim lifecycle, NodePool status and garbage collection.
+    Any,
+    /// Disruption: which pods a node can shed.
+    Disruption,
+    /// Termination's drain of this node.
+    Drain(&'a str),
+}
+
 impl LiveLoad {
     /// The largest gap the skipped objects leave (`None` when nothing was skipped).
     pub fn gap(&self) -> Option<ViewGap> {
@@ -94,6 +125,18 @@ impl LiveLoad {
     /// The first left-out Pod bound to `node`, if any.
     pub fn skipped_pod_on(&self, node: &str) -> Option<&Skipped> {
         self.skipped.iter().find(|s| s.node.as_deref() == Some(node))
+    }
+
+    /// The left-out object that holds `decision` back (the first, to name), if any. A Node or
+    /// NodeClaim holds back everything, as upstream's `Cluster.Synced` does
+    /// (pkg/controllers/state/cluster.go, v1.14.1); so do the gaps below it for disruption, and
+    /// a Pod bound to a node for that node's drain (it would go unevicted).
+    pub fn holding_back(&self, decision: HeldDecision<'_>) -> Option<&Skipped> {
+        self.first_at_least(ViewGap::Capacity).or_else(|| match decision {
+            HeldDecision::Any => None,
+            HeldDecision::Disruption => self.first_at_least(ViewGap::Workloads),
+            HeldDecision::Drain(node) => self.skipped_pod_on(node),
+        })
     }
 }
 

@@ -33,7 +33,7 @@ use crate::api::nodepool::NodePool;
 use crate::api::validation::Validate;
 use crate::conversion::{self, ConversionNote, LegacyObject};
 pub use api_resources::{api_documents, ListedResource, LISTED_RESOURCES};
-pub use live::{load_from_api_server_skipping, LiveLoad, Skipped, ViewGap};
+pub use live::{load_from_api_server_skipping, HeldDecision, LiveLoad, Skipped, ViewGap};
 pub use snapshot::{write_snapshot, SnapshotError, WrittenSnapshot};
 pub use yaml::Position;
 

@@ -335,10 +335,20 @@ fn a_live_read_leaves_out_what_does_not_load_and_says_what_that_takes_from_the_v
     assert_eq!(live.gap(), Some(ViewGap::Workloads));
     assert_eq!(live.first_at_least(ViewGap::Workloads).unwrap().document, 5);
     assert_eq!(live.skipped_pod_on("n1").map(|s| s.document), Some(5));
-    // A Node that does not load leaves the capacity incomplete.
+    // What each gap holds back: the bound pod holds disruption and its node's drain, no more.
+    let held = |live: &LiveLoad, d| live.holding_back(d).map(|s| s.document);
+    assert_eq!(held(&live, HeldDecision::Any), None);
+    assert_eq!(held(&live, HeldDecision::Disruption), Some(5));
+    assert_eq!(held(&live, HeldDecision::Drain("n1")), Some(5));
+    assert_eq!(held(&live, HeldDecision::Drain("n2")), None);
+    assert_eq!(live.skipped[2].held_back(), "disruption waits until it loads, and node n1 is not drained");
+    assert_eq!(live.skipped[1].held_back(), "no node is provisioned for it");
+    // A Node that does not load leaves the capacity incomplete: it holds back every decision.
     let live = load_from_api_server_skipping(&[NODEPOOL, node].join("---\n")).unwrap();
     assert_eq!(live.gap(), Some(ViewGap::Capacity));
     assert!(live.manifests.nodes.is_empty());
+    assert_eq!(held(&live, HeldDecision::Any), Some(2));
+    assert_eq!(held(&live, HeldDecision::Drain("n2")), Some(2));
     // An object defined twice: the second definition is left out on a second read.
     let live = load_from_api_server_skipping(&[NODEPOOL, NODEPOOL].join("---\n")).unwrap();
     assert_eq!((live.manifests.nodepools.len(), live.skipped.len(), live.skipped[0].document), (1, 1, 2));

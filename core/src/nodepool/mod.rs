@@ -5,7 +5,8 @@
 //!
 //! Module map (upstream `pkg/controllers/nodepool/`): `hash` (`hash/controller.go`), `counter`
 //! (`counter/controller.go`), `readiness` (`readiness/controller.go`), `validation`
-//! (`validation/controller.go`), `registrationhealth` (`registrationhealth/controller.go`); the
+//! (`validation/controller.go`), `registrationhealth` (`registrationhealth/controller.go`, with
+//! `pkg/state/nodepoolhealth/tracker.go` and the lifecycle's outcomes that feed it); the
 //! condition set is `pkg/apis/v1/nodepool_status.go`.
 
 pub mod counter;

@@ -138,3 +138,65 @@ fn upstream_stamped_nodeclaims_are_restamped_not_drifted() {
     assert_eq!(hash::nodepool_annotations(&np), None);
     assert!(hash::restamps(&np, &claims).is_empty());
 }
+
+#[test]
+fn registration_health_turns_true_on_a_registration_and_false_at_half_of_four_failures() {
+    use registrationhealth::{failed, registered, Health, Tracker};
+    let mut np = nodepool(NODEPOOL);
+    np.metadata.uid = Some("np-uid".into());
+    let mut nc = nodeclaim("a", &[], false);
+    let launched_false = crate::api::Condition {
+        type_: "Launched".into(),
+        status: "False".into(),
+        reason: Some("InsufficientCapacity".into()),
+        message: Some("no offering".into()),
+        ..Default::default()
+    };
+    let mut tracker = Tracker::default();
+    assert_eq!(tracker.health(), Health::Unknown);
+    // The first registration: True.
+    let status = registered(&np, &mut tracker, "2026-01-02T00:00:00Z").expect("turns True");
+    assert_eq!(condition(&status, NODE_REGISTRATION_HEALTHY), ("True", "NodeRegistrationHealthy"));
+    np.status = Some(status);
+    // Already True: nothing to write.
+    assert_eq!(registered(&np, &mut tracker, "2026-01-02T00:01:00Z"), None);
+    // One failure of [true, true, false] is not half of four.
+    nc.status.as_mut().unwrap().conditions.push(launched_false.clone());
+    assert_eq!(failed(&np, &nc, &mut tracker, "2026-01-02T00:02:00Z"), None);
+    assert_eq!(tracker.health(), Health::Healthy);
+    // The second is: False, with the Launched condition's reason (the NodeClaim never launched).
+    let status = failed(&np, &nc, &mut tracker, "2026-01-02T00:03:00Z").expect("turns False");
+    assert_eq!(condition(&status, NODE_REGISTRATION_HEALTHY), ("False", "InsufficientCapacity"));
+    np.status = Some(status);
+    // Already False: nothing to write; a registration does not yet outweigh two of four failures.
+    assert_eq!(failed(&np, &nc, &mut tracker, "2026-01-02T00:04:00Z"), None);
+    assert_eq!(registered(&np, &mut tracker, "2026-01-02T00:05:00Z"), None);
+    assert_eq!(tracker.health(), Health::Unhealthy);
+    // [false, false, true, true] still is half; one more success pushes the oldest failure out.
+    assert_eq!(registered(&np, &mut tracker, "2026-01-02T00:06:00Z"), None);
+    let status = registered(&np, &mut tracker, "2026-01-02T00:07:00Z").expect("turns True again");
+    assert_eq!(condition(&status, NODE_REGISTRATION_HEALTHY).0, "True");
+    np.status = Some(status);
+    // A NodeClaim that launched but did not register fails as RegistrationFailed.
+    nc.status.as_mut().unwrap().conditions =
+        vec![crate::api::Condition { type_: "Launched".into(), status: "True".into(), ..Default::default() }];
+    let mut tracker = Tracker::default();
+    tracker.record(false);
+    let status = failed(&np, &nc, &mut tracker, "2026-01-02T00:08:00Z").expect("turns False");
+    assert_eq!(condition(&status, NODE_REGISTRATION_HEALTHY), ("False", "RegistrationFailed"));
+    // After a restart the tracker takes the health the condition states.
+    np.status = Some(status);
+    let mut restarted = Tracker::default();
+    restarted.hydrate(&np);
+    assert_eq!(restarted.health(), Health::Unhealthy);
+    // NodeClaims are judged only for the NodePool that owns them.
+    assert!(!registrationhealth::owned_by(&nc, &np));
+    nc.metadata.owner_references = Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+        api_version: "karpenter.sh/v1".into(),
+        kind: "NodePool".into(),
+        name: "default".into(),
+        uid: "np-uid".into(),
+        ..Default::default()
+    }]);
+    assert!(registrationhealth::owned_by(&nc, &np));
+}
