@@ -46,7 +46,7 @@ impl<P: CloudProvider> Reconciler<P> {
         for np in &m.nodepools {
             // The condition's reset forgets the outcomes behind it too (upstream `SetStatus(Unknown)`).
             if let (Some(class), Some(uid)) = (m.nodeclass_for(np), np.metadata.uid.as_ref()) {
-                if nodepool::registrationhealth::stale(np, class, &np.status.clone().unwrap_or_default()) {
+                if registrationhealth::stale(np, class, np.status.as_ref()) {
                     self.registration_health.remove(uid);
                 }
             }

@@ -41,7 +41,7 @@ pub fn status(
 ) -> Option<NodePoolStatus> {
     let before = nodepool.status.clone().unwrap_or_default();
     let mut status = before.clone();
-    let created = nodepool.metadata.creation_timestamp.as_ref().map(|t| crate::api::time::format_time(t.0.as_second()));
+    let created = created(nodepool);
     let created = created.as_deref().unwrap_or(now);
     {
         let mut set = ConditionSet::new(&mut status.conditions, DEPENDENTS, nodepool.metadata.generation, created, now);
@@ -53,6 +53,11 @@ pub fn status(
         counter::count(usage, &mut status);
     }
     (status != before).then_some(status)
+}
+
+/// The NodePool's creation time, RFC 3339 (a condition set first "transitioned" then).
+fn created(nodepool: &NodePool) -> Option<String> {
+    nodepool.metadata.creation_timestamp.as_ref().map(|t| crate::api::time::format_time(t.0.as_second()))
 }
 
 #[cfg(test)]

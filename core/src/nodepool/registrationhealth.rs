@@ -25,7 +25,7 @@ pub fn reset(
     // upstream: nothing to do without the NodeClass.
     let Some(class) = nodeclass else { return };
     let class_generation = class.metadata.generation;
-    if stale(nodepool, class, status) {
+    if stale(nodepool, class, Some(status)) {
         let generation = nodepool.metadata.generation;
         ConditionSet::new(&mut status.conditions, super::DEPENDENTS, generation, created, now)
             .set_unknown(super::NODE_REGISTRATION_HEALTHY);
@@ -36,10 +36,10 @@ pub fn reset(
 /// Whether [`reset`] resets the condition: it is missing, or the NodePool or its NodeClass
 /// changed generation since it was judged. The controller then forgets the NodePool's outcomes
 /// too ([`Tracker::reset`]).
-pub fn stale(nodepool: &NodePool, nodeclass: &EC2NodeClass, status: &NodePoolStatus) -> bool {
-    let condition = find_condition(&status.conditions, super::NODE_REGISTRATION_HEALTHY);
+pub fn stale(nodepool: &NodePool, nodeclass: &EC2NodeClass, status: Option<&NodePoolStatus>) -> bool {
+    let condition = status.and_then(|s| find_condition(&s.conditions, super::NODE_REGISTRATION_HEALTHY));
     condition.is_none_or(|c| c.observed_generation != nodepool.metadata.generation)
-        || status.node_class_observed_generation != nodeclass.metadata.generation
+        || status.and_then(|s| s.node_class_observed_generation) != nodeclass.metadata.generation
 }
 
 /// upstream `nodepoolhealth.BufferSize`: how many outcomes are remembered.
@@ -135,7 +135,7 @@ pub fn owned_by(nodeclaim: &NodeClaim, nodepool: &NodePool) -> bool {
 fn with_condition(nodepool: &NodePool, now: &str, set: impl FnOnce(&mut ConditionSet<'_>)) -> Option<NodePoolStatus> {
     let before = nodepool.status.clone().unwrap_or_default();
     let mut status = before.clone();
-    let created = nodepool.metadata.creation_timestamp.as_ref().map(|t| crate::api::time::format_time(t.0.as_second()));
+    let created = super::created(nodepool);
     let created = created.as_deref().unwrap_or(now);
     set(&mut ConditionSet::new(&mut status.conditions, super::DEPENDENTS, nodepool.metadata.generation, created, now));
     (status != before).then_some(status)
