@@ -1,10 +1,14 @@
 //! Every write the reconcilers make, in one place: NodeClaims created, patched and deleted, Nodes
 //! patched and deleted, pods evicted and deleted, and events. With `--dry-run` nothing but events
-//! is written: each other write is logged as what it would have been, and counted.
+//! is written: each other write is logged as what it would have been, once for as long as it
+//! stays the same (nothing is written, so every pass would decide it again).
 //!
 //! Patches are JSON merge patches carrying the object's `resourceVersion` (upstream's
 //! `MergeFromWithOptimisticLock`), so a write decided on a stale view fails with 409 and the next
 //! pass decides again.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
 use carpentry_core::api::NodeClaim;
@@ -32,6 +36,45 @@ pub struct Act {
     nodeclaims: ApiResource,
     nodeclasses: ApiResource,
     nodepools: ApiResource,
+    /// Dry run: what was last logged as not written.
+    unwritten: Arc<Mutex<Unwritten>>,
+}
+
+/// Dry run: the last unwritten write logged for each target, without its transition times.
+#[derive(Default)]
+struct Unwritten(HashMap<String, Value>);
+
+impl Unwritten {
+    /// Targets remembered at most (a bound, not a limit a cluster reaches in practice).
+    const REMEMBERED: usize = 10_000;
+
+    /// Whether `body` for `what` differs from the last one logged (and remembers it).
+    fn is_new(&mut self, what: &str, body: &Value) -> bool {
+        let stable = without_transition_times(body);
+        if self.0.get(what) == Some(&stable) {
+            return false;
+        }
+        if self.0.len() >= Self::REMEMBERED {
+            self.0.clear();
+        }
+        self.0.insert(what.to_string(), stable);
+        true
+    }
+}
+
+/// `body` without `lastTransitionTime` fields: a condition that is never written is stamped anew
+/// on every pass, and that alone is not a new write.
+fn without_transition_times(body: &Value) -> Value {
+    match body {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(k, _)| *k != "lastTransitionTime")
+                .map(|(k, v)| (k.clone(), without_transition_times(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(without_transition_times).collect()),
+        other => other.clone(),
+    }
 }
 
 /// What an eviction came to.
@@ -99,6 +142,7 @@ impl Act {
                 &GroupVersionKind::gvk("karpenter.sh", "v1", "NodePool"),
                 "nodepools",
             ),
+            unwritten: Arc::default(),
         }
     }
 
@@ -143,10 +187,16 @@ impl Act {
     }
 
     fn would(&self, what: &str, body: &Value) -> bool {
-        if self.dry_run {
-            info!(what, body = %body, "dry run: not written");
+        if !self.dry_run {
+            return false;
         }
-        self.dry_run
+        let new = self.unwritten.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).is_new(what, body);
+        if new {
+            info!(what, body = %body, "dry run: not written");
+        } else {
+            debug!(what, "dry run: not written (as before)");
+        }
+        true
     }
 
     /// Creates a NodeClaim (its name from `generateName`): the name, or `None` in dry-run or on
@@ -267,5 +317,26 @@ impl Act {
         }
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         self.applied(&format!("delete Pod {namespace}/{name}"), pods.delete(name, &DeleteParams::default()).await)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_dry_run_logs_the_same_unwritten_write_once() {
+        let mut unwritten = Unwritten::default();
+        let status = |rv: &str, at: &str| {
+            json!({"metadata": {"resourceVersion": rv}, "status": {"conditions": [
+                {"type": "Ready", "status": "True", "lastTransitionTime": at}]}})
+        };
+        assert!(unwritten.is_new("patch NodePool a status", &status("1", "2026-12-03T10:00:00Z")));
+        // The next pass stamps the condition anew: still the same write.
+        assert!(!unwritten.is_new("patch NodePool a status", &status("1", "2026-12-03T10:00:10Z")));
+        assert!(unwritten.is_new("patch NodePool b status", &status("1", "2026-12-03T10:00:10Z")));
+        // The object changed: a new write.
+        assert!(unwritten.is_new("patch NodePool a status", &status("2", "2026-12-03T10:00:20Z")));
     }
 }

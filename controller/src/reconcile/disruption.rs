@@ -286,7 +286,9 @@ impl<P: CloudProvider> Reconciler<P> {
             }
             if let Some(nc) = self.nodeclaim_of_node(m, node_name) {
                 if let Some(list) = conditions::disruption_reason(nc, Some(budget_reason), &at) {
-                    self.act.patch_nodeclaim_status(nc.name(), json!({"status": {"conditions": list}})).await;
+                    let patch = json!({"metadata": {"resourceVersion": nc.metadata.resource_version},
+                        "status": {"conditions": list}});
+                    self.act.patch_nodeclaim_status(nc.name(), patch).await;
                 }
             }
         }
@@ -363,7 +365,9 @@ impl<P: CloudProvider> Reconciler<P> {
             }
             if let Some(nc) = self.nodeclaim_of_node(m, node_name) {
                 if let Some(list) = conditions::disruption_reason(nc, None, &at) {
-                    self.act.patch_nodeclaim_status(nc.name(), json!({"status": {"conditions": list}})).await;
+                    let patch = json!({"metadata": {"resourceVersion": nc.metadata.resource_version},
+                        "status": {"conditions": list}});
+                    self.act.patch_nodeclaim_status(nc.name(), patch).await;
                 }
             }
         }

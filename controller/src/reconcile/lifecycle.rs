@@ -125,7 +125,11 @@ impl<P: CloudProvider> Reconciler<P> {
                 "capacityType": instance.labels.get(labels::CAPACITY_TYPE)}),
         );
         // Status first: the providerID is what marks the launch done (the cache covers a failure).
-        if self.act.patch_nodeclaim_status(&name, json!({"status": launched.status})).await {
+        // Each status patch carries the resourceVersion it was decided on: a merge patch replaces
+        // the whole condition list, and a stale one would drop conditions written meanwhile.
+        let rv = &nc.metadata.resource_version;
+        let patch = json!({"metadata": {"resourceVersion": rv}, "status": launched.status});
+        if self.act.patch_nodeclaim_status(&name, patch).await {
             self.act.patch_nodeclaim(&name, json!({"metadata": {"labels": launched.metadata.labels}})).await;
         }
     }
@@ -156,7 +160,8 @@ impl<P: CloudProvider> Reconciler<P> {
         self.act
             .patch_nodeclaim_status(
                 nc.name(),
-                json!({"status": {"nodeName": node_name, "conditions": status.map(|s| &s.conditions)}}),
+                json!({"metadata": {"resourceVersion": nc.metadata.resource_version},
+                    "status": {"nodeName": node_name, "conditions": status.map(|s| &s.conditions)}}),
             )
             .await;
         self.registration_outcome(m, nc, true).await;
@@ -180,6 +185,8 @@ impl<P: CloudProvider> Reconciler<P> {
         }
         self.act.decided("Initialized", &json!({"nodeclaim": nc.name(), "node": node_name}));
         let conditions = initialized.status.as_ref().map(|s| &s.conditions);
-        self.act.patch_nodeclaim_status(nc.name(), json!({"status": {"conditions": conditions}})).await;
+        let patch = json!({"metadata": {"resourceVersion": nc.metadata.resource_version},
+            "status": {"conditions": conditions}});
+        self.act.patch_nodeclaim_status(nc.name(), patch).await;
     }
 }

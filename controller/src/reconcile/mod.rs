@@ -5,6 +5,8 @@
 //! - `lifecycle` (upstream `nodeclaim.lifecycle`): the termination finalizer, launch through the
 //!   cloud provider with the result cached by NodeClaim UID, registration, initialization,
 //!   liveness ([`carpentry_core::nodeclaim::lifecycle`]);
+//! - `consistency` (upstream `nodeclaim.consistency`): each Node's capacity against its
+//!   NodeClaim's, every 10 minutes ([`carpentry_core::nodeclaim::consistency`]);
 //! - `termination` (upstream `node.termination` and the NodeClaim finalizer): the disrupted
 //!   taint, drain through the Eviction API in core's tiers ([`carpentry_core::termination`]),
 //!   instance deletion, finalizers removed;
@@ -25,6 +27,7 @@
 //! nothing but events.
 
 pub mod act;
+mod consistency;
 mod disruption;
 mod garbagecollection;
 mod lifecycle;
@@ -32,7 +35,7 @@ mod nodepool;
 mod provisioning;
 mod termination;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -62,6 +65,7 @@ pub struct Reconciler<P: CloudProvider> {
     provisioning: provisioning::State,
     disruption: disruption::State,
     gc: garbagecollection::State,
+    consistency: consistency::State,
     /// Pods a PodDisruptionBudget refused to evict: when to try again, and the backoff.
     evictions: HashMap<carpentry_core::pod::PodRef, (Instant, Duration)>,
     /// When the loop started (the batcher's clock counts milliseconds from it).
@@ -73,6 +77,8 @@ pub struct Reconciler<P: CloudProvider> {
     /// Each NodePool's last launch-and-registration outcomes, by UID (upstream keeps them in
     /// memory too: `state/nodepoolhealth`).
     registration_health: HashMap<String, carpentry_core::nodepool::registrationhealth::Tracker>,
+    /// Drained nodes whose instance waits for volume attachments (the decision is logged once).
+    awaiting_volumes: HashSet<String>,
 }
 
 impl<P: CloudProvider> Reconciler<P> {
@@ -88,11 +94,13 @@ impl<P: CloudProvider> Reconciler<P> {
             provisioning: provisioning::State::default(),
             disruption: disruption::State::default(),
             gc: garbagecollection::State::default(),
+            consistency: consistency::State::default(),
             evictions: HashMap::new(),
             epoch: Instant::now(),
             nodepool_counted: i64::MIN / 2,
             skipped: BTreeMap::new(),
             registration_health: HashMap::new(),
+            awaiting_volumes: HashSet::new(),
         }
     }
 
@@ -147,9 +155,12 @@ impl<P: CloudProvider> Reconciler<P> {
                 self.lifecycle(m, nc, now).await;
             }
         }
+        self.consistency(m, now).await;
+        self.awaiting_volumes.retain(|n| m.nodes.iter().any(|node| node.metadata.name.as_deref() == Some(n)));
         for node in &m.nodes {
             let name = node.metadata.name.as_deref().unwrap_or_default();
-            // A node with a pod that does not load is not drained: that pod would go unevicted.
+            // A node with a pod or volume attachment that does not load is not drained: that pod
+            // would go unevicted, that volume unwaited for.
             if node.metadata.deletion_timestamp.is_some() && live.holding_back(HeldDecision::Drain(name)).is_none() {
                 self.terminate_node(m, node, now).await;
             }
@@ -193,7 +204,9 @@ impl<P: CloudProvider> Reconciler<P> {
         let now = crate::clock::now_rfc3339();
         for class in &m.nodeclasses {
             if let Some(status) = self.cloud.nodeclass_status(class, &now) {
-                self.act.patch_nodeclass_status(class.name(), serde_json::json!({"status": status})).await;
+                let patch = serde_json::json!({"metadata": {"resourceVersion": class.metadata.resource_version},
+                    "status": status});
+                self.act.patch_nodeclass_status(class.name(), patch).await;
             }
         }
     }

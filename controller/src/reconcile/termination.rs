@@ -8,8 +8,11 @@
 //! - a deleting **NodeClaim**: its Node is deleted (and drained as above); once no Node is left
 //!   the instance is deleted until the provider says it is gone, and the finalizer comes off.
 //!
-//! The NodeClaim's `Drained` (after at least upstream's 5 s MinDrainTime), `VolumesDetached` and
-//! `InstanceTerminating` conditions record the way ([`termination::controller`]).
+//! Between the drain and the instance's deletion, the instance waits for the VolumeAttachments of
+//! the drained pods' volumes to go (until the NodeClaim's terminationGracePeriod), as upstream's
+//! `awaitVolumeDetachment` does. The NodeClaim's `Drained` (after at least upstream's 5 s
+//! MinDrainTime), `VolumesDetached` and `InstanceTerminating` conditions record the way
+//! ([`termination::controller`]).
 
 use std::time::{Duration, Instant};
 
@@ -17,7 +20,8 @@ use carpentry_core::api::NodeClaim;
 use carpentry_core::labels;
 use carpentry_core::manifest::Manifests;
 use carpentry_core::pod::PodRef;
-use carpentry_core::termination::{self, controller::Stage};
+use carpentry_core::termination::controller::{Stage, Volumes};
+use carpentry_core::termination::{self};
 use k8s_openapi::api::core::v1::Node;
 use serde_json::json;
 use tracing::warn;
@@ -36,6 +40,15 @@ fn provider_id(nc: &NodeClaim) -> &str {
 
 fn node_provider_id(node: &Node) -> &str {
     node.spec.as_ref().and_then(|s| s.provider_id.as_deref()).unwrap_or_default()
+}
+
+/// Up to `limit` names, then how many more (upstream `pretty.Slice`).
+fn pretty_names(names: &[&str], limit: usize) -> String {
+    let shown = names.iter().take(limit).copied().collect::<Vec<_>>().join(", ");
+    match names.len().checked_sub(limit) {
+        Some(more) if more > 0 => format!("{shown} and {more} other(s)"),
+        _ => shown,
+    }
 }
 
 fn without_finalizer(finalizers: &Option<Vec<String>>) -> Vec<String> {
@@ -74,7 +87,7 @@ impl<P: CloudProvider> Reconciler<P> {
         }
         let deletion = self.cloud.delete(nc).await;
         if deletion.is_ok() {
-            self.termination_conditions(nc, Stage::InstanceTerminating, now).await;
+            self.termination_conditions(nc, Stage::InstanceTerminating(None), now).await;
         }
         match deletion {
             Ok(Deletion::Gone) => {
@@ -171,11 +184,33 @@ impl<P: CloudProvider> Reconciler<P> {
         if !done || self.act.dry_run {
             return;
         }
+        // upstream `awaitVolumeDetachment`: the attach-detach controller deletes the drained
+        // pods' VolumeAttachments; the instance waits for that until the grace period ends.
+        let pending =
+            termination::controller::pending_volume_attachments(&name, &m.volumeattachments, &m.pods, &m.pvcs, now);
+        let volumes = Volumes::of(pending.len(), grace_elapsed);
+        if volumes.hold_instance() {
+            if let Some(nc) = nodeclaim {
+                self.termination_conditions(nc, Stage::Drained(volumes), now).await;
+            }
+            let names: Vec<&str> = pending.iter().filter_map(|a| a.metadata.name.as_deref()).collect();
+            if self.awaiting_volumes.insert(name.clone()) {
+                self.act.decided("AwaitingVolumeDetachment", &json!({"node": name, "volumeAttachments": names}));
+            }
+            let note = format!(
+                "Awaiting deletion of bound volumeattachments ({}) (kubectl karpenter explain node {name})",
+                pretty_names(&names, 5)
+            );
+            self.act.event(&node_ref(node), false, "AwaitingVolumeDetachment", note, "Terminate").await;
+            return;
+        }
+        self.awaiting_volumes.remove(&name);
         if let Some(nc) = nodeclaim {
             match self.cloud.delete(nc).await {
-                Ok(_) => self.termination_conditions(nc, Stage::InstanceTerminating, now).await,
+                Ok(_) => self.termination_conditions(nc, Stage::InstanceTerminating(Some(volumes)), now).await,
                 Err(e) => {
                     warn!(node = %name, error = %format!("{e:#}"), "instance deletion failed; retried");
+                    self.termination_conditions(nc, Stage::Drained(volumes), now).await;
                     return;
                 }
             }

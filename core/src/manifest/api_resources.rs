@@ -76,7 +76,7 @@ impl ListedResource {
 }
 
 /// Everything the adapters read, in the order the objects are loaded.
-pub const LISTED_RESOURCES: [ListedResource; 11] = [
+pub const LISTED_RESOURCES: [ListedResource; 12] = [
     ListedResource::new("karpenter.sh", "NodePool", "nodepools", true),
     ListedResource::new("karpenter.k8s.aws", "EC2NodeClass", "ec2nodeclasses", true),
     ListedResource::new("karpenter.sh", "NodeClaim", "nodeclaims", true),
@@ -87,6 +87,7 @@ pub const LISTED_RESOURCES: [ListedResource; 11] = [
     ListedResource::new("", "PersistentVolume", "persistentvolumes", false),
     ListedResource::new("", "PersistentVolumeClaim", "persistentvolumeclaims", false),
     ListedResource::new("storage.k8s.io", "CSINode", "csinodes", false),
+    ListedResource::new("storage.k8s.io", "VolumeAttachment", "volumeattachments", false),
     ListedResource::new("", "Pod", "pods", false),
 ];
 

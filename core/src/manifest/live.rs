@@ -17,7 +17,7 @@ use crate::api::nodepool::NodePool;
 #[derive(Default)]
 pub(super) struct Notes {
     pub(super) invalid_nodepools: Vec<NodePool>,
-    /// Documents of Pods with `spec.nodeName` set, and the node.
+    /// Documents of Pods and VolumeAttachments with `spec.nodeName` set, and the node.
     pub(super) bound_pods: BTreeMap<usize, String>,
 }
 
@@ -47,8 +47,8 @@ pub struct Skipped {
     /// `None` for a document without usable type information.
     pub object: Option<ObjectRef>,
     pub gap: ViewGap,
-    /// The node a left-out Pod is bound to: that node's pods are not all known, so nothing may
-    /// drain it.
+    /// The node a left-out Pod is bound to (or a left-out VolumeAttachment is on): that node's
+    /// pods or volumes are not all known, so nothing may drain and terminate it.
     pub node: Option<String>,
     pub problems: Vec<Problem>,
 }
@@ -122,8 +122,8 @@ impl LiveLoad {
         self.skipped.iter().find(|s| s.gap >= gap)
     }
 
-    /// The first left-out Pod bound to `node`, if any.
-    pub fn skipped_pod_on(&self, node: &str) -> Option<&Skipped> {
+    /// The first left-out Pod bound to `node` (or VolumeAttachment on it), if any.
+    pub fn skipped_on(&self, node: &str) -> Option<&Skipped> {
         self.skipped.iter().find(|s| s.node.as_deref() == Some(node))
     }
 
@@ -135,7 +135,7 @@ impl LiveLoad {
         self.first_at_least(ViewGap::Capacity).or_else(|| match decision {
             HeldDecision::Any => None,
             HeldDecision::Disruption => self.first_at_least(ViewGap::Workloads),
-            HeldDecision::Drain(node) => self.skipped_pod_on(node),
+            HeldDecision::Drain(node) => self.skipped_on(node),
         })
     }
 }
@@ -150,7 +150,8 @@ fn gap_of(object: Option<&ObjectRef>, bound_pod: bool) -> ViewGap {
             | "PersistentVolumeClaim"
             | "PersistentVolume"
             | "StorageClass"
-            | "CSINode",
+            | "CSINode"
+            | "VolumeAttachment",
         ) => ViewGap::Workloads,
         _ => ViewGap::Object,
     }

@@ -22,7 +22,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass, VolumeAttachment};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
@@ -144,6 +144,9 @@ pub struct Manifests {
     pub pvs: Vec<PersistentVolume>,
     pub storageclasses: Vec<StorageClass>,
     pub csinodes: Vec<CSINode>,
+    /// Which node each attached volume is on: node termination waits for those of drained pods
+    /// to go before it deletes the instance.
+    pub volumeattachments: Vec<VolumeAttachment>,
     pub priorityclasses: Vec<PriorityClass>,
     pub namespaces: Vec<Namespace>,
     /// The `carpentry.dev/v1alpha1 Scenario` document, if any (at most one).
@@ -195,6 +198,7 @@ impl Manifests {
             pvs,
             storageclasses,
             csinodes,
+            volumeattachments,
             priorityclasses,
             namespaces,
             scenario,
@@ -228,6 +232,7 @@ impl Manifests {
         self.pvs.extend(pvs);
         self.storageclasses.extend(storageclasses);
         self.csinodes.extend(csinodes);
+        self.volumeattachments.extend(volumeattachments);
         self.priorityclasses.extend(priorityclasses);
         self.namespaces.extend(namespaces);
         self.expectations.extend(expectations);
@@ -256,6 +261,7 @@ impl Manifests {
             pvs,
             storageclasses,
             csinodes,
+            volumeattachments,
             priorityclasses,
             namespaces,
             scenario,
@@ -280,6 +286,7 @@ impl Manifests {
             && pvs.is_empty()
             && storageclasses.is_empty()
             && csinodes.is_empty()
+            && volumeattachments.is_empty()
             && priorityclasses.is_empty()
             && namespaces.is_empty()
             && scenario.is_none()
@@ -477,7 +484,8 @@ impl Loader {
             }
             return;
         }
-        if let (Some(notes), "Pod") = (&mut self.live, kind.as_str()) {
+        // A Pod or VolumeAttachment on a node: left out, it holds back that node's termination.
+        if let (Some(notes), "Pod" | "VolumeAttachment") = (&mut self.live, kind.as_str()) {
             let node = map.get("spec").and_then(|s| s.get("nodeName")).and_then(Value::as_str);
             if let Some(node) = node.filter(|n| !n.is_empty()) {
                 notes.bound_pods.insert(ctx.doc.index, node.to_string());
@@ -528,6 +536,9 @@ impl Loader {
             }
             ("storage.k8s.io/v1", "CSINode") => {
                 push_plain(value, &ctx, problems, lenient.as_deref_mut(), &mut m.csinodes)
+            }
+            ("storage.k8s.io/v1", "VolumeAttachment") => {
+                push_plain(value, &ctx, problems, lenient.as_deref_mut(), &mut m.volumeattachments)
             }
             ("scheduling.k8s.io/v1", "PriorityClass") => {
                 push_plain(value, &ctx, problems, lenient, &mut m.priorityclasses)

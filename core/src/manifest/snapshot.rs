@@ -84,6 +84,7 @@ pub fn write_snapshot(
     groups.push(("PersistentVolume", values(&m.pvs)?));
     groups.push(("PersistentVolumeClaim", values(&m.pvcs)?));
     groups.push(("CSINode", values(&m.csinodes)?));
+    groups.push(("VolumeAttachment", values(&m.volumeattachments)?));
     groups.push(("PriorityClass", values(&m.priorityclasses)?));
     groups.push(("Namespace", values(&m.namespaces)?));
     groups.push(("Deployment", values(&m.deployments)?));

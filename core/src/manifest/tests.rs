@@ -334,7 +334,7 @@ fn a_live_read_leaves_out_what_does_not_load_and_says_what_that_takes_from_the_v
     );
     assert_eq!(live.gap(), Some(ViewGap::Workloads));
     assert_eq!(live.first_at_least(ViewGap::Workloads).unwrap().document, 5);
-    assert_eq!(live.skipped_pod_on("n1").map(|s| s.document), Some(5));
+    assert_eq!(live.skipped_on("n1").map(|s| s.document), Some(5));
     // What each gap holds back: the bound pod holds disruption and its node's drain, no more.
     let held = |live: &LiveLoad, d| live.holding_back(d).map(|s| s.document);
     assert_eq!(held(&live, HeldDecision::Any), None);
@@ -349,6 +349,18 @@ fn a_live_read_leaves_out_what_does_not_load_and_says_what_that_takes_from_the_v
     assert!(live.manifests.nodes.is_empty());
     assert_eq!(held(&live, HeldDecision::Any), Some(2));
     assert_eq!(held(&live, HeldDecision::Drain("n2")), Some(2));
+    // A VolumeAttachment that does not load holds back disruption and its node's termination
+    // (the instance must not go while a volume may still be attached); a good one loads.
+    let attachment = |name: &str, node: &str, attacher: &str| {
+        format!("apiVersion: storage.k8s.io/v1\nkind: VolumeAttachment\nmetadata: {{name: {name}}}\nspec: {{attacher: {attacher}, nodeName: {node}, source: {{persistentVolumeName: pv-{name}}}}}\n")
+    };
+    let docs = [attachment("va-ok", "n1", "ebs.csi.aws.com"), attachment("va-bad", "n3", "[not, a, string]")];
+    let live = load_from_api_server_skipping(&docs.join("---\n")).unwrap();
+    assert_eq!(live.manifests.volumeattachments.len(), 1);
+    assert_eq!(live.skipped.iter().map(|s| (s.document, s.gap)).collect::<Vec<_>>(), [(2, ViewGap::Workloads)]);
+    assert_eq!(held(&live, HeldDecision::Drain("n3")), Some(2));
+    assert_eq!(held(&live, HeldDecision::Drain("n1")), None);
+    assert_eq!(held(&live, HeldDecision::Disruption), Some(2));
     // An object defined twice: the second definition is left out on a second read.
     let live = load_from_api_server_skipping(&[NODEPOOL, NODEPOOL].join("---\n")).unwrap();
     assert_eq!((live.manifests.nodepools.len(), live.skipped.len(), live.skipped[0].document), (1, 1, 2));

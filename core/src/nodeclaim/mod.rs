@@ -4,11 +4,13 @@
 //! world at simulated times, the controller writes it through the API server at real times. Both
 //! driving these same functions is what lets a simulation predict the controller.
 //!
-//! Module map: `lifecycle` [`nodeclaim/lifecycle`: `launch.go`, `registration.go`,
+//! Module map: `consistency` [`nodeclaim/consistency`: `controller.go`, `nodeshape.go`],
+//! `lifecycle` [`nodeclaim/lifecycle`: `launch.go`, `registration.go`,
 //! `initialization.go`, `liveness.go`], `disruption` [`nodeclaim/disruption`: `drift.go`,
 //! `consolidation.go`; `nodeclaim/podevents`], `garbagecollection` [`nodeclaim/garbagecollection`;
 //! the AWS provider's `pkg/controllers/nodeclaim/garbagecollection`].
 
+pub mod consistency;
 pub mod disruption;
 pub mod garbagecollection;
 pub mod lifecycle;

@@ -88,7 +88,10 @@ impl Simulation {
     }
 
     /// One drain pass: core's decision ([`crate::termination::drain`]) carried out. The Eviction
-    /// API's stand-in refuses a pod a PodDisruptionBudget protects; the others go at once.
+    /// API's stand-in refuses a pod a PodDisruptionBudget protects; the others go at once. The
+    /// simulated attach-detach controller detaches an evicted pod's volumes at once too, so no
+    /// VolumeAttachment holds the instance here (the live controller waits for them:
+    /// [`crate::termination::controller::pending_volume_attachments`]).
     pub(super) fn drain(&mut self, name: &str) {
         let Some(m) = self.machines.get(name) else { return };
         let (Some(node), Some(term)) = (m.node.clone(), m.terminating.clone()) else { return };
@@ -145,6 +148,7 @@ impl Simulation {
             lost = self.remove_node_pods(node);
             self.objects.nodes.retain(|n| n.metadata.name.as_deref() != Some(node));
             self.objects.csinodes.retain(|c| c.metadata.name.as_deref() != Some(node));
+            self.objects.volumeattachments.retain(|a| a.spec.node_name != *node);
         }
         self.objects.nodeclaims.retain(|c| c.name() != name);
         self.emit(

@@ -2,15 +2,24 @@
 //! `awaitDrain`, `awaitVolumeDetachment`, `awaitInstanceTermination`): `Drained` is `Unknown`
 //! (reason `Draining`) from the first drain pass and `True` once the pods are gone and it has been
 //! draining for at least [`MIN_DRAIN_SECONDS`] (pods kube-scheduler bound before it saw the taint
-//! are drained too); `VolumesDetached` is `True` when no volume attachment holds the node, and
-//! `InstanceTerminating` is `True` once the instance's deletion has been asked for.
+//! are drained too); `VolumesDetached` is `Unknown` (`AwaitingVolumeDetachment`) while
+//! [`pending_volume_attachments`] holds the instance, `True` once none does, and `False`
+//! (`TerminationGracePeriodElapsed`) when the grace period ran out first; `InstanceTerminating` is
+//! `True` once the instance's deletion has been asked for.
 
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::VolumeAttachment;
+
+use super::terminator::{is_mirror, tolerates_disrupted};
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::time::{format_time, parse_time};
 use crate::api::Condition;
 
 /// upstream `MinDrainTime`.
 pub const MIN_DRAIN_SECONDS: i64 = 5;
+/// upstream `IsStuckTerminating`: a pod still terminating this long after its deletion timestamp
+/// (which already includes its grace period) is not waited for.
+const STUCK_TERMINATING_SECONDS: i64 = 60;
 /// upstream `ConditionTypeDrained`.
 pub const DRAINED: &str = "Drained";
 /// upstream `ConditionTypeVolumesDetached`.
@@ -18,15 +27,94 @@ pub const VOLUMES_DETACHED: &str = "VolumesDetached";
 /// upstream `ConditionTypeInstanceTerminating`.
 pub const INSTANCE_TERMINATING: &str = "InstanceTerminating";
 
+/// Where the node's volumes are, once it is drained (upstream `awaitVolumeDetachment`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Volumes {
+    /// No volume attachment of a drained pod is left on the node.
+    Detached,
+    /// Some are: the instance waits (the attach-detach controller deletes them).
+    Awaiting,
+    /// Some are, but the NodeClaim's `terminationGracePeriod` has elapsed: the instance goes.
+    GracePeriodElapsed,
+}
+
+impl Volumes {
+    /// From what [`pending_volume_attachments`] found and whether the grace period has elapsed.
+    pub fn of(pending: usize, grace_elapsed: bool) -> Volumes {
+        match (pending, grace_elapsed) {
+            (0, _) => Volumes::Detached,
+            (_, false) => Volumes::Awaiting,
+            (_, true) => Volumes::GracePeriodElapsed,
+        }
+    }
+
+    /// Whether the instance must wait.
+    pub fn hold_instance(self) -> bool {
+        self == Volumes::Awaiting
+    }
+}
+
 /// Where a NodeClaim's termination has got to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stage {
     /// A drain pass ran and pods remain (or the minimum drain time has not passed).
     Draining,
-    /// Drained; no volume attachment holds it (carpentry does not yet wait for any).
-    Drained,
-    /// The instance's deletion was asked for.
-    InstanceTerminating,
+    /// Drained; the volumes are as given.
+    Drained(Volumes),
+    /// The instance's deletion was asked for: after a drain (with the volumes as given), or
+    /// for a NodeClaim without a Node (`None`: nothing was drained, and those conditions are left
+    /// as they are, as upstream's NodeClaim finalizer does).
+    InstanceTerminating(Option<Volumes>),
+}
+
+/// The volume attachments on `node` that hold its instance (upstream `pendingVolumeAttachments`
+/// and `filterVolumeAttachments`): every attachment of a persistent volume on the node, except
+/// those of volumes a pod that is not drained still uses (a pod that tolerates the disrupted
+/// taint, a mirror pod, a pod stuck terminating), found through the pod's claims (ephemeral
+/// volumes' claims are named `<pod>-<volume>`). `pods` and `claims` may hold the whole cluster's.
+pub fn pending_volume_attachments<'a>(
+    node: &str,
+    attachments: &'a [VolumeAttachment],
+    pods: &[Pod],
+    claims: &[PersistentVolumeClaim],
+    now: i64,
+) -> Vec<&'a VolumeAttachment> {
+    let on_node: Vec<&VolumeAttachment> = attachments.iter().filter(|a| a.spec.node_name == node).collect();
+    if on_node.is_empty() {
+        return on_node;
+    }
+    let not_drained = pods.iter().filter(|p| {
+        p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)
+            && (tolerates_disrupted(p) || is_mirror(p) || stuck_terminating(p, now))
+    });
+    let mut kept_volumes: Vec<&str> = Vec::new();
+    for p in not_drained {
+        let namespace = p.metadata.namespace.as_deref().unwrap_or("default");
+        let pod_name = p.metadata.name.as_deref().unwrap_or_default();
+        for v in p.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+            let claim_name = match (&v.persistent_volume_claim, &v.ephemeral) {
+                (Some(c), _) => c.claim_name.clone(),
+                (None, Some(_)) => format!("{pod_name}-{}", v.name),
+                (None, None) => continue,
+            };
+            let claim = claims.iter().find(|c| {
+                c.metadata.name.as_deref() == Some(claim_name.as_str())
+                    && c.metadata.namespace.as_deref().unwrap_or("default") == namespace
+            });
+            if let Some(c) = claim {
+                kept_volumes.push(c.spec.as_ref().and_then(|s| s.volume_name.as_deref()).unwrap_or_default());
+            }
+        }
+    }
+    on_node
+        .into_iter()
+        .filter(|a| a.spec.source.persistent_volume_name.as_deref().is_some_and(|pv| !kept_volumes.contains(&pv)))
+        .collect()
+}
+
+/// upstream `IsStuckTerminating`.
+fn stuck_terminating(p: &Pod, now: i64) -> bool {
+    p.metadata.deletion_timestamp.as_ref().is_some_and(|t| now - t.0.as_second() > STUCK_TERMINATING_SECONDS)
 }
 
 fn condition(nc: &NodeClaim, type_: &str) -> Option<Condition> {
@@ -67,19 +155,25 @@ pub fn conditions(nc: &NodeClaim, stage: Stage, now: i64) -> Option<Vec<Conditio
             None => list.push(new),
         }
     };
+    let drained = |list: &mut Vec<Condition>, volumes: Volumes| {
+        set(list, DRAINED, "True", DRAINED);
+        match volumes {
+            Volumes::Detached => set(list, VOLUMES_DETACHED, "True", VOLUMES_DETACHED),
+            Volumes::Awaiting => set(list, VOLUMES_DETACHED, "Unknown", "AwaitingVolumeDetachment"),
+            Volumes::GracePeriodElapsed => set(list, VOLUMES_DETACHED, "False", "TerminationGracePeriodElapsed"),
+        }
+    };
     match stage {
         Stage::Draining => {
             if !list.iter().any(|c| c.type_ == DRAINED) {
                 set(&mut list, DRAINED, "Unknown", "Draining");
             }
         }
-        Stage::Drained => {
-            set(&mut list, DRAINED, "True", DRAINED);
-            set(&mut list, VOLUMES_DETACHED, "True", VOLUMES_DETACHED);
-        }
-        Stage::InstanceTerminating => {
-            set(&mut list, DRAINED, "True", DRAINED);
-            set(&mut list, VOLUMES_DETACHED, "True", VOLUMES_DETACHED);
+        Stage::Drained(volumes) => drained(&mut list, volumes),
+        Stage::InstanceTerminating(volumes) => {
+            if let Some(volumes) = volumes {
+                drained(&mut list, volumes);
+            }
             set(&mut list, INSTANCE_TERMINATING, "True", INSTANCE_TERMINATING);
         }
     }
@@ -101,10 +195,92 @@ mod tests {
         assert!(!drain_done(&nc, true, t0 + 4), "not before MinDrainTime");
         assert!(!drain_done(&nc, false, t0 + 9), "not while pods remain");
         assert!(drain_done(&nc, true, t0 + 5));
-        let list = conditions(&nc, Stage::InstanceTerminating, t0 + 5).unwrap();
+        let list = conditions(&nc, Stage::InstanceTerminating(Some(Volumes::Detached)), t0 + 5).unwrap();
         let status = |t: &str| list.iter().find(|c| c.type_ == t).map(|c| c.status.clone());
         assert_eq!(status(DRAINED).as_deref(), Some("True"));
         assert_eq!(status(VOLUMES_DETACHED).as_deref(), Some("True"));
         assert_eq!(status(INSTANCE_TERMINATING).as_deref(), Some("True"));
+    }
+
+    fn attachment(name: &str, node: &str, pv: Option<&str>) -> VolumeAttachment {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name},
+            "spec": {"attacher": "ebs.csi.aws.com", "nodeName": node, "source": {"persistentVolumeName": pv}},
+        }))
+        .unwrap()
+    }
+
+    fn pod_with_claim(name: &str, node: &str, claim: &str, extra: serde_json::Value) -> Pod {
+        let mut v = serde_json::json!({
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"nodeName": node, "containers": [],
+                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]},
+        });
+        for (k, x) in extra.as_object().unwrap() {
+            v[k].as_object_mut().unwrap().extend(x.as_object().unwrap().clone());
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn claim(name: &str, volume: &str) -> PersistentVolumeClaim {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "default"}, "spec": {"volumeName": volume},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn attachments_of_pods_that_are_not_drained_do_not_hold_the_instance() {
+        let now = 1_800_000_000;
+        let attachments = [
+            attachment("va-drained", "n1", Some("pv-drained")),
+            attachment("va-tolerating", "n1", Some("pv-tolerating")),
+            attachment("va-stuck", "n1", Some("pv-stuck")),
+            attachment("va-inline", "n1", None),
+            attachment("va-elsewhere", "n2", Some("pv-elsewhere")),
+        ];
+        let tolerating =
+            serde_json::json!({"spec": {"tolerations": [{"key": "karpenter.sh/disrupted", "operator": "Exists"}]}});
+        let stuck = serde_json::json!({"metadata": {"deletionTimestamp": format_time(now - 61)}});
+        let pods = [
+            pod_with_claim("tolerating", "n1", "c-tolerating", tolerating),
+            pod_with_claim("stuck", "n1", "c-stuck", stuck),
+        ];
+        let claims = [claim("c-tolerating", "pv-tolerating"), claim("c-stuck", "pv-stuck")];
+        let names = |now: i64| -> Vec<String> {
+            pending_volume_attachments("n1", &attachments, &pods, &claims, now)
+                .iter()
+                .map(|a| a.metadata.name.clone().unwrap())
+                .collect()
+        };
+        // The drained pod's volume holds the instance; the tolerating and stuck pods' do not, nor
+        // does an attachment without a persistent volume, nor another node's.
+        assert_eq!(names(now), ["va-drained"]);
+        // Not yet stuck a minute after its deletion timestamp: its volume is waited for too.
+        assert_eq!(names(now - 2), ["va-drained", "va-stuck"]);
+        assert!(pending_volume_attachments("n3", &attachments, &pods, &claims, now).is_empty());
+    }
+
+    #[test]
+    fn volumes_detached_follows_the_attachments_and_the_grace_period() {
+        let t0 = 1_800_000_000;
+        let mut nc = NodeClaim::new("a", Default::default());
+        let status = |nc: &NodeClaim, t: &str| condition(nc, t).map(|c| (c.status, c.reason.unwrap_or_default()));
+        assert_eq!(Volumes::of(1, false), Volumes::Awaiting);
+        assert!(Volumes::of(1, false).hold_instance());
+        assert_eq!(Volumes::of(0, false), Volumes::Detached);
+        assert_eq!(Volumes::of(2, true), Volumes::GracePeriodElapsed);
+        nc.status.get_or_insert_with(Default::default).conditions =
+            conditions(&nc, Stage::Drained(Volumes::Awaiting), t0).unwrap();
+        assert_eq!(status(&nc, VOLUMES_DETACHED), Some(("Unknown".into(), "AwaitingVolumeDetachment".into())));
+        assert_eq!(conditions(&nc, Stage::Drained(Volumes::Awaiting), t0 + 1), None, "unchanged while waiting");
+        nc.status.get_or_insert_with(Default::default).conditions =
+            conditions(&nc, Stage::InstanceTerminating(Some(Volumes::GracePeriodElapsed)), t0 + 2).unwrap();
+        assert_eq!(status(&nc, VOLUMES_DETACHED), Some(("False".into(), "TerminationGracePeriodElapsed".into())));
+        assert_eq!(status(&nc, INSTANCE_TERMINATING), Some(("True".into(), INSTANCE_TERMINATING.into())));
+        // A NodeClaim without a Node: only InstanceTerminating is written.
+        let bare = NodeClaim::new("b", Default::default());
+        let list = conditions(&bare, Stage::InstanceTerminating(None), t0).unwrap();
+        assert_eq!(list.iter().map(|c| c.type_.as_str()).collect::<Vec<_>>(), [INSTANCE_TERMINATING]);
     }
 }

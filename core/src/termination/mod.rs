@@ -6,7 +6,8 @@
 //!
 //! Module map: `terminator` [`terminator/terminator.go`: `Drain` and its tiers,
 //! `utils/pod/scheduling.go`: `IsEvictable`, `IsWaitingEviction`], `controller`
-//! [`controller.go`: the NodeClaim's `Drained`, `VolumesDetached`, `InstanceTerminating`].
+//! [`controller.go`: the NodeClaim's `Drained`, `VolumesDetached`, `InstanceTerminating`;
+//! `pendingVolumeAttachments`, `filterVolumeAttachments`].
 
 pub mod controller;
 mod terminator;

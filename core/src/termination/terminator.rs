@@ -68,13 +68,13 @@ fn critical(p: &Pod) -> bool {
     )
 }
 
-fn tolerates_disrupted(p: &Pod) -> bool {
+pub(super) fn tolerates_disrupted(p: &Pod) -> bool {
     let tolerations: &[Toleration] = p.spec.as_ref().and_then(|s| s.tolerations.as_deref()).unwrap_or(&[]);
     let taint = disrupted_taint();
     tolerations.iter().any(|t| taints::tolerates(t, &taint))
 }
 
-fn is_mirror(p: &Pod) -> bool {
+pub(super) fn is_mirror(p: &Pod) -> bool {
     p.metadata.owner_references.iter().flatten().any(|o| o.kind == "Node" && o.api_version == "v1")
 }
 
