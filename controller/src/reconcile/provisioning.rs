@@ -1,16 +1,17 @@
 //! upstream `provisioner`: pods kube-scheduler marked unschedulable (and pods of nodes being
-//! deleted) open core's batch window ([`Batcher`]: 1 s idle, 10 s at most); when it closes, and
+//! deleted) open core's batch window (core's rule: [`Triggers`]; [`Batcher`]: 1 s idle, 10 s at
+//! most); when it closes, and
 //! the view is synced (upstream `Synced`: everything listed, every NodeClaim launched, every
 //! NodeClaim this controller created seen back), core's scheduler runs on the view. Each planned
 //! NodeClaim is created after the NodePool's limits are checked again; the pods get `Nominated`
 //! events, and pods core cannot place get `FailedScheduling` with core's headline. Every event
 //! ends with the command that explains it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use carpentry_core::manifest::Manifests;
 use carpentry_core::pod::{is_provisionable, PodRef};
-use carpentry_core::provisioning::{self, Batcher, BATCH_IDLE_MILLIS, BATCH_MAX_MILLIS};
+use carpentry_core::provisioning::{self, Batcher, Triggers, BATCH_IDLE_MILLIS, BATCH_MAX_MILLIS};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 use tracing::{info, warn};
@@ -19,17 +20,14 @@ use super::act::pod_ref;
 use super::Reconciler;
 use crate::cloud::CloudProvider;
 
-/// upstream: a provisionable pod triggers the batcher again every 10 s while it stays so.
-const RETRIGGER_MILLIS: u64 = 10_000;
 /// How long a created NodeClaim may take to appear in the view before rounds go on without it.
 const AWAIT_CREATED_MILLIS: u64 = 30_000;
 
 #[derive(Debug, Default)]
 pub(super) struct State {
     batcher: Batcher,
-    /// The provisionable pods of the last pass.
-    seen: BTreeSet<PodRef>,
-    last_trigger: Option<u64>,
+    /// What opens the batch window (core's rule).
+    triggers: Triggers,
     /// NodeClaims created and not yet seen in the view, with when.
     awaiting: Vec<(String, u64)>,
     /// Why the last round waited (logged when it changes).
@@ -56,28 +54,13 @@ fn explain(pod: &PodRef) -> String {
 impl<P: CloudProvider> Reconciler<P> {
     pub(super) async fn provision(&mut self, m: &Manifests, now: i64) {
         let ms = self.millis();
-        let provisionable: BTreeSet<PodRef> = m.pods.iter().filter(|p| is_provisionable(p)).map(PodRef::of).collect();
-        let deleting: BTreeSet<&str> = m
-            .nodes
-            .iter()
-            .filter(|n| n.metadata.deletion_timestamp.is_some() || carpentry_core::termination::is_disrupted(n))
-            .filter_map(|n| n.metadata.name.as_deref())
-            .collect();
-        let rescheduling = m.pods.iter().any(|p| {
-            p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| deleting.contains(n))
-                && carpentry_core::pod::reschedulable(p, &m.pdbs, Some(now))
-        });
         let st = &mut self.provisioning;
         st.awaiting.retain(|(name, at)| {
             !m.nodeclaims.iter().any(|nc| nc.name() == name) && ms.saturating_sub(*at) < AWAIT_CREATED_MILLIS
         });
-        let new = provisionable.iter().any(|p| !st.seen.contains(p));
-        let due = st.last_trigger.is_none_or(|t| ms.saturating_sub(t) >= RETRIGGER_MILLIS);
-        if new || ((!provisionable.is_empty() || rescheduling) && due) {
+        if st.triggers.observe(&m.pods, &m.nodes, &m.pdbs, ms, now) {
             st.batcher.trigger(ms);
-            st.last_trigger = Some(ms);
         }
-        st.seen = provisionable;
         let Some(deadline) = st.batcher.deadline(BATCH_IDLE_MILLIS, BATCH_MAX_MILLIS) else { return };
         if ms < deadline {
             return;
