@@ -6,7 +6,7 @@
 //! launch): the condition then first appears 10 minutes later. Not checked live (that wait);
 //! core's decision is tested by data.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use carpentry_core::api::time::format_time;
 use carpentry_core::manifest::Manifests;
@@ -26,7 +26,8 @@ pub(super) struct State {
 
 impl<P: CloudProvider> Reconciler<P> {
     pub(super) async fn consistency(&mut self, m: &Manifests, now: i64) {
-        self.consistency.scanned.retain(|uid, _| m.nodeclaims.iter().any(|nc| nc.metadata.uid.as_ref() == Some(uid)));
+        let present: HashSet<&str> = m.nodeclaims.iter().filter_map(|nc| nc.metadata.uid.as_deref()).collect();
+        self.consistency.scanned.retain(|uid, _| present.contains(uid.as_str()));
         for nc in &m.nodeclaims {
             let launched = nc.status.as_ref().is_some_and(|s| !s.provider_id.is_empty());
             let Some(uid) = nc.metadata.uid.as_deref().filter(|_| launched) else { continue };
