@@ -221,7 +221,14 @@ impl Act {
         )
     }
 
-    pub async fn patch_nodeclaim_status(&self, name: &str, patch: Value) -> bool {
+    /// Patches `nodeclaim`'s status with `status`, under the resourceVersion it was decided on
+    /// (upstream `MergeFromWithOptimisticLock`): a merge patch replaces a whole condition list, so
+    /// one made from a stale view would drop conditions written meanwhile; it fails with 409
+    /// instead and the next pass decides again.
+    pub async fn patch_nodeclaim_status(&self, nodeclaim: &NodeClaim, status: Value) -> bool {
+        let name = nodeclaim.name();
+        let patch = serde_json::json!({"metadata": {"resourceVersion": nodeclaim.metadata.resource_version},
+            "status": status});
         if self.would(&format!("patch NodeClaim {name} status"), &patch) {
             return false;
         }

@@ -45,11 +45,9 @@ impl<P: CloudProvider> Reconciler<P> {
                 self.act.event(&nodeclaim_ref(nc), true, "FailedConsistencyCheck", note, "Check").await;
             }
             if let Some(list) = consistency::conditions_after(nc, &issues, &format_time(now)) {
-                let patch = json!({"metadata": {"resourceVersion": nc.metadata.resource_version},
-                    "status": {"conditions": list}});
                 // A write lost to another in the same pass (409) is tried again next pass, not
                 // in 10 minutes.
-                if !self.act.patch_nodeclaim_status(nc.name(), patch).await && !self.act.dry_run {
+                if !self.act.patch_nodeclaim_status(nc, json!({"conditions": list})).await && !self.act.dry_run {
                     self.consistency.scanned.remove(uid);
                 }
             }

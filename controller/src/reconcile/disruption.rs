@@ -143,9 +143,7 @@ impl<P: CloudProvider> Reconciler<P> {
                 continue;
             };
             if nc.metadata.deletion_timestamp.is_none() && conditions::records_pod_event(nc, now) {
-                let patch = json!({"metadata": {"resourceVersion": nc.metadata.resource_version},
-                    "status": {"lastPodEventTime": at}});
-                self.act.patch_nodeclaim_status(nc.name(), patch).await;
+                self.act.patch_nodeclaim_status(nc, json!({"lastPodEventTime": at})).await;
             }
         }
     }
@@ -179,9 +177,8 @@ impl<P: CloudProvider> Reconciler<P> {
                 changed = true;
             }
             if changed {
-                let patch = json!({"metadata": {"resourceVersion": nc.metadata.resource_version},
-                    "status": {"conditions": updated.status.as_ref().map(|s| &s.conditions)}});
-                self.act.patch_nodeclaim_status(nc.name(), patch).await;
+                let list = updated.status.as_ref().map(|s| &s.conditions);
+                self.act.patch_nodeclaim_status(nc, json!({"conditions": list})).await;
             }
         }
     }
@@ -286,9 +283,7 @@ impl<P: CloudProvider> Reconciler<P> {
             }
             if let Some(nc) = self.nodeclaim_of_node(m, node_name) {
                 if let Some(list) = conditions::disruption_reason(nc, Some(budget_reason), &at) {
-                    let patch = json!({"metadata": {"resourceVersion": nc.metadata.resource_version},
-                        "status": {"conditions": list}});
-                    self.act.patch_nodeclaim_status(nc.name(), patch).await;
+                    self.act.patch_nodeclaim_status(nc, json!({"conditions": list})).await;
                 }
             }
         }
@@ -365,9 +360,7 @@ impl<P: CloudProvider> Reconciler<P> {
             }
             if let Some(nc) = self.nodeclaim_of_node(m, node_name) {
                 if let Some(list) = conditions::disruption_reason(nc, None, &at) {
-                    let patch = json!({"metadata": {"resourceVersion": nc.metadata.resource_version},
-                        "status": {"conditions": list}});
-                    self.act.patch_nodeclaim_status(nc.name(), patch).await;
+                    self.act.patch_nodeclaim_status(nc, json!({"conditions": list})).await;
                 }
             }
         }

@@ -125,11 +125,7 @@ impl<P: CloudProvider> Reconciler<P> {
                 "capacityType": instance.labels.get(labels::CAPACITY_TYPE)}),
         );
         // Status first: the providerID is what marks the launch done (the cache covers a failure).
-        // Each status patch carries the resourceVersion it was decided on: a merge patch replaces
-        // the whole condition list, and a stale one would drop conditions written meanwhile.
-        let rv = &nc.metadata.resource_version;
-        let patch = json!({"metadata": {"resourceVersion": rv}, "status": launched.status});
-        if self.act.patch_nodeclaim_status(&name, patch).await {
+        if self.act.patch_nodeclaim_status(nc, json!(launched.status)).await {
             self.act.patch_nodeclaim(&name, json!({"metadata": {"labels": launched.metadata.labels}})).await;
         }
     }
@@ -158,11 +154,7 @@ impl<P: CloudProvider> Reconciler<P> {
         let status = r.nodeclaim.status.as_ref();
         self.act.decided("Registered", &json!({"nodeclaim": nc.name(), "node": node_name}));
         self.act
-            .patch_nodeclaim_status(
-                nc.name(),
-                json!({"metadata": {"resourceVersion": nc.metadata.resource_version},
-                    "status": {"nodeName": node_name, "conditions": status.map(|s| &s.conditions)}}),
-            )
+            .patch_nodeclaim_status(nc, json!({"nodeName": node_name, "conditions": status.map(|s| &s.conditions)}))
             .await;
         self.registration_outcome(m, nc, true).await;
     }
@@ -185,8 +177,6 @@ impl<P: CloudProvider> Reconciler<P> {
         }
         self.act.decided("Initialized", &json!({"nodeclaim": nc.name(), "node": node_name}));
         let conditions = initialized.status.as_ref().map(|s| &s.conditions);
-        let patch = json!({"metadata": {"resourceVersion": nc.metadata.resource_version},
-            "status": {"conditions": conditions}});
-        self.act.patch_nodeclaim_status(nc.name(), patch).await;
+        self.act.patch_nodeclaim_status(nc, json!({"conditions": conditions})).await;
     }
 }

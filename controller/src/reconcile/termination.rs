@@ -59,9 +59,7 @@ impl<P: CloudProvider> Reconciler<P> {
     /// Writes the NodeClaim's termination conditions when `stage` changes them.
     async fn termination_conditions(&self, nc: &NodeClaim, stage: Stage, now: i64) {
         if let Some(list) = termination::controller::conditions(nc, stage, now) {
-            let patch = json!({"metadata": {"resourceVersion": nc.metadata.resource_version},
-                "status": {"conditions": list}});
-            self.act.patch_nodeclaim_status(nc.name(), patch).await;
+            self.act.patch_nodeclaim_status(nc, json!({"conditions": list})).await;
         }
     }
 
