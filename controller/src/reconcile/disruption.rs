@@ -243,8 +243,7 @@ impl<P: CloudProvider> Reconciler<P> {
 
     /// upstream `validation.go`.
     async fn validate(&mut self, m: &Manifests, cmd: Command, now: i64) {
-        let pass = disruption::decide(&self.disruption_view(m, now));
-        match orchestration::validate(&cmd, pass) {
+        match orchestration::validate(&cmd, &self.disruption_view(m, now)) {
             Ok(again) => {
                 self.execute(m, again, now).await;
                 self.disruption.next_pass = now;

@@ -8,8 +8,8 @@
 //! [`candidates::Blocker`]s, every method that declines a node says why ([`Declined`], a
 //! [`Decline`] per node; `decline.rs` is the vocabulary at the bottom of the module). Expiration is not a method: expired NodeClaims are deleted regardless
 //! ([`expired`]). What happens to a command next — the 15 s validation, waiting for its
-//! replacements, which verdicts are news — is `orchestration` (upstream `validation.go`,
-//! `orchestration/queue.go`); the simulation (`crate::simulation`) and the controller keep the
+//! replacements, which verdicts are news — is `orchestration` (upstream
+//! `orchestration/queue.go`; the validation itself is `validation`, upstream `validation.go`); the simulation (`crate::simulation`) and the controller keep the
 //! commands and carry them out. `facts` reads a node's [`NodeFacts`] from the API objects (the
 //! controller's and a snapshot's view; the simulation keeps its own).
 
@@ -24,6 +24,7 @@ pub mod facts;
 mod methods;
 pub mod orchestration;
 pub(crate) mod pdb;
+mod validation;
 
 use serde::Serialize;
 

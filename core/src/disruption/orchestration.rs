@@ -1,76 +1,22 @@
-//! What happens to a [`Command`] after a pass chose it (upstream `disruption/validation.go` and
-//! `disruption/orchestration/queue.go`), as decisions: whether it survives the 15 s validation,
-//! whether a command waiting for its replacements goes on, and which verdicts of a pass are news.
+//! What happens to a [`Command`](super::Command) after a pass chose it (upstream `disruption/orchestration/queue.go`;
+//! the 15 s validation is `validation`, re-exported here), as decisions: whether it survives the
+//! validation, whether a command waiting for its replacements goes on, and which verdicts of a pass
+//! are news.
 //! The simulation and the controller both keep the commands; these functions say what to do next.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use super::{Blocker, Command, Method, Pass};
+use super::{Blocker, Method, Pass};
 use crate::manifest::Manifests;
+
+pub use super::validation::{validate, Rejection, VALIDATION_SECONDS};
 
 /// upstream `disruption/controller.go`: the loop polls every 10 s when it has nothing to do.
 pub const POLL_SECONDS: i64 = 10;
-/// upstream `commandValidationDelay`.
-pub const VALIDATION_SECONDS: i64 = 15;
 /// upstream: a nomination lasts max(2 × the batch's maximum, 10 s).
 pub const NOMINATION_SECONDS: i64 = 20;
-
-/// Why a command was dropped at validation (upstream `ConsolidationRejected`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "rejection", rename_all_fields = "camelCase")]
-pub enum Rejection {
-    /// Candidates that are blocked now, with what blocks them.
-    NoLongerCandidates { nodes: Vec<(String, Vec<Blocker>)> },
-    /// Another method acts first now (churn).
-    OtherMethod { method: Method },
-    /// The same method would choose other nodes now (churn).
-    OtherNodes,
-    /// Nothing would be done now.
-    Nothing,
-}
-
-impl std::fmt::Display for Rejection {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Rejection::NoLongerCandidates { nodes } => {
-                let parts: Vec<String> = nodes
-                    .iter()
-                    .map(|(node, blockers)| {
-                        let texts: Vec<String> = blockers.iter().map(ToString::to_string).collect();
-                        format!("{node} is no longer a candidate: {}", texts.join("; "))
-                    })
-                    .collect();
-                f.write_str(&parts.join("; "))
-            }
-            Rejection::OtherMethod { method } => write!(f, "churn: {method:?} now acts first"),
-            Rejection::OtherNodes => f.write_str("churn: a different set of nodes would be chosen now"),
-            Rejection::Nothing => {
-                f.write_str("the nodes are no longer candidates, or their pods would not move the same way")
-            }
-        }
-    }
-}
-
-/// upstream `validation.go`: a pass run after the delay must choose the same method and the same
-/// nodes; the command carried out is that pass's (its replacements are computed on the newer
-/// view). The most concrete reason comes first: a candidate that is blocked now says by what.
-pub fn validate(planned: &Command, now: Pass) -> Result<Command, Rejection> {
-    match now.command {
-        Some(again) if again.method == planned.method && again.candidates == planned.candidates => Ok(again),
-        other => {
-            let blocked: Vec<(String, Vec<Blocker>)> =
-                now.blocked.into_iter().filter(|(node, _)| planned.candidates.contains(node)).collect();
-            Err(match other {
-                _ if !blocked.is_empty() => Rejection::NoLongerCandidates { nodes: blocked },
-                Some(c) if c.method != planned.method => Rejection::OtherMethod { method: c.method },
-                Some(_) => Rejection::OtherNodes,
-                None => Rejection::Nothing,
-            })
-        }
-    }
-}
 
 /// Where a command that launched replacements stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -181,6 +127,8 @@ pub fn stale_disrupted<'a>(objects: &'a Manifests, queued: &BTreeSet<String>) ->
 
 #[cfg(test)]
 mod tests {
+    use super::super::validation::chosen_again;
+    use super::super::Command;
     use super::*;
     use crate::api::nodepool::BudgetReason;
 
@@ -200,25 +148,26 @@ mod tests {
     }
 
     #[test]
-    fn validation_keeps_the_same_choice_and_names_what_changed() {
-        let planned = command(Method::Emptiness, &["a"]);
-        let again = validate(&planned, pass(Some(command(Method::Emptiness, &["a"])), vec![])).unwrap();
-        assert_eq!(again.reason, BudgetReason::Empty);
-        let blocked = validate(&planned, pass(None, vec![("a", vec![Blocker::NodeDoNotDisrupt]), ("b", vec![])]));
+    fn consolidation_validation_keeps_the_same_choice_and_names_what_changed() {
+        let planned = command(Method::SingleNodeConsolidation, &["a"]);
+        let again =
+            chosen_again(&planned, pass(Some(command(Method::SingleNodeConsolidation, &["a"])), vec![])).unwrap();
+        assert_eq!(again.reason, BudgetReason::Underutilized);
+        let blocked = chosen_again(&planned, pass(None, vec![("a", vec![Blocker::NodeDoNotDisrupt]), ("b", vec![])]));
         let Err(r @ Rejection::NoLongerCandidates { .. }) = blocked else { panic!("{blocked:?}") };
         assert_eq!(
             r.to_string(),
             "a is no longer a candidate: disruption is blocked through the \"karpenter.sh/do-not-disrupt\" annotation"
         );
         assert_eq!(
-            validate(&planned, pass(Some(command(Method::Drift, &["a"])), vec![])),
+            chosen_again(&planned, pass(Some(command(Method::Drift, &["a"])), vec![])),
             Err(Rejection::OtherMethod { method: Method::Drift })
         );
         assert_eq!(
-            validate(&planned, pass(Some(command(Method::Emptiness, &["b"])), vec![])),
+            chosen_again(&planned, pass(Some(command(Method::SingleNodeConsolidation, &["b"])), vec![])),
             Err(Rejection::OtherNodes)
         );
-        assert_eq!(validate(&planned, pass(None, vec![])), Err(Rejection::Nothing));
+        assert_eq!(chosen_again(&planned, pass(None, vec![])), Err(Rejection::Nothing));
     }
 
     #[test]

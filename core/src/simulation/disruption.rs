@@ -307,12 +307,12 @@ impl Simulation {
         }
     }
 
-    /// The 15 s validation (upstream `validation.go`): the same method must still choose the
-    /// same nodes.
+    /// The 15 s validation (upstream `validation.go`): emptiness keeps the nodes still empty,
+    /// consolidation must be chosen again.
     pub(super) fn validate_command(&mut self) {
         let Some(cmd) = self.disruption.validating.take() else { return };
         self.detect_drift();
-        match orchestration::validate(&cmd, self.decide()) {
+        match orchestration::validate(&cmd, &self.view()) {
             Ok(again) => {
                 self.execute(again);
                 self.schedule_timer(self.now, Timer::Disruption);
