@@ -181,6 +181,26 @@ pub async fn live_shape(client: &Client, nodepool: &str, namespace: &str) -> Res
     Ok(Shape { nodeclaims: shape, partition: partition(groups) })
 }
 
+/// `decisions` with each run of consecutive deletions of one method and no replacements counted as
+/// one. Emptiness deletes the nodes empty at its pass; when live pods finish terminating in
+/// different seconds, the nodes left empty after a command was planned go in the next command
+/// (upstream's EmptinessValidator keeps the planned ones), while the simulation, whose pods all
+/// stop in the same instant, deletes them in one. Which nodes go, and why, is the same.
+pub fn merged_deletions(decisions: &[Decision]) -> Vec<Decision> {
+    let mut merged: Vec<Decision> = Vec::with_capacity(decisions.len());
+    for d in decisions {
+        match merged.last_mut() {
+            Some(last)
+                if d.1 == "delete" && last.1 == "delete" && last.0 == d.0 && last.3.is_empty() && d.3.is_empty() =>
+            {
+                last.2 += d.2;
+            }
+            _ => merged.push(d.clone()),
+        }
+    }
+    merged
+}
+
 /// The disruptions the live controller carried out, in order, from its JSON log (`Disrupting`
 /// decisions).
 pub fn live_decisions(log: &str) -> Vec<Decision> {
@@ -200,4 +220,29 @@ pub fn live_decisions(log: &str) -> Vec<Decision> {
             )
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn delete(method: &str, nodes: usize) -> Decision {
+        (method.into(), "delete".into(), nodes, vec![])
+    }
+
+    #[test]
+    fn consecutive_deletions_of_one_method_merge_and_others_do_not() {
+        let replace = ("Underutilized".to_string(), "replace".to_string(), 1, vec!["c5.large".to_string()]);
+        let decisions = vec![
+            delete("Empty", 2),
+            delete("Empty", 1),
+            replace.clone(),
+            delete("Underutilized", 1),
+            delete("Empty", 1),
+        ];
+        assert_eq!(
+            merged_deletions(&decisions),
+            vec![delete("Empty", 3), replace, delete("Underutilized", 1), delete("Empty", 1)]
+        );
+    }
 }
