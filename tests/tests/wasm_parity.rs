@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use wasmtime::{Engine, InstancePre, Linker, Module, Store};
 use wasmtime_wasi::p1::{self, WasiP1Ctx};
@@ -64,8 +64,8 @@ fn runner_profile() -> String {
 }
 
 /// The runner built for `relative` (`<profile>/…` or `wasm32-wasip1/<profile>/…`) in the first target
-/// directory that has it; panics with how to build it when none has, or when it is older than the
-/// sources it is built from.
+/// directory that has it; panics with how to build it when none has, or when a source it was built
+/// from changed after it.
 fn built_runner(relative: &str, build: &str) -> PathBuf {
     let dirs = target_dirs();
     let Some(path) = dirs.iter().map(|d| d.join(relative)).find(|p| p.is_file()) else {
@@ -73,23 +73,81 @@ fn built_runner(relative: &str, build: &str) -> PathBuf {
         panic!("the scenario runner is not built: none of {looked:?} exists; build it with `{build}` (cargo xtask test does)");
     };
     let built = std::fs::metadata(&path).and_then(|m| m.modified()).expect("the runner's mtime");
-    let root = workspace_root();
-    let sources = ["core/src", "core/data", "core/Cargo.toml", "tests/scenario-runner"];
-    if let Some(newer) = sources.iter().find_map(|s| newer_than(&root.join(s), built)) {
-        panic!("{} is older than {}; rebuild it with `{build}`", path.display(), newer.display());
+    if let Some(newer) =
+        sources_of(&path).iter().find(|s| std::fs::metadata(s).and_then(|m| m.modified()).map_or(true, |m| m > built))
+    {
+        panic!("{} is older than {} (or that is gone); rebuild it with `{build}`", path.display(), newer.display());
     }
     path
 }
 
-/// A file under `path` modified after `than`, if any.
-fn newer_than(path: &Path, than: SystemTime) -> Option<PathBuf> {
-    let meta = std::fs::metadata(path).ok()?;
-    if meta.is_dir() {
-        let entries = std::fs::read_dir(path).ok()?;
-        entries.flatten().find_map(|e| newer_than(&e.path(), than))
-    } else {
-        meta.modified().ok().filter(|m| *m > than).map(|_| path.to_path_buf())
+/// The sources `artifact` was built from. Cargo writes them beside it (`<artifact stem>.d`, make's
+/// syntax, spaces in paths escaped), so a file of the workspace that is not part of the build —
+/// the runner's own tests, say — does not count. Without that file: every file under the
+/// runner's and core's sources.
+fn sources_of(artifact: &Path) -> Vec<PathBuf> {
+    if let Ok(text) = std::fs::read_to_string(artifact.with_extension("d")) {
+        if let Some((_, deps)) = text.split_once(": ") {
+            return dep_info_paths(deps);
+        }
     }
+    let root = workspace_root();
+    let mut files = Vec::new();
+    for dir in
+        ["core/src", "core/data", "core/Cargo.toml", "tests/scenario-runner/src", "tests/scenario-runner/Cargo.toml"]
+    {
+        files_under(&root.join(dir), &mut files);
+    }
+    files
+}
+
+/// The paths of a make rule's prerequisites: separated by unescaped whitespace, `\ ` is a space.
+fn dep_info_paths(deps: &str) -> Vec<PathBuf> {
+    let mut paths = Vec::new();
+    let mut current = String::new();
+    let mut chars = deps.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some(' ') => current.push(' '),
+                Some('\n') | None => {}
+                Some(other) => {
+                    current.push('\\');
+                    current.push(other);
+                }
+            },
+            c if c.is_whitespace() => {
+                if !current.is_empty() {
+                    paths.push(PathBuf::from(std::mem::take(&mut current)));
+                }
+            }
+            c => current.push(c),
+        }
+    }
+    if !current.is_empty() {
+        paths.push(PathBuf::from(current));
+    }
+    paths
+}
+
+fn files_under(path: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(meta) = std::fs::metadata(path) else { return };
+    if meta.is_dir() {
+        for entry in std::fs::read_dir(path).into_iter().flatten().flatten() {
+            files_under(&entry.path(), out);
+        }
+    } else {
+        out.push(path.to_path_buf());
+    }
+}
+
+#[test]
+fn dep_info_paths_unescape_spaces_and_split_on_whitespace() {
+    let deps = "/a/src/main.rs /b\\ c/lib.rs \\\n /d/data.json\n";
+    assert_eq!(
+        dep_info_paths(deps),
+        [PathBuf::from("/a/src/main.rs"), PathBuf::from("/b c/lib.rs"), PathBuf::from("/d/data.json")]
+    );
 }
 
 /// What one run printed and how long it took.
@@ -170,13 +228,15 @@ fn ratio(wasm: Duration, native: Duration) -> f64 {
 #[test]
 fn every_scenario_decides_the_same_natively_and_in_wasm() {
     let profile = runner_profile();
+    // The directory is `debug` for cargo's `dev` profile, whose name `--profile` wants.
+    let cargo_profile = if profile == "debug" { "dev" } else { profile.as_str() };
     let native_exe = built_runner(
         &format!("{profile}/{RUNNER}"),
-        &format!("cargo build --profile {profile} -p carpentry-scenario-runner"),
+        &format!("cargo build --profile {cargo_profile} -p carpentry-scenario-runner"),
     );
     let wasm_file = built_runner(
         &format!("wasm32-wasip1/{profile}/{RUNNER}.wasm"),
-        &format!("cargo build --profile {profile} -p carpentry-scenario-runner --target wasm32-wasip1"),
+        &format!("cargo build --profile {cargo_profile} -p carpentry-scenario-runner --target wasm32-wasip1"),
     );
     let compiling = Instant::now();
     let wasm = Wasm::load(&wasm_file);
