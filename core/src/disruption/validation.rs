@@ -1,7 +1,8 @@
 //! upstream `disruption/validation.go`: whether a [`Command`] still holds
 //! [`VALIDATION_SECONDS`] after a pass chose it, and why it was dropped when it does not
 //! ([`Rejection`]). Emptiness keeps the planned nodes that are still empty (`EmptinessValidator`);
-//! consolidation must be chosen again (`ConsolidationValidator`). Re-exported by `orchestration`.
+//! consolidation must be chosen again, which is stricter than upstream's `ConsolidationValidator`
+//! (see docs/divergences.md). Re-exported by `orchestration`.
 
 use serde::Serialize;
 
@@ -83,8 +84,8 @@ pub(super) fn chosen_again(planned: &Command, now: Pass) -> Result<Command, Reje
 }
 
 /// upstream `validation.go` `EmptinessValidator`: after the delay, the planned nodes that are
-/// still candidates, still empty and consolidatable are kept, in candidate order, as far as the
-/// Empty budget allows; the command goes on with those (a node that became empty meanwhile is left
+/// still candidates, still empty and consolidatable are kept, in the view's node order (upstream's is
+/// a map's), as far as the Empty budget allows; the command goes on with those (a node that became empty meanwhile is left
 /// to the next pass). It is rejected only when none is left.
 fn still_empty(view: &View<'_>, planned: &Command) -> Result<Command, Rejection> {
     let mut blocked = Vec::new();
