@@ -7,8 +7,8 @@
 //!
 //! The decisions are core's; this crate holds only I/O: the reconcilers that apply them
 //! ([`reconcile`]: provisioning, the NodeClaim lifecycle, termination) and the cloud providers
-//! ([`cloud`]: `kwok`). With `--dry-run` it decides and reports but writes nothing except events.
-//! Disruption and the `aws` provider come next (docs/controller.md says what works today).
+//! ([`cloud`]: `kwok`, `aws`). With `--dry-run` it decides and reports but writes nothing except events.
+//! docs/controller.md says what works today.
 
 mod clock;
 mod cloud;
@@ -66,9 +66,15 @@ pub struct Args {
     /// The kwok provider's delay from launch to the Node object (e.g. 5s, 500ms).
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub kwok_registration_delay: Duration,
-    /// The AWS region (the catalogue's offerings and prices in kwok mode).
-    #[arg(long, default_value = carpentry_core::manifest::scenario::DEFAULT_REGION)]
+    /// The AWS region (the catalogue's offerings and prices in kwok mode; EC2's region with
+    /// `--cloud-provider aws`).
+    #[arg(long, env = "AWS_REGION", default_value = carpentry_core::manifest::scenario::DEFAULT_REGION)]
     pub region: String,
+    /// The EKS cluster's name (upstream `CLUSTER_NAME`): instances, volumes and launch templates
+    /// are tagged with it, and only instances tagged with it are listed and collected. Required
+    /// with `--cloud-provider aws`.
+    #[arg(long, env = "CLUSTER_NAME")]
+    pub cluster_name: Option<String>,
 }
 
 /// `5s`, `500ms`, `2m`: Go's duration units a flag takes.
@@ -103,9 +109,6 @@ fn init_logging() {
 }
 
 async fn run(args: Args) -> Result<()> {
-    if args.cloud_provider == CloudProvider::Aws {
-        bail!("--cloud-provider aws is not available yet; use --cloud-provider kwok");
-    }
     if carpentry_core::Catalogue::embedded().zones(&args.region).is_none() {
         bail!(
             "--region {:?} is not in the embedded catalogue (it has: {})",
@@ -113,9 +116,29 @@ async fn run(args: Args) -> Result<()> {
             carpentry_core::Catalogue::embedded().regions().collect::<Vec<_>>().join(", ")
         );
     }
+    let cluster_name = match (args.cloud_provider, args.cluster_name.as_deref()) {
+        (CloudProvider::Aws, None | Some("")) => {
+            bail!("--cloud-provider aws needs --cluster-name (or CLUSTER_NAME): the EKS cluster's name, which its instances are tagged with")
+        }
+        (_, name) => name.unwrap_or_default().to_string(),
+    };
     let (client, server) = connect(args.kubeconfig.as_deref()).await?;
     info!(server = %server, dry_run = args.dry_run, region = %args.region, "carpentry-controller starting");
+    match args.cloud_provider {
+        CloudProvider::Kwok => {
+            let kwok = cloud::kwok::Kwok::new(client.clone(), args.region.clone(), args.kwok_registration_delay);
+            drive(args, client, server, kwok).await
+        }
+        CloudProvider::Aws => {
+            let aws = cloud::aws::Aws::new(client.clone(), &args.region, cluster_name).await?;
+            drive(args, client, server, aws).await
+        }
+    }
+}
 
+/// Runs the view, the leader election, the reconcilers on `cloud` and the HTTP servers until
+/// SIGTERM.
+async fn drive<P: cloud::CloudProvider>(args: Args, client: kube::Client, server: String, cloud: P) -> Result<()> {
     let (shutdown_tx, shutdown) = tokio::sync::watch::channel(false);
     let view = Arc::new(view::ClusterView::start(client.clone(), args.namespace.as_deref(), shutdown.clone()));
     let leader = leader::Leader::start(
@@ -127,10 +150,9 @@ async fn run(args: Args) -> Result<()> {
     .await?;
     let decisions = reconcile::act::Decisions::default();
     let act = reconcile::act::Act::new(client.clone(), args.dry_run, identity(), decisions.clone());
-    let kwok = cloud::kwok::Kwok::new(client.clone(), args.region.clone(), args.kwok_registration_delay);
-    info!(cloud_provider = cloud::CloudProvider::name(&kwok), "cloud provider ready");
-    let timings = cloud::CloudProvider::timings(&kwok);
-    let reconciler = reconcile::Reconciler::new(act, view.clone(), kwok, leader.status(), args.region.clone());
+    info!(cloud_provider = cloud.name(), "cloud provider ready");
+    let timings = cloud.timings();
+    let reconciler = reconcile::Reconciler::new(act, view.clone(), cloud, leader.status(), args.region.clone());
     let reconciling = tokio::spawn(reconciler.run(shutdown.clone()));
     let state = serve::State {
         view: view.clone(),

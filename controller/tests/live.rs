@@ -21,47 +21,28 @@
 //! the cluster ends up with (NodeClaims by NodePool and instance type, bound pods) and which
 //! disruption commands ran (method, decision, candidates, replacement types) with what happened.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use anyhow::{bail, ensure, Context, Result};
-use carpentry_tests::testenv::{apply_crd, unique_name, wait_for, TestEnv};
+use anyhow::{ensure, Context, Result};
+use carpentry_tests::testenv::{unique_name, wait_for, TestEnv};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{ApiResource, DynamicObject, PostParams};
-use kube::core::GroupVersionKind;
+use kube::api::{DynamicObject, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 
+#[path = "support/harness.rs"]
+mod harness;
 #[path = "support/prediction.rs"]
 mod prediction;
 
+use harness::{free_port, get, install_crds, resource, Controller};
+
 const TIMEOUT: Duration = Duration::from_secs(60);
-const FIELD_MANAGER: &str = "carpentry-controller-live";
 
 /// Controllers that act (not `--dry-run`) see every NodePool and Node of the shared control
 /// plane: one at a time, each test removing its nodes before it ends.
 static ACTING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// Installs the CRDs the controller ships, as `kubectl apply -f controller/deploy/crds/` would.
-async fn install_crds(client: &Client) -> Result<()> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy/crds");
-    for file in ["karpenter.sh_nodepools.yaml", "karpenter.sh_nodeclaims.yaml", "karpenter.k8s.aws_ec2nodeclasses.yaml"]
-    {
-        let text = std::fs::read_to_string(dir.join(file))?;
-        let crd: CustomResourceDefinition = serde_yaml::from_str(&text).with_context(|| file.to_string())?;
-        apply_crd(client, &crd, FIELD_MANAGER).await.with_context(|| format!("apply {file}"))?;
-    }
-    Ok(())
-}
-
-fn resource(group: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1", kind), plural)
-}
 
 /// Creates an EC2NodeClass named `class` (discovery tag `tag`) and a NodePool named `nodepool` with
 /// `template` as its `spec.template` (its `spec.nodeClassRef` is filled in).
@@ -105,69 +86,6 @@ async fn predict(health: u16, nodepool: &str) -> Result<prediction::Prediction> 
     prediction::Prediction::new(&body)
 }
 
-/// A port nothing listens on now.
-fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-/// `GET path` on 127.0.0.1:port: the status code and body (HTTP/1.0, so the server closes).
-fn get(port: u16, path: &str) -> Result<(u16, String)> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response)?;
-    let (head, body) = response.split_once("\r\n\r\n").context("no HTTP header")?;
-    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).context("no status code")?;
-    Ok((status, body.to_string()))
-}
-
-struct Controller {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Controller {
-    fn start(env: &TestEnv, args: &[&str]) -> Result<Controller> {
-        let log = std::env::temp_dir().join(format!("{}.log", unique_name("carpentry-controller")));
-        let child = Command::new(Self::binary())
-            .arg("--kubeconfig")
-            .arg(&env.kubeconfig)
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log)?)
-            .spawn()?;
-        Ok(Controller { child, log })
-    }
-
-    /// The binary under test: `CARPENTRY_CONTROLLER_BIN` when set (a release build, an installed
-    /// one), else the one cargo built with these tests.
-    fn binary() -> PathBuf {
-        std::env::var_os("CARPENTRY_CONTROLLER_BIN")
-            .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_carpentry-controller")), PathBuf::from)
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// SIGTERM, and the exit status within `timeout`.
-    fn terminate(&mut self, timeout: Duration) -> Result<std::process::ExitStatus> {
-        let pid = self.child.id().to_string();
-        ensure!(Command::new("kill").args(["-TERM", &pid]).status()?.success(), "kill -TERM {pid}");
-        let started = std::time::Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait()? {
-                return Ok(status);
-            }
-            if started.elapsed() > timeout {
-                bail!("the controller did not stop {timeout:?} after SIGTERM; its log:\n{}", self.log());
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
 /// What the controller process has used so far (Linux `/proc`): reported, never asserted.
 #[derive(Debug, Clone, Copy)]
 struct Usage {
@@ -204,13 +122,6 @@ impl Usage {
     fn cpu_share_since(&self, before: &Usage) -> f64 {
         let wall = self.at.duration_since(before.at).as_secs_f64().max(1e-3);
         (self.cpu_ticks.saturating_sub(before.cpu_ticks)) as f64 / 100.0 / wall
-    }
-}
-
-impl Drop for Controller {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -42,6 +42,7 @@ pub mod nodeclaim;
 pub mod nodepool;
 pub mod options;
 pub mod pod;
+pub mod providers;
 pub mod provisioning;
 pub mod quantity;
 pub mod requirements;

@@ -9,6 +9,7 @@ mod fidelity;
 mod freshness;
 mod gobin;
 mod gomod;
+mod moto;
 mod play;
 mod testenv;
 mod testrun;
@@ -190,6 +191,9 @@ fn test_steps(args: TestArgs) -> Result<()> {
         fidelity::ensure_built().map(drop)
     })?;
     let bindgen = play::ensure_wasm_bindgen_cli_in_background()?;
+    // moto, the EC2 endpoint of the aws provider's tests (controller/tests/aws.rs).
+    let moto =
+        util::background_with("pip: moto[server] (the aws provider's EC2 endpoint)", "moto", moto::ensure_installed)?;
     if !args.no_lint {
         util::step("rustfmt", || util::cargo(&["fmt", "--all", "--check"]))?;
         util::step("tidy: core's module graph, file docs, outside references", || {
@@ -260,6 +264,8 @@ fn test_steps(args: TestArgs) -> Result<()> {
     util::step("the committed CRDs are upstream's (controller/deploy/crds)", || crds::run(crds::CrdsArgs::check()))?;
     chromium.wait()?;
     go.wait()?;
+    // Read by controller/tests/aws.rs; the test processes inherit it.
+    std::env::set_var("CARPENTRY_PYTHON", moto.wait()?);
     // `--all-targets` runs the benchmarks once each too (criterion's test mode: no timing), so
     // they cannot rot; it leaves out doc tests, which the next step runs.
     // Two at a time on two cores: the longest binaries mostly wait on other processes.

@@ -108,7 +108,12 @@ impl CloudProvider for Kwok {
         "kwok"
     }
 
-    async fn create(&self, nodeclaim: &NodeClaim, instance_types: &[InstanceType]) -> Result<Instance, CreateError> {
+    async fn create(
+        &self,
+        nodeclaim: &NodeClaim,
+        _class: &EC2NodeClass,
+        instance_types: &[InstanceType],
+    ) -> Result<Instance, CreateError> {
         // KWOK has capacity for every offering: none is ever unavailable (upstream kwok's too).
         let launch = launch_for(nodeclaim, instance_types, |_, _, _| false)?;
         let name = nodeclaim.name().to_string();
@@ -150,7 +155,7 @@ impl CloudProvider for Kwok {
         }
     }
 
-    fn nodeclass_status(&self, class: &EC2NodeClass, now: &str) -> Option<EC2NodeClassStatus> {
+    async fn nodeclass_status(&self, class: &EC2NodeClass, now: &str) -> Option<EC2NodeClassStatus> {
         let zones = carpentry_core::Catalogue::embedded().zones(&self.region).unwrap_or_default();
         let subnets: Vec<Subnet> = zones
             .iter()

@@ -1,8 +1,9 @@
 //! Cloud providers: where a NodeClaim's instance comes from (upstream `cloudprovider.CloudProvider`).
 //! Which instance to launch is core's decision ([`carpentry_core::scheduling::launch_for`]); a
-//! provider carries it out and reports what runs. `kwok` makes KWOK Node objects; `aws` (EC2) is
-//! the next provider.
+//! provider carries it out and reports what runs. `kwok` makes KWOK Node objects; `aws` launches
+//! EC2 instances.
 
+pub mod aws;
 pub mod kwok;
 
 use std::future::Future;
@@ -23,6 +24,23 @@ pub enum CreateError {
     /// deleted and its pods are provisioned again.
     #[error(transparent)]
     NoLaunch(#[from] NoLaunch),
+    /// The cloud had no capacity for any offering the launch asked for (upstream
+    /// `InsufficientCapacityError` from CreateFleet): those offerings are now unavailable, the
+    /// NodeClaim is deleted and its pods are provisioned again.
+    #[error("the cloud has no capacity for any offering of the launch ({})", unavailable.join(", "))]
+    InsufficientCapacity { unavailable: Vec<String> },
+    /// The NodeClaim's EC2NodeClass is not Ready: nothing is launched until it is.
+    #[error("EC2NodeClass {nodeclass} is not ready: {why}")]
+    NodeClassNotReady { nodeclass: String, why: String },
+    /// A cloud call failed; the launch is tried again later.
+    #[error(transparent)]
+    Cloud(anyhow::Error),
+}
+
+impl CreateError {
+    pub fn cloud(message: impl Into<String>) -> CreateError {
+        CreateError::Cloud(anyhow::anyhow!(message.into()))
+    }
 }
 
 /// Where an instance is after `delete`.
@@ -38,16 +56,22 @@ pub trait CloudProvider: Send + Sync + 'static {
     /// `kwok` or `aws`.
     fn name(&self) -> &'static str;
 
-    /// Launches the instance for `nodeclaim` among `instance_types` (its NodePool's).
+    /// Launches the instance for `nodeclaim` among `instance_types` (its NodePool's), with its
+    /// EC2NodeClass `class`.
     fn create(
         &self,
         nodeclaim: &NodeClaim,
+        class: &EC2NodeClass,
         instance_types: &[InstanceType],
     ) -> impl Future<Output = Result<Instance, CreateError>> + Send;
 
     /// The status an EC2NodeClass should have (its resolved subnets, conditions), from `now`
     /// (RFC 3339) when a condition changes; `None` to leave it as it is.
-    fn nodeclass_status(&self, class: &EC2NodeClass, now: &str) -> Option<EC2NodeClassStatus>;
+    fn nodeclass_status(
+        &self,
+        class: &EC2NodeClass,
+        now: &str,
+    ) -> impl Future<Output = Option<EC2NodeClassStatus>> + Send;
 
     /// How long launch, registration, initialization and instance termination take with this
     /// provider, written into `/snapshot`'s Scenario so that `simulate --until` on it predicts this

@@ -114,6 +114,16 @@ pub fn node_ref(n: &Node) -> ObjectReference {
     }
 }
 
+pub fn nodeclass_ref(c: &carpentry_core::api::EC2NodeClass) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("karpenter.k8s.aws/v1".into()),
+        kind: Some("EC2NodeClass".into()),
+        name: c.metadata.name.clone(),
+        uid: c.metadata.uid.clone(),
+        ..Default::default()
+    }
+}
+
 pub fn nodeclaim_ref(nc: &NodeClaim) -> ObjectReference {
     ObjectReference {
         api_version: Some(carpentry_core::api::KARPENTER_API_VERSION.into()),

@@ -14,6 +14,17 @@ use super::act::{node_ref, nodeclaim_ref};
 use super::Reconciler;
 use crate::cloud::{CloudProvider, CreateError};
 
+/// The first and the longest wait before a failed launch is tried again.
+const LAUNCH_BACKOFF_MIN: std::time::Duration = std::time::Duration::from_secs(5);
+const LAUNCH_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// A NodeClaim whose launch failed (not for capacity): when to try again, and what it said.
+pub(super) struct LaunchFailure {
+    retry_at: std::time::Instant,
+    backoff: std::time::Duration,
+    last: String,
+}
+
 pub(super) fn has_finalizer(finalizers: &Option<Vec<String>>) -> bool {
     finalizers.iter().flatten().any(|f| f == labels::TERMINATION_FINALIZER)
 }
@@ -89,7 +100,11 @@ impl<P: CloudProvider> Reconciler<P> {
                     debug!(nodeclaim = %name, "no EC2NodeClass for the NodeClaim's NodePool yet; not launched");
                     return;
                 };
-                let types = match self.catalogue.instance_types_shared(&self.region, &class.spec) {
+                if self.launch_failures.get(&uid).is_some_and(|f| f.retry_at > std::time::Instant::now()) {
+                    return;
+                }
+                let subnets = class.status.as_ref().map_or(&[][..], |s| s.subnets.as_slice());
+                let types = match self.catalogue.instance_types_in_subnets(&self.region, &class.spec, subnets) {
                     Ok(t) => t,
                     Err(e) => {
                         warn!(nodeclaim = %name, error = %carpentry_core::error_chain(&e), "no instance types; not launched");
@@ -100,16 +115,38 @@ impl<P: CloudProvider> Reconciler<P> {
                     self.act.decided("WouldLaunch", &json!({"nodeclaim": name}));
                     return;
                 }
-                match self.cloud.create(nc, &types).await {
+                match self.cloud.create(nc, class, &types).await {
                     Ok(instance) => {
+                        self.launch_failures.remove(&uid);
                         self.launched.insert(uid, (instance.clone(), std::time::Instant::now()));
                         instance
                     }
-                    Err(CreateError::NoLaunch(why)) => {
+                    Err(e @ (CreateError::NoLaunch(_) | CreateError::InsufficientCapacity { .. })) => {
+                        let why = carpentry_core::error_chain(&e);
                         self.act.decided("LaunchFailed", &json!({"nodeclaim": name, "why": why}));
                         let note = format!("{why}: deleting the NodeClaim; its pods are provisioned again");
                         self.act.event(&nodeclaim_ref(nc), true, "InsufficientCapacityError", note, "Launch").await;
                         self.act.delete_nodeclaim(&name).await;
+                        return;
+                    }
+                    Err(e) => {
+                        // Tried again after a backoff (5 s doubling to 5 min), so that a denied or
+                        // failing call is not repeated every pass; said once per distinct error.
+                        let why = format!("{e:#}");
+                        let failure = self.launch_failures.entry(uid).or_insert_with(|| LaunchFailure {
+                            retry_at: std::time::Instant::now(),
+                            backoff: LAUNCH_BACKOFF_MIN / 2,
+                            last: String::new(),
+                        });
+                        failure.backoff = (failure.backoff * 2).min(LAUNCH_BACKOFF_MAX);
+                        failure.retry_at = std::time::Instant::now() + failure.backoff;
+                        warn!(nodeclaim = %name, error = %why, retry_in_s = failure.backoff.as_secs(), "launch failed");
+                        if failure.last != why {
+                            failure.last = why.clone();
+                            self.act.decided("LaunchFailed", &json!({"nodeclaim": name, "why": why}));
+                            let note = format!("{why}; trying again in {} s", failure.backoff.as_secs());
+                            self.act.event(&nodeclaim_ref(nc), true, "LaunchFailed", note, "Launch").await;
+                        }
                         return;
                     }
                 }

@@ -62,6 +62,8 @@ pub struct Reconciler<P: CloudProvider> {
     pub catalogue: &'static Catalogue,
     /// Launch results by NodeClaim UID, so that a failed status write never launches twice.
     launched: HashMap<String, (carpentry_core::nodeclaim::lifecycle::Instance, Instant)>,
+    /// Launches that failed for a reason other than capacity, by NodeClaim UID.
+    launch_failures: HashMap<String, lifecycle::LaunchFailure>,
     provisioning: provisioning::State,
     disruption: disruption::State,
     gc: garbagecollection::State,
@@ -91,6 +93,7 @@ impl<P: CloudProvider> Reconciler<P> {
             region,
             catalogue: Catalogue::embedded(),
             launched: HashMap::new(),
+            launch_failures: HashMap::new(),
             provisioning: provisioning::State::default(),
             disruption: disruption::State::default(),
             gc: garbagecollection::State::default(),
@@ -146,6 +149,7 @@ impl<P: CloudProvider> Reconciler<P> {
         }
         let now = crate::clock::now_seconds();
         self.launched.retain(|_, (_, at)| at.elapsed() < LAUNCH_CACHE_TTL);
+        self.launch_failures.retain(|uid, _| m.nodeclaims.iter().any(|nc| nc.metadata.uid.as_deref() == Some(uid)));
         self.nodeclasses(m).await;
         self.nodepools(m, &live.invalid_nodepools, now).await;
         for nc in &m.nodeclaims {
@@ -203,7 +207,19 @@ impl<P: CloudProvider> Reconciler<P> {
     async fn nodeclasses(&mut self, m: &Manifests) {
         let now = crate::clock::now_rfc3339();
         for class in &m.nodeclasses {
-            if let Some(status) = self.cloud.nodeclass_status(class, &now) {
+            if let Some(status) = self.cloud.nodeclass_status(class, &now).await {
+                // A dependent condition that turns False (or says something new) is also an
+                // event on the EC2NodeClass, where `kubectl describe` shows it.
+                let before = class.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+                for c in status.conditions.iter().filter(|c| c.status == "False" && c.type_ != "Ready") {
+                    let same =
+                        before.iter().any(|b| b.type_ == c.type_ && b.status == c.status && b.message == c.message);
+                    if !same {
+                        let note = format!("{}: {}", c.type_, c.message.as_deref().unwrap_or_default());
+                        let reason = c.reason.clone().unwrap_or_else(|| c.type_.clone());
+                        self.act.event(&act::nodeclass_ref(class), true, &reason, note, "Resolve").await;
+                    }
+                }
                 let patch = serde_json::json!({"metadata": {"resourceVersion": class.metadata.resource_version},
                     "status": status});
                 self.act.patch_nodeclass_status(class.name(), patch).await;

@@ -27,7 +27,7 @@ mod tests;
 
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::api::ec2nodeclass::{AmiFamily, EC2NodeClassSpec, InstanceStorePolicy};
+use crate::api::ec2nodeclass::{AmiFamily, EC2NodeClassSpec, InstanceStorePolicy, Subnet};
 use crate::labels::{self, aws};
 use crate::quantity::Quantity;
 use crate::requirements::{Requirement, Requirements};
@@ -97,6 +97,32 @@ struct Region {
     zones: Vec<Zone>,
     /// Aligned with `Catalogue::types`: bit i set when the type is offered in `zones[i]`.
     offered: Vec<u64>,
+}
+
+impl Region {
+    /// This region as a NodeClass with subnets in `zones` (zone ID, the account's zone name) sees
+    /// it: zones renamed, and a type offered only where a subnet is. Zones of no subnet keep their
+    /// offerings, unavailable, as upstream lists them.
+    fn in_subnet_zones(&self, zones: &[(String, String)]) -> Region {
+        let mut subnet_mask = 0u64;
+        let renamed = self
+            .zones
+            .iter()
+            .enumerate()
+            .map(|(i, z)| match zones.iter().find(|(id, _)| *id == z.id) {
+                Some((_, name)) => {
+                    subnet_mask |= 1 << i;
+                    Zone { name: name.clone(), id: z.id.clone() }
+                }
+                None => z.clone(),
+            })
+            .collect();
+        Region {
+            name: self.name.clone(),
+            zones: renamed,
+            offered: self.offered.iter().map(|m| m & subnet_mask).collect(),
+        }
+    }
 }
 
 /// Capacity types (`karpenter.sh/capacity-type`).
@@ -267,7 +293,8 @@ impl InstanceType {
 /// How many (region, NodeClass settings) results [`Catalogue::instance_types_shared`] keeps.
 const CACHE_ENTRIES: usize = 16;
 
-type CacheEntry = (String, Settings, Arc<Vec<InstanceType>>);
+/// Region, settings, subnet zones (ID, name; sorted), the built list.
+type CacheEntry = (String, Settings, Vec<(String, String)>, Arc<Vec<InstanceType>>);
 
 /// The EC2 catalogue.
 #[derive(Debug)]
@@ -450,19 +477,41 @@ impl Catalogue {
         region: &str,
         nodeclass: &EC2NodeClassSpec,
     ) -> Result<Arc<Vec<InstanceType>>, CatalogueError> {
+        self.instance_types_in_subnets(region, nodeclass, &[])
+    }
+
+    /// [`instance_types_shared`](Self::instance_types_shared) for a NodeClass whose subnets are
+    /// resolved (`status.subnets`): upstream makes an offering available only in a zone that has
+    /// one of them (`pkg/providers/instancetype/offering/offering.go`), and names zones as the
+    /// account does — a zone's name is per account, its ID is not, so the catalogue's zones are
+    /// matched by ID and take the subnet's zone name. With no subnets every zone of the region
+    /// counts and keeps the catalogue's name (the offline default).
+    pub fn instance_types_in_subnets(
+        &self,
+        region: &str,
+        nodeclass: &EC2NodeClassSpec,
+        subnets: &[Subnet],
+    ) -> Result<Arc<Vec<InstanceType>>, CatalogueError> {
         let region = self.region(region)?;
         let settings = settings(nodeclass)?;
+        let mut zones: Vec<(String, String)> = subnets.iter().map(|s| (s.zone_id.clone(), s.zone.clone())).collect();
+        zones.sort();
+        zones.dedup();
         let lookup = |cache: &mut Vec<CacheEntry>| {
-            let i = cache.iter().position(|(r, s, _)| *r == region.name && *s == settings)?;
+            let i = cache.iter().position(|(r, s, z, _)| *r == region.name && *s == settings && *z == zones)?;
             let entry = cache.remove(i);
-            let found = entry.2.clone();
+            let found = entry.3.clone();
             cache.push(entry);
             Some(found)
         };
         if let Some(found) = lookup(&mut self.cache.lock().unwrap_or_else(|e| e.into_inner())) {
             return Ok(found);
         }
-        let built = Arc::new(self.build(region, &settings));
+        let built = Arc::new(if zones.is_empty() {
+            self.build(region, &settings)
+        } else {
+            self.build(&region.in_subnet_zones(&zones), &settings)
+        });
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(found) = lookup(&mut cache) {
             return Ok(found);
@@ -470,7 +519,7 @@ impl Catalogue {
         if cache.len() >= CACHE_ENTRIES {
             cache.remove(0);
         }
-        cache.push((region.name.clone(), settings, built.clone()));
+        cache.push((region.name.clone(), settings, zones, built.clone()));
         Ok(built)
     }
 

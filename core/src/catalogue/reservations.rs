@@ -221,7 +221,7 @@ impl Catalogue {
         if !types.iter().any(touched) {
             return Ok(types);
         }
-        let region = self.region(region)?;
+        self.region(region)?;
         let settings = settings(nodeclass)?;
         let mut types = types;
         for it in Arc::make_mut(&mut types).iter_mut() {
@@ -237,7 +237,9 @@ impl Catalogue {
             let price = on_demand.filter(|o| o.price_source != super::PriceSource::Unpriced).map_or(0.0, |o| o.price);
             let price_source = on_demand.map_or(super::PriceSource::Unpriced, |o| o.price_source.clone());
             for r in &mine {
-                let zone_id = region.zones.iter().find(|z| z.name == r.zone).map(|z| z.id.clone());
+                // The zone's ID as the type's offerings name it (the account's zone names when the
+                // NodeClass's subnets renamed them).
+                let zone_id = it.offerings.iter().find(|o| o.zone == r.zone).map(|o| o.zone_id.clone());
                 let mut requirements: Requirements = [
                     Requirement::in_values(labels::CAPACITY_TYPE, &[labels::CAPACITY_TYPE_RESERVED]),
                     Requirement::in_values(labels::TOPOLOGY_ZONE, &[r.zone.as_str()]),

@@ -562,3 +562,33 @@ fn offerings_share_requirements_per_zone_and_capacity_type() {
     }
     assert_eq!(seen.len(), zones.len() * OFFERED_CAPACITY_TYPES.len());
 }
+
+#[test]
+fn subnets_rename_zones_by_id_and_leave_zones_without_one_unavailable() {
+    use crate::api::ec2nodeclass::Subnet;
+    let spec = spec_for(AmiFamily::AL2023);
+    // An account whose us-west-2a is usw2-az2 (names are per account; IDs are not), with subnets
+    // in two zones only.
+    let subnets = [
+        Subnet { id: "subnet-1".into(), zone: "us-west-2a".into(), zone_id: "usw2-az2".into() },
+        Subnet { id: "subnet-2".into(), zone: "us-west-2b".into(), zone_id: "usw2-az1".into() },
+    ];
+    let types = cat().instance_types_in_subnets("us-west-2", &spec, &subnets).unwrap();
+    let m5 = types.iter().find(|t| t.name == "m5.large").unwrap();
+    let available: std::collections::BTreeSet<(&str, &str)> =
+        m5.available_offerings().map(|o| (o.zone.as_str(), o.zone_id.as_str())).collect();
+    assert_eq!(available, [("us-west-2a", "usw2-az2"), ("us-west-2b", "usw2-az1")].into());
+    // The zones of no subnet are listed, unavailable, under the catalogue's names.
+    assert!(m5.offerings.iter().any(|o| o.zone_id == "usw2-az3" && !o.available));
+    let zones = m5.requirements.get(labels::TOPOLOGY_ZONE);
+    assert_eq!(zones.values().collect::<Vec<_>>().len(), 2, "{zones:?}");
+    assert!(zones.has("us-west-2a") && zones.has("us-west-2b"));
+    // An offering's requirements carry the account's name with the zone's ID.
+    let o = m5.offerings.iter().find(|o| o.zone_id == "usw2-az2").unwrap();
+    assert!(o.requirements.get(labels::TOPOLOGY_ZONE).has("us-west-2a"));
+    // No subnets: the catalogue's zones and names, as before.
+    let plain = cat().instance_types_shared("us-west-2", &spec).unwrap();
+    let plain_m5 = plain.iter().find(|t| t.name == "m5.large").unwrap();
+    assert!(plain_m5.available_offerings().any(|o| o.zone_id == "usw2-az1" && o.zone == "us-west-2a"));
+    assert!(plain_m5.available_offerings().count() > available.len() * 2);
+}

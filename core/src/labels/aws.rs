@@ -7,6 +7,9 @@
 /// The label group of the AWS provider; also a restricted label domain.
 pub const GROUP: &str = "karpenter.k8s.aws";
 
+/// The tag on everything Karpenter launches for an EKS cluster (upstream `v1.EKSClusterNameTagKey`).
+pub const EKS_CLUSTER_NAME_TAG: &str = "eks:eks-cluster-name";
+
 pub const CAPACITY_RESERVATION_ID: &str = "karpenter.k8s.aws/capacity-reservation-id";
 pub const CAPACITY_RESERVATION_TYPE: &str = "karpenter.k8s.aws/capacity-reservation-type";
 pub const CAPACITY_RESERVATION_INTERRUPTIBLE: &str = "karpenter.k8s.aws/capacity-reservation-interruptible";

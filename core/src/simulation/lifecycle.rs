@@ -259,8 +259,10 @@ impl Simulation {
     /// Creates a NodeClaim a disruption command planned (a replacement).
     pub(super) fn create_planned(&mut self, planned: &PlannedNodeClaim) -> Option<String> {
         let np = self.objects.nodepools.iter().find(|np| np.name() == planned.nodepool)?.clone();
-        let class = self.objects.nodeclass_for(&np).map(|c| c.spec.clone()).unwrap_or_default();
-        let types = self.catalogue.instance_types_shared(&self.region, &class).ok()?;
+        let class = self.objects.nodeclass_for(&np);
+        let subnets = class.and_then(|c| c.status.as_ref()).map_or(&[][..], |s| s.subnets.as_slice());
+        let spec = class.map(|c| c.spec.clone()).unwrap_or_default();
+        let types = self.catalogue.instance_types_in_subnets(&self.region, &spec, subnets).ok()?;
         Some(self.create_nodeclaim(planned, &np, &types))
     }
 

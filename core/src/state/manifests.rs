@@ -125,8 +125,9 @@ pub fn input_from_manifests(
                 EC2NodeClassSpec::default()
             }
         };
+        let subnets = nodeclass.and_then(|nc| nc.status.as_ref()).map_or(&[][..], |s| s.subnets.as_slice());
         let mut instance_types = catalogue
-            .instance_types_shared(&region, &spec)
+            .instance_types_in_subnets(&region, &spec, subnets)
             .map_err(|source| StateError::InstanceTypes { nodepool: np.name().to_string(), source })?;
         if let Some((nc, reserved)) = nodeclass.and_then(|nc| Some((nc, selected.get(nc.name())?))) {
             if let Some(types) = with_reservations.get(nc.name()) {

@@ -1,0 +1,595 @@
+//! The `aws` cloud provider (upstream karpenter-provider-aws v1.14.1 `pkg/cloudprovider`,
+//! `pkg/providers/{instance,launchtemplate,subnet,securitygroup,amifamily}`,
+//! `pkg/controllers/nodeclass`): EC2 through the AWS SDK for Rust. Every decision is core's
+//! ([`carpentry_core::providers`]): which queries a NodeClass's selectors make and what its status
+//! becomes, which launch templates and CreateFleet request a launch sends, what an
+//! insufficient-capacity answer marks unavailable. This file makes the calls and translates.
+//!
+//! - EC2NodeClass status: DescribeSubnets, DescribeSecurityGroups, DescribeImages and SSM
+//!   GetParameter (AMI aliases, for the API server's Kubernetes version), at most once a minute
+//!   per NodeClass and on every generation (upstream requeues subnets every minute, security
+//!   groups and AMIs every 5). `spec.instanceProfile` is used as given.
+//! - Create: the NodeClass must be Ready; launch templates found by name (DescribeLaunchTemplates)
+//!   or created; CreateFleet `instant`; its insufficient-capacity errors mark offerings
+//!   unavailable for 3 minutes; no instance → the NodeClaim's launch fails with
+//!   insufficient capacity and its pods are provisioned again without those offerings.
+//! - Delete: DescribeInstances, then TerminateInstances unless it is shutting down; gone once EC2
+//!   says terminated or does not know it. List: DescribeInstances by the cluster's tags.
+//!
+//! Not done yet (the issue stays open, docs/controller.md lists them): the instance profile created
+//! for `spec.role` (InstanceProfileReady says so), bootstrap user data, dry-run validation, the
+//! instance-type and pricing refresh from EC2 (the embedded catalogue prices every decision),
+//! interruption, launch-template garbage collection, tagging after registration, reserved
+//! capacity.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use aws_sdk_ec2::error::ProvideErrorMetadata;
+use aws_sdk_ec2::types as ec2;
+use carpentry_core::api::ec2nodeclass::EC2NodeClassStatus;
+use carpentry_core::api::{EC2NodeClass, NodeClaim};
+use carpentry_core::catalogue::InstanceType;
+use carpentry_core::labels;
+use carpentry_core::manifest::scenario::TimingOverrides;
+use carpentry_core::manifest::Manifests;
+use carpentry_core::nodeclaim::garbagecollection::CloudInstance;
+use carpentry_core::nodeclaim::lifecycle::Instance;
+use carpentry_core::providers::amifamily::AmiQuery;
+use carpentry_core::providers::{self, Filter, Lookup, LookupError, UnavailableOfferings};
+use tracing::{info, warn};
+
+use super::{CloudProvider, CreateError, Deletion};
+
+/// How often a NodeClass's subnets, security groups and AMIs are looked up again.
+const NODECLASS_REFRESH: Duration = Duration::from_secs(60);
+/// How often the API server's Kubernetes version is read again (upstream `providers.version`).
+const VERSION_REFRESH: Duration = Duration::from_secs(5 * 60);
+
+/// EC2's answer codes for a missing IAM permission.
+fn is_denied(code: &str) -> bool {
+    matches!(code, "UnauthorizedOperation" | "AccessDenied" | "AccessDeniedException")
+}
+
+/// A failed call as a [`LookupError`] naming the IAM action.
+fn lookup_error<E>(action: &str, e: &aws_sdk_ec2::error::SdkError<E>) -> LookupError
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    let message =
+        e.message().map(str::to_string).unwrap_or_else(|| format!("{}", aws_sdk_ec2::error::DisplayErrorContext(e)));
+    match e.code() {
+        Some(code) if is_denied(code) => LookupError::Denied { action: action.to_string(), message },
+        _ => LookupError::Failed { action: action.to_string(), message },
+    }
+}
+
+fn filters(list: &[Filter]) -> Vec<ec2::Filter> {
+    list.iter().map(|f| ec2::Filter::builder().name(&f.name).set_values(Some(f.values.clone())).build()).collect()
+}
+
+fn tags_of(map: &std::collections::BTreeMap<String, String>) -> Vec<ec2::Tag> {
+    map.iter().map(|(k, v)| ec2::Tag::builder().key(k).value(v).build()).collect()
+}
+
+fn tag_spec(resource: ec2::ResourceType, map: &std::collections::BTreeMap<String, String>) -> ec2::TagSpecification {
+    ec2::TagSpecification::builder().resource_type(resource).set_tags(Some(tags_of(map))).build()
+}
+
+pub struct Aws {
+    ec2: aws_sdk_ec2::Client,
+    ssm: aws_sdk_ssm::Client,
+    kube: kube::Client,
+    cluster: String,
+    /// When each NodeClass (by UID) was last looked up, at which generation.
+    looked_up: Mutex<HashMap<String, (Option<i64>, Instant)>>,
+    /// The API server's `major.minor`, and when it was read.
+    kubernetes: tokio::sync::Mutex<Option<(String, Instant)>>,
+    /// Launch templates known to exist.
+    templates: Mutex<HashSet<String>>,
+    unavailable: Mutex<UnavailableOfferings>,
+}
+
+impl Aws {
+    /// The provider for cluster `cluster` in `region`, with credentials from the standard chain
+    /// (environment, profile, IRSA web identity, EKS Pod Identity, IMDS) and `AWS_ENDPOINT_URL`
+    /// honoured, over HTTPS on rustls with ring.
+    pub async fn new(kube: kube::Client, region: &str, cluster: String) -> anyhow::Result<Aws> {
+        use aws_smithy_http_client::tls;
+        let http = aws_smithy_http_client::Builder::new()
+            .tls_provider(tls::Provider::Rustls(tls::rustls_provider::CryptoMode::Ring))
+            .build_https();
+        let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .http_client(http)
+            .region(aws_config::Region::new(region.to_string()))
+            .load()
+            .await;
+        Ok(Aws {
+            ec2: aws_sdk_ec2::Client::new(&config),
+            ssm: aws_sdk_ssm::Client::new(&config),
+            kube,
+            cluster,
+            looked_up: Mutex::default(),
+            kubernetes: tokio::sync::Mutex::new(None),
+            templates: Mutex::default(),
+            unavailable: Mutex::default(),
+        })
+    }
+
+    /// The cluster's Kubernetes `major.minor` (for AMI aliases).
+    async fn kubernetes_version(&self) -> Lookup<String> {
+        let mut cached = self.kubernetes.lock().await;
+        if let Some((v, at)) = cached.as_ref() {
+            if at.elapsed() < VERSION_REFRESH {
+                return Ok(v.clone());
+            }
+        }
+        let info = self.kube.apiserver_version().await.map_err(|e| LookupError::Failed {
+            action: "GET /version (the API server's Kubernetes version)".into(),
+            message: carpentry_core::error_chain(&e),
+        })?;
+        let minor: String = info.minor.chars().take_while(char::is_ascii_digit).collect();
+        let version = format!("{}.{minor}", info.major);
+        *cached = Some((version.clone(), Instant::now()));
+        Ok(version)
+    }
+
+    async fn subnets(&self, class: &EC2NodeClass) -> Lookup<Vec<providers::DiscoveredSubnet>> {
+        let mut out = Vec::new();
+        for query in providers::subnet_queries(&class.spec.subnet_selector_terms) {
+            let answer = self
+                .ec2
+                .describe_subnets()
+                .set_filters(Some(filters(&query)))
+                .send()
+                .await
+                .map_err(|e| lookup_error("ec2:DescribeSubnets", &e))?;
+            out.extend(answer.subnets().iter().map(|s| providers::DiscoveredSubnet {
+                id: s.subnet_id().unwrap_or_default().to_string(),
+                zone: s.availability_zone().unwrap_or_default().to_string(),
+                zone_id: s.availability_zone_id().unwrap_or_default().to_string(),
+                available_ips: i64::from(s.available_ip_address_count().unwrap_or(0)),
+            }));
+        }
+        Ok(out)
+    }
+
+    async fn security_groups(&self, class: &EC2NodeClass) -> Lookup<Vec<providers::DiscoveredSecurityGroup>> {
+        let mut out = Vec::new();
+        for query in providers::security_group_queries(&class.spec.security_group_selector_terms) {
+            let answer = self
+                .ec2
+                .describe_security_groups()
+                .set_filters(Some(filters(&query)))
+                .send()
+                .await
+                .map_err(|e| lookup_error("ec2:DescribeSecurityGroups", &e))?;
+            out.extend(answer.security_groups().iter().map(|g| providers::DiscoveredSecurityGroup {
+                id: g.group_id().unwrap_or_default().to_string(),
+                name: g.group_name().unwrap_or_default().to_string(),
+            }));
+        }
+        Ok(out)
+    }
+
+    /// An SSM parameter's value; `None` when it does not exist.
+    async fn parameter(&self, name: &str) -> Lookup<Option<String>> {
+        match self.ssm.get_parameter().name(name).send().await {
+            Ok(answer) => Ok(answer.parameter().and_then(|p| p.value()).map(str::to_string)),
+            Err(e) if e.code() == Some("ParameterNotFound") => Ok(None),
+            Err(e) => {
+                let message = e.message().map(str::to_string).unwrap_or_else(|| e.to_string());
+                Err(match e.code() {
+                    Some(code) if is_denied(code) => LookupError::Denied { action: "ssm:GetParameter".into(), message },
+                    _ => LookupError::Failed { action: "ssm:GetParameter".into(), message },
+                })
+            }
+        }
+    }
+
+    async fn describe_images(
+        &self,
+        filter_list: &[Filter],
+        owners: &[String],
+        requirements: Option<&[k8s_openapi::api::core::v1::NodeSelectorRequirement]>,
+    ) -> Lookup<Vec<providers::Image>> {
+        let answer = self
+            .ec2
+            .describe_images()
+            .set_filters(Some(filters(filter_list)))
+            .set_owners((!owners.is_empty()).then(|| owners.to_vec()))
+            .include_deprecated(true)
+            .send()
+            .await
+            .map_err(|e| lookup_error("ec2:DescribeImages", &e))?;
+        let now = crate::clock::now_rfc3339();
+        Ok(answer
+            .images()
+            .iter()
+            .map(|i| providers::Image {
+                id: i.image_id().unwrap_or_default().to_string(),
+                name: i.name().unwrap_or_default().to_string(),
+                creation_date: i.creation_date().unwrap_or_default().to_string(),
+                deprecated: i.deprecation_time().is_some_and(|t| t <= now.as_str()),
+                architecture: i.architecture().map(|a| a.as_str().to_string()).unwrap_or_default(),
+                requirements: requirements.map(<[_]>::to_vec),
+            })
+            .collect())
+    }
+
+    async fn images(&self, class: &EC2NodeClass) -> Lookup<Vec<providers::Image>> {
+        let mut out = Vec::new();
+        if let Some(alias) = class.spec.ami_selector_terms.iter().find_map(|t| t.alias.as_deref()) {
+            let version = self.kubernetes_version().await?;
+            let parameters =
+                providers::alias_parameters(alias, &version).map_err(|e| LookupError::Unsupported(e.to_string()))?;
+            for p in parameters {
+                if let Some(id) = self.parameter(&p.path).await? {
+                    let found =
+                        self.describe_images(&[Filter::new("image-id", &[&id])], &[], Some(&p.requirements)).await?;
+                    out.extend(found);
+                }
+            }
+            return Ok(out);
+        }
+        for query in providers::ami_queries(&class.spec.ami_selector_terms) {
+            match query {
+                AmiQuery::Images { filters, owners } => {
+                    out.extend(self.describe_images(&filters, &owners, None).await?)
+                }
+                AmiQuery::Parameter(name) => {
+                    if let Some(id) = self.parameter(&name).await? {
+                        out.extend(self.describe_images(&[Filter::new("image-id", &[&id])], &[], None).await?);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Finds the launch template by name, or creates it.
+    async fn ensure_template(&self, lt: &providers::LaunchTemplate) -> anyhow::Result<()> {
+        if self.templates.lock().is_ok_and(|t| t.contains(&lt.name)) {
+            return Ok(());
+        }
+        match self.ec2.describe_launch_templates().launch_template_names(&lt.name).send().await {
+            Ok(found) if !found.launch_templates().is_empty() => {}
+            Err(e) if e.code() != Some("InvalidLaunchTemplateName.NotFoundException") => {
+                return Err(sdk_error("ec2:DescribeLaunchTemplates", e));
+            }
+            _ => self.create_template(lt).await?,
+        }
+        if let Ok(mut t) = self.templates.lock() {
+            t.insert(lt.name.clone());
+        }
+        Ok(())
+    }
+
+    async fn create_template(&self, lt: &providers::LaunchTemplate) -> anyhow::Result<()> {
+        let devices = lt
+            .block_devices
+            .iter()
+            .map(|b| {
+                ec2::LaunchTemplateBlockDeviceMappingRequest::builder()
+                    .device_name(&b.device_name)
+                    .ebs(
+                        ec2::LaunchTemplateEbsBlockDeviceRequest::builder()
+                            .volume_size(b.volume_size_gib as i32)
+                            .volume_type(ec2::VolumeType::from(b.volume_type.as_str()))
+                            .encrypted(b.encrypted)
+                            .delete_on_termination(b.delete_on_termination)
+                            .set_iops(b.iops.map(|n| n as i32))
+                            .set_throughput(b.throughput.map(|n| n as i32))
+                            .set_kms_key_id(b.kms_key_id.clone())
+                            .set_snapshot_id(b.snapshot_id.clone())
+                            .build(),
+                    )
+                    .build()
+            })
+            .collect();
+        let m = &lt.metadata_options;
+        let data = ec2::RequestLaunchTemplateData::builder()
+            .image_id(&lt.image_id)
+            .iam_instance_profile(
+                ec2::LaunchTemplateIamInstanceProfileSpecificationRequest::builder().name(&lt.instance_profile).build(),
+            )
+            .set_security_group_ids(Some(lt.security_group_ids.clone()))
+            .set_block_device_mappings(Some(devices))
+            .metadata_options(
+                ec2::LaunchTemplateInstanceMetadataOptionsRequest::builder()
+                    .http_endpoint(ec2::LaunchTemplateInstanceMetadataEndpointState::from(m.http_endpoint.as_str()))
+                    .http_protocol_ipv6(ec2::LaunchTemplateInstanceMetadataProtocolIpv6::from(
+                        m.http_protocol_ipv6.as_str(),
+                    ))
+                    .http_put_response_hop_limit(m.http_put_response_hop_limit as i32)
+                    .http_tokens(ec2::LaunchTemplateHttpTokensState::from(m.http_tokens.as_str()))
+                    .instance_metadata_tags(ec2::LaunchTemplateInstanceMetadataTagsState::Disabled)
+                    .build(),
+            )
+            .monitoring(ec2::LaunchTemplatesMonitoringRequest::builder().enabled(lt.detailed_monitoring).build())
+            .set_user_data(lt.user_data.clone())
+            .build();
+        let created = self
+            .ec2
+            .create_launch_template()
+            .launch_template_name(&lt.name)
+            .launch_template_data(data)
+            .tag_specifications(tag_spec(ec2::ResourceType::LaunchTemplate, &lt.tags))
+            .send()
+            .await;
+        match created {
+            Ok(_) => {
+                info!(launch_template = %lt.name, image = %lt.image_id, "aws: created the launch template");
+                Ok(())
+            }
+            // Another replica (or an earlier pass) made it meanwhile.
+            Err(e) if e.code() == Some("InvalidLaunchTemplateName.AlreadyExistsException") => Ok(()),
+            Err(e) => Err(sdk_error("ec2:CreateLaunchTemplate", e)),
+        }
+    }
+
+    /// The instance `id` as EC2 describes it, `None` when EC2 does not know it.
+    async fn instance(&self, id: &str) -> anyhow::Result<Option<ec2::Instance>> {
+        match self.ec2.describe_instances().instance_ids(id).send().await {
+            Ok(answer) => Ok(answer.reservations().iter().flat_map(|r| r.instances()).next().cloned()),
+            Err(e) if e.code() == Some("InvalidInstanceID.NotFound") => Ok(None),
+            Err(e) => Err(sdk_error("ec2:DescribeInstances", e)),
+        }
+    }
+
+    async fn terminate(&self, id: &str) -> anyhow::Result<Deletion> {
+        let Some(instance) = self.instance(id).await? else { return Ok(Deletion::Gone) };
+        match instance.state().and_then(|s| s.name()) {
+            Some(ec2::InstanceStateName::Terminated) => return Ok(Deletion::Gone),
+            Some(ec2::InstanceStateName::ShuttingDown) => return Ok(Deletion::Terminating),
+            _ => {}
+        }
+        match self.ec2.terminate_instances().instance_ids(id).send().await {
+            Ok(_) => {
+                info!(instance = %id, "aws: terminating the instance");
+                Ok(Deletion::Terminating)
+            }
+            Err(e) if e.code() == Some("InvalidInstanceID.NotFound") => Ok(Deletion::Gone),
+            Err(e) => Err(sdk_error("ec2:TerminateInstances", e)),
+        }
+    }
+}
+
+/// An SDK error as an error naming the IAM action and EC2's code and message.
+fn sdk_error<E>(action: &str, e: aws_sdk_ec2::error::SdkError<E>) -> anyhow::Error
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    let code = e.code().unwrap_or("no error code").to_string();
+    let message = e.message().unwrap_or_default().to_string();
+    anyhow::Error::new(e).context(format!("{action} failed ({code}: {message})"))
+}
+
+impl CloudProvider for Aws {
+    fn name(&self) -> &'static str {
+        "aws"
+    }
+
+    async fn create(
+        &self,
+        nodeclaim: &NodeClaim,
+        class: &EC2NodeClass,
+        instance_types: &[InstanceType],
+    ) -> Result<Instance, CreateError> {
+        if !providers::nodeclass::is_ready(class) {
+            let why = class
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+                .and_then(|c| c.message.clone())
+                .filter(|m| !m.is_empty())
+                .unwrap_or_else(|| "its status is not resolved yet".into());
+            return Err(CreateError::NodeClassNotReady { nodeclass: class.name().to_string(), why });
+        }
+        let now = crate::clock::now_seconds();
+        let request = {
+            let unavailable = self
+                .unavailable
+                .lock()
+                .map_err(|_| CreateError::cloud("the unavailable-offerings cache is poisoned"))?;
+            let ctx = providers::LaunchContext { cluster: &self.cluster, class };
+            providers::fleet_request(nodeclaim, instance_types, ctx, |t, z, c| {
+                unavailable.is_unavailable(t, z, c, now)
+            })?
+        };
+        for lt in &request.launch_templates {
+            self.ensure_template(&lt.template).await.map_err(CreateError::Cloud)?;
+        }
+        let configs: Vec<ec2::FleetLaunchTemplateConfigRequest> = request
+            .launch_templates
+            .iter()
+            .map(|lt| {
+                let overrides = lt
+                    .overrides
+                    .iter()
+                    .map(|o| {
+                        ec2::FleetLaunchTemplateOverridesRequest::builder()
+                            .instance_type(ec2::InstanceType::from(o.instance_type.as_str()))
+                            .subnet_id(&o.subnet_id)
+                            .availability_zone(&o.zone)
+                            .image_id(&o.image_id)
+                            .priority(o.priority)
+                            .build()
+                    })
+                    .collect();
+                ec2::FleetLaunchTemplateConfigRequest::builder()
+                    .launch_template_specification(
+                        ec2::FleetLaunchTemplateSpecificationRequest::builder()
+                            .launch_template_name(&lt.template.name)
+                            .version("$Latest")
+                            .build(),
+                    )
+                    .set_overrides(Some(overrides))
+                    .build()
+            })
+            .collect();
+        let spot = request.capacity_type == "spot";
+        let mut fleet = self
+            .ec2
+            .create_fleet()
+            .r#type(ec2::FleetType::Instant)
+            .target_capacity_specification(
+                ec2::TargetCapacitySpecificationRequest::builder()
+                    .total_target_capacity(1)
+                    .default_target_capacity_type(ec2::DefaultTargetCapacityType::from(request.capacity_type.as_str()))
+                    .build(),
+            )
+            .set_launch_template_configs(Some(configs))
+            .tag_specifications(tag_spec(ec2::ResourceType::Instance, &request.tags))
+            .tag_specifications(tag_spec(ec2::ResourceType::Volume, &request.tags))
+            .tag_specifications(tag_spec(ec2::ResourceType::Fleet, &request.tags))
+            .set_context(request.context.clone());
+        fleet = if spot {
+            fleet.spot_options(
+                ec2::SpotOptionsRequest::builder()
+                    .allocation_strategy(ec2::SpotAllocationStrategy::from(request.allocation_strategy.as_str()))
+                    .build(),
+            )
+        } else {
+            fleet.on_demand_options(
+                ec2::OnDemandOptionsRequest::builder()
+                    .allocation_strategy(ec2::FleetOnDemandAllocationStrategy::from(
+                        request.allocation_strategy.as_str(),
+                    ))
+                    .build(),
+            )
+        };
+        let answer = match fleet.send().await {
+            Ok(a) => a,
+            Err(e) => {
+                if e.code() == Some("InvalidLaunchTemplateName.NotFoundException") {
+                    // Deleted behind our back: found or made again on the next try.
+                    if let Ok(mut t) = self.templates.lock() {
+                        t.clear();
+                    }
+                }
+                return Err(CreateError::Cloud(sdk_error("ec2:CreateFleet", e)));
+            }
+        };
+        let mut marked = Vec::new();
+        if let Ok(mut unavailable) = self.unavailable.lock() {
+            for error in answer.errors() {
+                let code = error.error_code().unwrap_or_default();
+                let Some(o) = error.launch_template_and_overrides().and_then(|l| l.overrides()) else { continue };
+                let (Some(t), Some(z)) = (o.instance_type(), o.availability_zone()) else { continue };
+                if providers::is_insufficient_capacity(code) {
+                    unavailable.mark(t.as_str(), z, &request.capacity_type, now);
+                    marked.push(format!("{}/{z}/{} ({code})", t.as_str(), request.capacity_type));
+                }
+            }
+        }
+        if !marked.is_empty() {
+            warn!(nodeclaim = %nodeclaim.name(), unavailable = ?marked,
+                "aws: CreateFleet reported insufficient capacity; the offerings are unavailable for 3 minutes");
+        }
+        let launched = answer.instances().iter().find_map(|i| {
+            let id = i.instance_ids().first()?;
+            let o = i.launch_template_and_overrides()?.overrides()?;
+            Some((
+                id.clone(),
+                i.instance_type()?.as_str().to_string(),
+                o.availability_zone()?.to_string(),
+                o.image_id().map(str::to_string),
+            ))
+        });
+        let Some((id, instance_type, zone, image)) = launched else {
+            return Err(CreateError::InsufficientCapacity { unavailable: marked });
+        };
+        let launch = request.launched(&instance_type, &zone).ok_or_else(|| {
+            CreateError::cloud(format!("EC2 launched {instance_type} in {zone}, which the request did not offer"))
+        })?;
+        let it = instance_types.iter().find(|it| it.name == instance_type);
+        let mut instance = Instance::of_launch(&launch, it, providers::provider_id(&zone, &id));
+        instance.image_id = image.unwrap_or_default();
+        if let Some(zone_id) = class.status.as_ref().and_then(|s| s.subnets.iter().find(|s| s.zone == zone)) {
+            instance.labels.insert(labels::aws::TOPOLOGY_ZONE_ID.into(), zone_id.zone_id.clone());
+        }
+        info!(nodeclaim = %nodeclaim.name(), instance = %id, %instance_type, %zone, capacity_type = %launch.capacity_type,
+            price = launch.price, "aws: launched");
+        Ok(instance)
+    }
+
+    /// Upstream's EC2 timings are the simulation's defaults.
+    fn timings(&self) -> TimingOverrides {
+        TimingOverrides::default()
+    }
+
+    async fn nodeclass_status(&self, class: &EC2NodeClass, now: &str) -> Option<EC2NodeClassStatus> {
+        let uid = class.metadata.uid.clone().unwrap_or_default();
+        let due = self.looked_up.lock().map_or(true, |l| {
+            l.get(&uid).is_none_or(|(generation, at)| {
+                *generation != class.metadata.generation || at.elapsed() >= NODECLASS_REFRESH
+            })
+        });
+        if !due {
+            return None;
+        }
+        let instance_profile = match (&class.spec.instance_profile, &class.spec.role) {
+            (Some(profile), _) => Ok(profile.clone()),
+            (None, Some(role)) => Err(LookupError::Unsupported(format!(
+                "carpentry does not create instance profiles for spec.role ({role}) yet: create one holding the role and set spec.instanceProfile"
+            ))),
+            (None, None) => Err(LookupError::Unsupported("neither spec.role nor spec.instanceProfile is set".into())),
+        };
+        let resolved = providers::Resolved {
+            subnets: self.subnets(class).await,
+            security_groups: self.security_groups(class).await,
+            images: self.images(class).await,
+            instance_profile,
+        };
+        if let Ok(mut l) = self.looked_up.lock() {
+            l.insert(uid, (class.metadata.generation, Instant::now()));
+        }
+        let status = providers::nodeclass_status(class, &resolved, now);
+        (class.status.as_ref() != Some(&status)).then_some(status)
+    }
+
+    async fn delete(&self, nodeclaim: &NodeClaim) -> anyhow::Result<Deletion> {
+        let provider_id = nodeclaim.status.as_ref().map(|s| s.provider_id.as_str()).unwrap_or_default();
+        match providers::parse_provider_id(provider_id) {
+            Some((_, id)) => self.terminate(id).await,
+            None => Ok(Deletion::Gone),
+        }
+    }
+
+    /// upstream `List`: the cluster's instances that are not terminated.
+    async fn list(&self, _view: &Manifests) -> anyhow::Result<Vec<CloudInstance>> {
+        let query = [
+            Filter::new("tag-key", &[labels::NODEPOOL]),
+            Filter::new("tag-key", &[labels::aws::EC2_NODE_CLASS]),
+            Filter::new(&format!("tag:{}", providers::instance::EKS_CLUSTER_NAME_TAG), &[&self.cluster]),
+            Filter::new("instance-state-name", &["pending", "running", "stopping", "stopped", "shutting-down"]),
+        ];
+        let mut out = Vec::new();
+        let mut pages =
+            self.ec2.describe_instances().set_filters(Some(filters(&query))).max_results(1000).into_paginator().send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| sdk_error("ec2:DescribeInstances", e))?;
+            for i in page.reservations().iter().flat_map(|r| r.instances()) {
+                let (Some(id), Some(zone)) = (i.instance_id(), i.placement().and_then(|p| p.availability_zone()))
+                else {
+                    continue;
+                };
+                out.push(CloudInstance {
+                    provider_id: providers::provider_id(zone, id),
+                    created: i.launch_time().map_or(0, |t| t.secs()),
+                    terminating: i.state().and_then(|s| s.name()) == Some(&ec2::InstanceStateName::ShuttingDown),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    async fn delete_instance(&self, provider_id: &str) -> anyhow::Result<Deletion> {
+        match providers::parse_provider_id(provider_id) {
+            Some((_, id)) => self.terminate(id).await,
+            None => Ok(Deletion::Gone),
+        }
+    }
+}

@@ -1,0 +1,727 @@
+//! The `aws` cloud provider against an EC2 API endpoint: moto 5.2.5 (`moto_server`, pinned and
+//! installed by `cargo xtask test`) with the test control plane (tests/testenv).
+//!
+//! Real: the API server, kube-scheduler, kube-controller-manager, KWOK (it runs the pods of the
+//! Nodes the registrar makes); the controller binary as users start it (`--cloud-provider aws`,
+//! `AWS_ENDPOINT_URL`), its AWS SDK calls over HTTP; moto's EC2 and SSM: the default VPC's subnets
+//! and their free-IP counts, security groups, images, launch templates (found or created by name,
+//! with tags), CreateFleet's instances with their tags, DescribeInstances filters, TerminateInstances.
+//!
+//! Injected (`support/moto_layer.py`, in moto's process; moto lacks each): CreateFleet trying
+//! overrides in `Priority` order; insufficient-capacity answers for offerings the test lists; an
+//! `UnauthorizedOperation` for an action the test denies; the EKS-optimized AMI parameters under
+//! `/aws/service/eks/` (pointing at moto's own AL2023 images). And the kubelet: moto runs no
+//! machines, so the test's registrar makes each running instance's Node (name = its private DNS
+//! name, providerID `aws:///<zone>/<id>`, the unregistered taint, the capacity the NodeClaim
+//! says, KWOK's annotation so that it becomes Ready) and deletes it once EC2 says terminated, as
+//! the cloud node-lifecycle controller does.
+//!
+//! 1. inflate 0 → 3: three CreateFleet requests, each with the overrides types × the two tagged
+//!    subnets, priorities = the catalogue's prices, on-demand `lowest-price`, upstream's tags and
+//!    a `karpenter.k8s.aws/<hash>` launch template that exists with its tags; 3 instances, 3 Nodes
+//!    Ready, 3 pods Running; the EC2NodeClass's status holds what EC2 answered.
+//! 2. The cheapest offering has no capacity: the next is launched, the first is cached
+//!    unavailable (the next launch does not offer it; CreateFleet calls = launches).
+//! 3. A deleted NodeClaim's instance is terminated; an instance tagged for the cluster that no
+//!    NodeClaim has is collected after its 30 s grace; an instance terminated behind the
+//!    controller's back takes its NodeClaim with it.
+//! 4. A denied `ec2:DescribeSubnets`: the EC2NodeClass says so (condition and event naming the
+//!    action) and nothing is launched for it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::BufRead;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{bail, ensure, Context, Result};
+use aws_sdk_ec2::types as ec2;
+use carpentry_tests::testenv::{unique_name, wait_for, TestEnv};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{DynamicObject, PostParams};
+use kube::{Api, Client};
+use serde_json::{json, Value};
+
+#[path = "support/harness.rs"]
+mod harness;
+
+use harness::{free_port, get, install_crds, resource, Controller};
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+const REGION: &str = "us-west-2";
+
+/// moto_server with the test's layer, on a free port; killed on drop.
+struct Moto {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl Moto {
+    fn start() -> Result<Moto> {
+        let port = free_port()?;
+        let dir = std::env::temp_dir().join(unique_name("moto-layer"));
+        std::fs::create_dir_all(&dir)?;
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/moto_layer.py");
+        let python = std::env::var("CARPENTRY_PYTHON").unwrap_or_else(|_| "python3".into());
+        let mut child = Command::new(&python)
+            .arg(&script)
+            .arg(port.to_string())
+            .env("MOTO_LAYER_DIR", &dir)
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(dir.join("moto.log"))?)
+            .spawn()
+            .with_context(|| format!("start {python} {} (cargo xtask test installs moto)", script.display()))?;
+        let stdout = child.stdout.take().context("moto's stdout")?;
+        let mut line = String::new();
+        std::io::BufReader::new(stdout).read_line(&mut line)?;
+        if line.trim() != "ready" {
+            let log = std::fs::read_to_string(dir.join("moto.log")).unwrap_or_default();
+            bail!("moto did not start (is moto[server]==5.2.5 installed for {python}?):\n{log}");
+        }
+        Ok(Moto { child, port, dir })
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn write(&self, file: &str, value: &Value) -> Result<()> {
+        std::fs::write(self.dir.join(file), serde_json::to_vec(value)?)?;
+        Ok(())
+    }
+
+    /// The CreateFleet requests so far, as the layer parsed them.
+    fn fleet_requests(&self) -> Result<Vec<Value>> {
+        let text = std::fs::read_to_string(self.dir.join("create_fleet.jsonl")).unwrap_or_default();
+        text.lines().map(|l| Ok(serde_json::from_str(l)?)).collect()
+    }
+
+    async fn ec2(&self) -> aws_sdk_ec2::Client {
+        let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new(REGION))
+            .endpoint_url(self.endpoint())
+            .credentials_provider(aws_sdk_ec2::config::Credentials::new("test", "test", None, None, "test"))
+            .http_client(aws_smithy_http_client::Builder::new().build_http())
+            .load()
+            .await;
+        aws_sdk_ec2::Client::new(&config)
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn tag(key: &str, value: &str) -> ec2::Tag {
+    ec2::Tag::builder().key(key).value(value).build()
+}
+
+fn filter(name: &str, values: &[&str]) -> ec2::Filter {
+    ec2::Filter::builder().name(name).set_values(Some(values.iter().map(|v| v.to_string()).collect())).build()
+}
+
+/// The cluster's running instances: (id, zone, private DNS name, state).
+async fn instances(ec2c: &aws_sdk_ec2::Client, cluster: &str) -> Result<Vec<(String, String, String, String)>> {
+    let answer = ec2c.describe_instances().filters(filter("tag:eks:eks-cluster-name", &[cluster])).send().await?;
+    Ok(answer
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .map(|i| {
+            (
+                i.instance_id().unwrap_or_default().to_string(),
+                i.placement().and_then(|p| p.availability_zone()).unwrap_or_default().to_string(),
+                i.private_dns_name().unwrap_or_default().to_string(),
+                i.state().and_then(|s| s.name()).map(|n| n.as_str().to_string()).unwrap_or_default(),
+            )
+        })
+        .collect())
+}
+
+/// Plays the kubelet (and the cloud node-lifecycle controller) for the cluster's instances until
+/// dropped.
+fn registrar(client: Client, ec2c: aws_sdk_ec2::Client, cluster: String) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let nodes: Api<Node> = Api::all(client.clone());
+        let claims =
+            Api::<DynamicObject>::all_with(client.clone(), &resource("karpenter.sh", "NodeClaim", "nodeclaims"));
+        loop {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let (Ok(list), Ok(nodeclaims)) = (instances(&ec2c, &cluster).await, claims.list(&Default::default()).await)
+            else {
+                continue;
+            };
+            for (id, zone, dns, state) in list {
+                let provider_id = format!("aws:///{zone}/{id}");
+                if state == "terminated" || state == "shutting-down" {
+                    let _ = nodes.delete(&dns, &Default::default()).await;
+                    continue;
+                }
+                if state != "running" || nodes.get_opt(&dns).await.ok().flatten().is_some() {
+                    continue;
+                }
+                // The kubelet reports what the machine has: the NodeClaim's capacity.
+                let Some(nc) = nodeclaims.items.iter().find(|nc| nc.data["status"]["providerID"] == provider_id) else {
+                    continue;
+                };
+                let node: Node = match serde_json::from_value(json!({
+                    "apiVersion": "v1", "kind": "Node",
+                    "metadata": {
+                        "name": dns,
+                        "labels": { "kubernetes.io/hostname": dns, "kwok.x-k8s.io/node": "fake",
+                            "topology.kubernetes.io/zone": zone },
+                        "annotations": { "kwok.x-k8s.io/node": "fake" },
+                    },
+                    "spec": {
+                        "providerID": provider_id,
+                        "taints": [{ "key": "karpenter.sh/unregistered", "effect": "NoExecute" }],
+                    },
+                    "status": { "capacity": nc.data["status"]["capacity"], "allocatable": nc.data["status"]["allocatable"] },
+                })) {
+                    Ok(n) => n,
+                    Err(_) => continue,
+                };
+                let _ = nodes.create(&PostParams::default(), &node).await;
+            }
+        }
+    })
+}
+
+/// Tags two of the default VPC's subnets (the two zones with the lowest names) and makes a
+/// security group, for discovery tag `discovery`. Returns the subnets' (id, zone) and the group.
+async fn seed_network(ec2c: &aws_sdk_ec2::Client, discovery: &str) -> Result<(Vec<(String, String)>, String)> {
+    let subnets = ec2c.describe_subnets().filters(filter("default-for-az", &["true"])).send().await?;
+    let mut by_zone: Vec<(String, String)> = subnets
+        .subnets()
+        .iter()
+        .map(|s| (s.availability_zone().unwrap_or_default().to_string(), s.subnet_id().unwrap_or_default().to_string()))
+        .collect();
+    by_zone.sort();
+    by_zone.truncate(2);
+    ensure!(by_zone.len() == 2, "moto's default VPC has fewer than 2 subnets: {by_zone:?}");
+    for (_, id) in &by_zone {
+        ec2c.create_tags().resources(id).tags(tag("karpenter.sh/discovery", discovery)).send().await?;
+    }
+    let vpc = subnets.subnets()[0].vpc_id().unwrap_or_default().to_string();
+    let group = ec2c
+        .create_security_group()
+        .group_name(format!("nodes-{discovery}"))
+        .description("carpentry aws test nodes")
+        .vpc_id(vpc)
+        .tag_specifications(
+            ec2::TagSpecification::builder()
+                .resource_type(ec2::ResourceType::SecurityGroup)
+                .tags(tag("karpenter.sh/discovery", discovery))
+                .build(),
+        )
+        .send()
+        .await?;
+    let group_id = group.group_id().unwrap_or_default().to_string();
+    Ok((by_zone.into_iter().map(|(z, id)| (id, z)).collect(), group_id))
+}
+
+/// The EKS AL2023 parameters for the cluster's version, pointing at moto's AL2023 images (what
+/// `/aws/service/ami-amazon-linux-latest/` names, which moto ships).
+async fn seed_ami_parameters(moto: &Moto, kubernetes: &str) -> Result<(String, String)> {
+    let ssm_config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new(REGION))
+        .endpoint_url(moto.endpoint())
+        .credentials_provider(aws_sdk_ec2::config::Credentials::new("test", "test", None, None, "test"))
+        .http_client(aws_smithy_http_client::Builder::new().build_http())
+        .load()
+        .await;
+    let ssm = aws_sdk_ssm::Client::new(&ssm_config);
+    let mut ids = Vec::new();
+    for arch in ["x86_64", "arm64"] {
+        let name = format!("/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-{arch}");
+        let p = ssm.get_parameter().name(&name).send().await.with_context(|| name.clone())?;
+        ids.push(p.parameter().and_then(|p| p.value()).context("no value")?.to_string());
+    }
+    let base = format!("/aws/service/eks/optimized-ami/{kubernetes}/amazon-linux-2023");
+    moto.write(
+        "ssm.json",
+        &json!({
+            format!("{base}/x86_64/standard/recommended/image_id"): ids[0],
+            format!("{base}/arm64/standard/recommended/image_id"): ids[1],
+        }),
+    )?;
+    Ok((ids[0].clone(), ids[1].clone()))
+}
+
+async fn create_class(client: &Client, name: &str, discovery: &str) -> Result<()> {
+    let classes = resource("karpenter.k8s.aws", "EC2NodeClass", "ec2nodeclasses");
+    let mut obj = DynamicObject::new(name, &classes);
+    obj.data = json!({ "spec": {
+        "amiSelectorTerms": [{ "alias": "al2023@latest" }],
+        "instanceProfile": "KarpenterNodeInstanceProfile-test",
+        "subnetSelectorTerms": [{ "tags": { "karpenter.sh/discovery": discovery } }],
+        "securityGroupSelectorTerms": [{ "tags": { "karpenter.sh/discovery": discovery } }],
+        "tags": { "team": "carpentry" },
+    } });
+    Api::<DynamicObject>::all_with(client.clone(), &classes).create(&PostParams::default(), &obj).await?;
+    Ok(())
+}
+
+async fn create_nodepool(client: &Client, name: &str, class: &str, node_type: &str, types: &[&str]) -> Result<()> {
+    let pools = resource("karpenter.sh", "NodePool", "nodepools");
+    let mut obj = DynamicObject::new(name, &pools);
+    obj.data = json!({ "spec": {
+        "template": {
+            "metadata": { "labels": { "node-type": node_type } },
+            "spec": {
+                "nodeClassRef": { "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": class },
+                "requirements": [
+                    { "key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"] },
+                    { "key": "node.kubernetes.io/instance-type", "operator": "In", "values": types },
+                ],
+            },
+        },
+        "disruption": { "consolidateAfter": "Never" },
+    } });
+    Api::<DynamicObject>::all_with(client.clone(), &pools).create(&PostParams::default(), &obj).await?;
+    Ok(())
+}
+
+async fn nodeclass_status(client: &Client, name: &str) -> Result<Value> {
+    let classes = Api::<DynamicObject>::all_with(
+        client.clone(),
+        &resource("karpenter.k8s.aws", "EC2NodeClass", "ec2nodeclasses"),
+    );
+    Ok(classes.get(name).await?.data["status"].clone())
+}
+
+fn condition<'a>(status: &'a Value, type_: &str) -> Option<&'a Value> {
+    status["conditions"].as_array()?.iter().find(|c| c["type"] == type_)
+}
+
+/// The launched NodeClaims of `nodepool`: name → providerID.
+async fn launched(client: &Client, nodepool: &str) -> Result<BTreeMap<String, String>> {
+    let claims = Api::<DynamicObject>::all_with(client.clone(), &resource("karpenter.sh", "NodeClaim", "nodeclaims"));
+    Ok(claims
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|nc| {
+            nc.metadata.labels.as_ref().and_then(|l| l.get("karpenter.sh/nodepool")) == Some(&nodepool.to_string())
+        })
+        .filter(|nc| nc.metadata.deletion_timestamp.is_none())
+        .filter_map(|nc| {
+            let id = nc.data["status"]["providerID"].as_str()?.to_string();
+            Some((nc.metadata.name.clone()?, id))
+        })
+        .collect())
+}
+
+/// The overrides of a recorded CreateFleet request: (type, zone, subnet, priority).
+fn overrides(request: &Value) -> Vec<(String, String, String, f64)> {
+    let mut out = Vec::new();
+    for config in request["LaunchTemplateConfigs"].as_array().into_iter().flatten() {
+        for o in config["Overrides"].as_array().into_iter().flatten() {
+            out.push((
+                o["InstanceType"].as_str().unwrap_or_default().to_string(),
+                o["AvailabilityZone"].as_str().unwrap_or_default().to_string(),
+                o["SubnetId"].as_str().unwrap_or_default().to_string(),
+                number(&o["Priority"]).unwrap_or(f64::NAN),
+            ));
+        }
+    }
+    out
+}
+
+/// A number the layer recorded as sent (moto parses some as strings).
+fn number(v: &Value) -> Option<f64> {
+    v.as_f64().or_else(|| v.as_str()?.parse().ok())
+}
+
+fn tags_of(request: &Value, resource_type: &str) -> BTreeMap<String, String> {
+    request["TagSpecifications"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| t["ResourceType"] == resource_type)
+        .flat_map(|t| t["Tags"].as_array().cloned().unwrap_or_default())
+        .filter_map(|t| Some((t["Key"].as_str()?.to_string(), t["Value"].as_str()?.to_string())))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficient_capacity_and_collects() -> Result<()>
+{
+    let Some(env) = TestEnv::shared() else { return Ok(()) };
+    env.require("kube-controller-manager")?;
+    let client = env.client().await?;
+    install_crds(&client).await?;
+    let moto = Moto::start()?;
+    let ec2c = moto.ec2().await;
+    let ns = env.namespace(&client, "aws").await?;
+    let cluster = unique_name("cluster");
+    let discovery = unique_name("disc");
+    let (subnets, group) = seed_network(&ec2c, &discovery).await?;
+    let version = client.apiserver_version().await?;
+    let kubernetes = format!("{}.{}", version.major, version.minor.trim_end_matches('+'));
+    let (ami_x86, _) = seed_ami_parameters(&moto, &kubernetes).await?;
+    let (class, nodepool, node_type) = (unique_name("aws-class"), unique_name("aws-np"), unique_name("k"));
+    let types = ["m5.large", "c5.large", "m5.xlarge"];
+    create_class(&client, &class, &discovery).await?;
+    create_nodepool(&client, &nodepool, &class, &node_type, &types).await?;
+
+    let deployment: k8s_openapi::api::apps::v1::Deployment = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": { "name": "inflate" },
+        "spec": {
+            "replicas": 0,
+            "selector": { "matchLabels": { "app": "inflate" } },
+            "template": {
+                "metadata": { "labels": { "app": "inflate" } },
+                "spec": {
+                    "nodeSelector": { "node-type": node_type },
+                    "affinity": { "podAntiAffinity": { "requiredDuringSchedulingIgnoredDuringExecution": [
+                        { "labelSelector": { "matchLabels": { "app": "inflate" } }, "topologyKey": "kubernetes.io/hostname" },
+                    ] } },
+                    "containers": [{ "name": "inflate", "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.7",
+                        "resources": { "requests": { "cpu": "1" } } }],
+                },
+            },
+        },
+    }))?;
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), &ns);
+    deployments.create(&PostParams::default(), &deployment).await?;
+
+    let (health, metrics) = (free_port()?, free_port()?);
+    let lease = unique_name("carpentry-leader");
+    let endpoint = moto.endpoint();
+    let controller = Controller::start_with_env(
+        env,
+        &[
+            "--cloud-provider",
+            "aws",
+            "--cluster-name",
+            &cluster,
+            "--region",
+            REGION,
+            "--namespace",
+            &ns,
+            "--health-port",
+            &health.to_string(),
+            "--metrics-port",
+            &metrics.to_string(),
+            "--leader-election-namespace",
+            &ns,
+            "--leader-election-name",
+            &lease,
+        ],
+        &[
+            ("AWS_ENDPOINT_URL", endpoint.as_str()),
+            ("AWS_ACCESS_KEY_ID", "test"),
+            ("AWS_SECRET_ACCESS_KEY", "test"),
+            ("AWS_EC2_METADATA_DISABLED", "true"),
+        ],
+    )?;
+    let log = || controller.log();
+    wait_for("/readyz to answer 200", TIMEOUT, || async {
+        Ok(matches!(get(health, "/readyz"), Ok((200, _))).then_some(()))
+    })
+    .await
+    .with_context(|| format!("controller log:\n{}", log()))?;
+    let _registrar = AbortOnDrop(registrar(client.clone(), ec2c.clone(), cluster.clone()));
+
+    // The EC2NodeClass's status: what EC2 and SSM answered.
+    let status = wait_for("the EC2NodeClass to be Ready", TIMEOUT, || async {
+        let s = nodeclass_status(&client, &class).await?;
+        Ok((condition(&s, "Ready").map(|c| c["status"] == "True") == Some(true)).then_some(s))
+    })
+    .await
+    .with_context(|| format!("controller log:\n{}", log()))?;
+    let found: BTreeSet<(String, String)> = status["subnets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|s| (s["id"].as_str().unwrap_or_default().to_string(), s["zone"].as_str().unwrap_or_default().to_string()))
+        .collect();
+    assert_eq!(found, subnets.iter().cloned().collect::<BTreeSet<_>>());
+    assert_eq!(status["securityGroups"][0]["id"], group.as_str());
+    assert_eq!(status["instanceProfile"], "KarpenterNodeInstanceProfile-test");
+    ensure!(status["amis"].as_array().is_some_and(|a| a.iter().any(|a| a["id"] == ami_x86.as_str())), "{status}");
+
+    // 1. inflate 0 → 3.
+    let patch = json!({ "spec": { "replicas": 3 } });
+    deployments.patch("inflate", &Default::default(), &kube::api::Patch::Merge(&patch)).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let running = |want: usize| {
+        let pods = pods.clone();
+        async move {
+            let list = pods.list(&Default::default()).await?;
+            let n = list
+                .items
+                .iter()
+                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+                .count();
+            Ok((n == want).then_some(()))
+        }
+    };
+    wait_for("3 inflate pods Running", Duration::from_secs(150), || running(3))
+        .await
+        .with_context(|| format!("controller log:\n{}", log()))?;
+    let claims = launched(&client, &nodepool).await?;
+    ensure!(claims.len() == 3, "{claims:?}");
+    ensure!(claims.values().all(|id| id.starts_with("aws:///")), "{claims:?}");
+    let requests = moto.fleet_requests()?;
+    ensure!(requests.len() == 3, "{} CreateFleet calls for 3 launches: {requests:#?}", requests.len());
+    // The catalogue's on-demand prices in these zones, as core prices each decision.
+    let catalogue_types = carpentry_core::Catalogue::embedded().instance_types_shared(REGION, &Default::default())?;
+    let price = |t: &str| {
+        catalogue_types
+            .iter()
+            .find(|it| it.name == t)
+            .and_then(|it| it.offerings.iter().find(|o| o.capacity_type.as_str() == "on-demand").map(|o| o.price))
+    };
+    for request in &requests {
+        eprintln!("CreateFleet: {}", serde_json::to_string(request)?);
+        assert_eq!(request["Type"], "instant");
+        assert_eq!(request["TargetCapacitySpecification"]["TotalTargetCapacity"].to_string().trim_matches('"'), "1");
+        assert_eq!(request["TargetCapacitySpecification"]["DefaultTargetCapacityType"], "on-demand");
+        assert_eq!(request["OnDemandOptions"]["AllocationStrategy"], "lowest-price");
+        let offered: BTreeSet<(String, String, String)> =
+            overrides(request).into_iter().map(|(t, z, s, _)| (t, z, s)).collect();
+        let expected: BTreeSet<(String, String, String)> = types
+            .iter()
+            .flat_map(|t| subnets.iter().map(move |(s, z)| (t.to_string(), z.clone(), s.clone())))
+            .collect();
+        assert_eq!(offered, expected, "overrides = instance types × zonal subnets");
+        for (t, _, _, priority) in overrides(request) {
+            assert_eq!(Some(priority), price(&t), "{t}'s priority is its price");
+        }
+        let instance_tags = tags_of(request, "instance");
+        for (k, v) in [
+            (format!("kubernetes.io/cluster/{cluster}"), "owned".to_string()),
+            ("karpenter.sh/nodepool".into(), nodepool.clone()),
+            ("eks:eks-cluster-name".into(), cluster.clone()),
+            ("karpenter.k8s.aws/ec2nodeclass".into(), class.clone()),
+            ("team".into(), "carpentry".into()),
+        ] {
+            assert_eq!(instance_tags.get(&k), Some(&v), "instance tag {k}");
+        }
+        assert_eq!(tags_of(request, "volume"), instance_tags);
+        let lt_name = request["LaunchTemplateConfigs"][0]["LaunchTemplateSpecification"]["LaunchTemplateName"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        ensure!(lt_name.starts_with("karpenter.k8s.aws/"), "{lt_name}");
+        let lts = ec2c.describe_launch_templates().launch_template_names(&lt_name).send().await?;
+        let lt = lts.launch_templates().first().context("the launch template does not exist")?;
+        ensure!(lt
+            .tags()
+            .iter()
+            .any(|t| t.key() == Some("eks:eks-cluster-name") && t.value() == Some(cluster.as_str())));
+        // The cheapest override was launched (the layer honours Priority).
+        let cheapest = overrides(request).into_iter().map(|o| o.3).fold(f64::INFINITY, f64::min);
+        let launched_price = number(&request["Launched"]["Priority"]);
+        assert_eq!(launched_price, Some(cheapest));
+    }
+    let ready_nodes = wait_for("3 Nodes Ready", TIMEOUT, || async {
+        let nodes: Api<Node> = Api::all(client.clone());
+        let ready: Vec<String> = nodes
+            .list(&Default::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|n| claims.values().any(|id| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(id)))
+            .filter(|n| {
+                n.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+            .filter_map(|n| n.metadata.name)
+            .collect();
+        Ok((ready.len() == 3).then_some(ready))
+    })
+    .await?;
+    eprintln!("Nodes Ready: {ready_nodes:?}");
+
+    // 2. The cheapest offering runs out: CreateFleet launches the next and reports the first;
+    //    the controller marks it unavailable and the next launch does not offer it.
+    let first = &requests[0];
+    let (cheap_type, cheap_zone, _, _) = overrides(first)
+        .into_iter()
+        .min_by(|a, b| a.3.total_cmp(&b.3).then_with(|| a.1.cmp(&b.1)))
+        .context("no overrides")?;
+    moto.write("ice.json", &json!([[cheap_type, cheap_zone, "on-demand"]]))?;
+    let patch = json!({ "spec": { "replicas": 4 } });
+    deployments.patch("inflate", &Default::default(), &kube::api::Patch::Merge(&patch)).await?;
+    wait_for("4 inflate pods Running", Duration::from_secs(150), || running(4))
+        .await
+        .with_context(|| format!("controller log:\n{}", log()))?;
+    let patch = json!({ "spec": { "replicas": 5 } });
+    deployments.patch("inflate", &Default::default(), &kube::api::Patch::Merge(&patch)).await?;
+    wait_for("5 inflate pods Running", Duration::from_secs(150), || running(5))
+        .await
+        .with_context(|| format!("controller log:\n{}", log()))?;
+    let requests = moto.fleet_requests()?;
+    ensure!(requests.len() == 5, "{} CreateFleet calls for 5 launches (a hot loop?)", requests.len());
+    let fourth = &requests[3];
+    eprintln!("CreateFleet with insufficient capacity: {}", serde_json::to_string(fourth)?);
+    assert_eq!(fourth["Errors"].as_array().map(Vec::len), Some(1), "the ICE'd offering is reported");
+    assert_ne!(
+        (fourth["Launched"]["InstanceType"].as_str(), fourth["Launched"]["AvailabilityZone"].as_str()),
+        (Some(cheap_type.as_str()), Some(cheap_zone.as_str()))
+    );
+    let fifth = overrides(&requests[4]);
+    ensure!(
+        !fifth.iter().any(|(t, z, _, _)| *t == cheap_type && *z == cheap_zone),
+        "the unavailable offering {cheap_type}/{cheap_zone} is offered again within 3 minutes: {fifth:?}"
+    );
+    moto.write("ice.json", &json!([]))?;
+
+    // 3. Deleting a NodeClaim terminates its instance.
+    let claims = launched(&client, &nodepool).await?;
+    let (victim, victim_id) = claims.iter().next().map(|(n, id)| (n.clone(), id.clone())).context("no NodeClaim")?;
+    let victim_instance = victim_id.rsplit('/').next().unwrap_or_default().to_string();
+    let nodeclaims =
+        Api::<DynamicObject>::all_with(client.clone(), &resource("karpenter.sh", "NodeClaim", "nodeclaims"));
+    nodeclaims.delete(&victim, &Default::default()).await?;
+    wait_for("the deleted NodeClaim's instance to be terminated", TIMEOUT, || async {
+        let all = instances(&ec2c, &cluster).await?;
+        Ok(all.iter().any(|(id, _, _, state)| *id == victim_instance && state == "terminated").then_some(()))
+    })
+    .await
+    .with_context(|| format!("controller log:\n{}", log()))?;
+    wait_for("the deleted NodeClaim to go", TIMEOUT, || async {
+        Ok(nodeclaims.get_opt(&victim).await?.is_none().then_some(()))
+    })
+    .await?;
+
+    // An instance tagged for the cluster that no NodeClaim has: terminated after its grace.
+    let leak = ec2c
+        .run_instances()
+        .image_id(&ami_x86)
+        .instance_type(ec2::InstanceType::M5Large)
+        .min_count(1)
+        .max_count(1)
+        .subnet_id(&subnets[0].0)
+        .tag_specifications(
+            ec2::TagSpecification::builder()
+                .resource_type(ec2::ResourceType::Instance)
+                .tags(tag("eks:eks-cluster-name", &cluster))
+                .tags(tag("karpenter.sh/nodepool", &nodepool))
+                .tags(tag("karpenter.k8s.aws/ec2nodeclass", &class))
+                .tags(tag(&format!("kubernetes.io/cluster/{cluster}"), "owned"))
+                .build(),
+        )
+        .send()
+        .await?;
+    let leaked = leak.instances()[0].instance_id().unwrap_or_default().to_string();
+    let started = std::time::Instant::now();
+    wait_for("the leaked instance to be collected", Duration::from_secs(120), || async {
+        let all = instances(&ec2c, &cluster).await?;
+        Ok(all.iter().any(|(id, _, _, state)| *id == leaked && state == "terminated").then_some(()))
+    })
+    .await
+    .with_context(|| format!("controller log:\n{}", log()))?;
+    let after = started.elapsed();
+    eprintln!("leaked instance collected {} s after launch", after.as_secs());
+    ensure!(after >= Duration::from_secs(25), "collected after {after:?}, inside the 30 s grace");
+
+    // An instance terminated behind the controller's back takes its NodeClaim with it.
+    let claims = launched(&client, &nodepool).await?;
+    let (gone, gone_id) = claims.iter().next().map(|(n, id)| (n.clone(), id.clone())).context("no NodeClaim")?;
+    let gone_instance = gone_id.rsplit('/').next().unwrap_or_default().to_string();
+    ec2c.terminate_instances().instance_ids(&gone_instance).send().await?;
+    wait_for("the vanished instance's NodeClaim to go", Duration::from_secs(120), || async {
+        Ok(nodeclaims.get_opt(&gone).await?.is_none().then_some(()))
+    })
+    .await
+    .with_context(|| format!("controller log:\n{}", log()))?;
+
+    // 4. A denied action: the EC2NodeClass says which, and nothing launches for it.
+    moto.write("deny.json", &json!(["ec2:DescribeSubnets"]))?;
+    let (denied_class, denied_pool) = (unique_name("aws-denied"), unique_name("aws-denied-np"));
+    create_class(&client, &denied_class, &discovery).await?;
+    create_nodepool(&client, &denied_pool, &denied_class, &unique_name("k"), &types).await?;
+    let status = wait_for("the denied EC2NodeClass's SubnetsReady=False", TIMEOUT, || async {
+        let s = nodeclass_status(&client, &denied_class).await?;
+        Ok(condition(&s, "SubnetsReady").filter(|c| c["status"] == "False").cloned())
+    })
+    .await
+    .with_context(|| format!("controller log:\n{}", log()))?;
+    eprintln!("denied: {status}");
+    assert_eq!(status["reason"], "UnauthorizedOperation");
+    ensure!(status["message"].as_str().is_some_and(|m| m.contains("ec2:DescribeSubnets")), "{status}");
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
+    let note = wait_for("an event on the EC2NodeClass naming the action", TIMEOUT, || async {
+        Ok(events.list(&Default::default()).await?.items.into_iter().find_map(|e| {
+            let on = e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(denied_class.as_str());
+            (on && e.note.as_deref().is_some_and(|n| n.contains("ec2:DescribeSubnets")))
+                .then(|| e.note.unwrap_or_default())
+        }))
+    })
+    .await?;
+    eprintln!("event: {note}");
+    // A pod only the denied NodeClass's NodePool could run: no CreateFleet is sent for it.
+    let calls_before = moto.fleet_requests()?.len();
+    let denied_type = unique_name("k");
+    let mut denied_deployment = deployment.clone();
+    denied_deployment.metadata.name = Some("denied".into());
+    let mut d = serde_json::to_value(&denied_deployment)?;
+    d["spec"]["replicas"] = json!(1);
+    d["spec"]["template"]["spec"]["nodeSelector"] = json!({ "node-type": denied_type });
+    d["spec"]["selector"] = json!({ "matchLabels": { "app": "denied" } });
+    d["spec"]["template"]["metadata"]["labels"] = json!({ "app": "denied" });
+    let pools = Api::<DynamicObject>::all_with(client.clone(), &resource("karpenter.sh", "NodePool", "nodepools"));
+    let relabel = json!({ "spec": { "template": { "metadata": { "labels": { "node-type": denied_type } } } } });
+    pools.patch(&denied_pool, &Default::default(), &kube::api::Patch::Merge(&relabel)).await?;
+    deployments.create(&PostParams::default(), &serde_json::from_value(d)?).await?;
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    ensure!(launched(&client, &denied_pool).await?.is_empty(), "a NodeClaim launched for the denied NodeClass");
+    let calls_after = moto.fleet_requests()?.len();
+    ensure!(calls_after == calls_before, "{} CreateFleet calls for the denied NodeClass", calls_after - calls_before);
+    deployments.delete("denied", &Default::default()).await?;
+    moto.write("deny.json", &json!([]))?;
+
+    // Clean up: no NodeClaim left for the shared control plane's other tests.
+    deployments.delete("inflate", &Default::default()).await?;
+    for p in [&nodepool, &denied_pool] {
+        pools.delete(p, &Default::default()).await?;
+    }
+    let all_claims = nodeclaims.list(&Default::default()).await?;
+    for nc in all_claims.items {
+        let pool =
+            nc.metadata.labels.as_ref().and_then(|l| l.get("karpenter.sh/nodepool")).cloned().unwrap_or_default();
+        if pool == nodepool || pool == denied_pool {
+            let _ = nodeclaims.delete(&nc.metadata.name.unwrap_or_default(), &Default::default()).await;
+        }
+    }
+    wait_for("every NodeClaim of the test to go", Duration::from_secs(120), || async {
+        let left = nodeclaims
+            .list(&Default::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|nc| {
+                nc.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("karpenter.sh/nodepool"))
+                    .is_some_and(|p| *p == nodepool || *p == denied_pool)
+            })
+            .count();
+        Ok((left == 0).then_some(()))
+    })
+    .await
+    .with_context(|| format!("controller log:\n{}", log()))?;
+    Ok(())
+}
+
+/// Aborts the task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}

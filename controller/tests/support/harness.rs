@@ -1,0 +1,110 @@
+#![allow(dead_code)] // each test binary uses its part
+//! What the controller's live tests share: the CRDs installed as a user installs them, the
+//! controller binary started against the test control plane, its HTTP endpoints.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{bail, ensure, Context, Result};
+use carpentry_tests::testenv::{apply_crd, unique_name, TestEnv};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::ApiResource;
+use kube::core::GroupVersionKind;
+use kube::Client;
+
+pub const FIELD_MANAGER: &str = "carpentry-controller-live";
+
+/// Installs the CRDs the controller ships, as `kubectl apply -f controller/deploy/crds/` would.
+pub async fn install_crds(client: &Client) -> Result<()> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy/crds");
+    for file in ["karpenter.sh_nodepools.yaml", "karpenter.sh_nodeclaims.yaml", "karpenter.k8s.aws_ec2nodeclasses.yaml"]
+    {
+        let text = std::fs::read_to_string(dir.join(file))?;
+        let crd: CustomResourceDefinition = serde_yaml::from_str(&text).with_context(|| file.to_string())?;
+        apply_crd(client, &crd, FIELD_MANAGER).await.with_context(|| format!("apply {file}"))?;
+    }
+    Ok(())
+}
+
+pub fn resource(group: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1", kind), plural)
+}
+
+/// A port nothing listens on now.
+pub fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// `GET path` on 127.0.0.1:port: the status code and body (HTTP/1.0, so the server closes).
+pub fn get(port: u16, path: &str) -> Result<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    let (head, body) = response.split_once("\r\n\r\n").context("no HTTP header")?;
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).context("no status code")?;
+    Ok((status, body.to_string()))
+}
+
+pub struct Controller {
+    pub child: Child,
+    pub log: PathBuf,
+}
+
+impl Controller {
+    pub fn start(env: &TestEnv, args: &[&str]) -> Result<Controller> {
+        Self::start_with_env(env, args, &[])
+    }
+
+    /// [`start`](Self::start) with these environment variables set.
+    pub fn start_with_env(env: &TestEnv, args: &[&str], vars: &[(&str, &str)]) -> Result<Controller> {
+        let log = std::env::temp_dir().join(format!("{}.log", unique_name("carpentry-controller")));
+        let child = Command::new(Self::binary())
+            .arg("--kubeconfig")
+            .arg(&env.kubeconfig)
+            .args(args)
+            .envs(vars.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log)?)
+            .spawn()?;
+        Ok(Controller { child, log })
+    }
+
+    /// The binary under test: `CARPENTRY_CONTROLLER_BIN` when set (a release build, an installed
+    /// one), else the one cargo built with these tests.
+    pub fn binary() -> PathBuf {
+        std::env::var_os("CARPENTRY_CONTROLLER_BIN")
+            .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_carpentry-controller")), PathBuf::from)
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGTERM, and the exit status within `timeout`.
+    pub fn terminate(&mut self, timeout: Duration) -> Result<std::process::ExitStatus> {
+        let pid = self.child.id().to_string();
+        ensure!(Command::new("kill").args(["-TERM", &pid]).status()?.success(), "kill -TERM {pid}");
+        let started = std::time::Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok(status);
+            }
+            if started.elapsed() > timeout {
+                bail!("the controller did not stop {timeout:?} after SIGTERM; its log:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

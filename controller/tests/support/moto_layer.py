@@ -1,0 +1,203 @@
+"""moto_server with a thin, test-owned layer for what moto 5.2.5 does not do (controller/tests/aws.rs).
+
+Real moto: every EC2, SSM and IAM call, its state (VPCs, subnets, security groups, images, launch
+templates, instances, tags) and its answers.
+
+Injected here, each switched by a file the test writes (read on every request, so a test changes
+them while the server runs):
+- CreateFleet honours override `Priority` (lowest first), as EC2's `lowest-price` and
+  `price-capacity-optimized` do for the prices Karpenter puts there; moto launches the first
+  override in request order whatever its priority.
+- Insufficient capacity: overrides whose (instance type, zone, capacity type) is listed in
+  `$MOTO_LAYER_DIR/ice.json` are not launched, and each comes back in the response's `Errors` with
+  `InsufficientInstanceCapacity`, as EC2 answers (moto never reports an error).
+- Denied actions: an action listed in `$MOTO_LAYER_DIR/deny.json` (`ec2:DescribeSubnets`) answers
+  HTTP 403 `UnauthorizedOperation` as EC2 does for a missing IAM permission (moto enforces no IAM).
+- EKS-optimized AMI parameters: `$MOTO_LAYER_DIR/ssm.json` ({name: value}) is served under
+  `/aws/service/eks/...`, which moto does not ship and refuses to let a client put.
+- Every CreateFleet request is appended, as parsed, to `$MOTO_LAYER_DIR/create_fleet.jsonl`
+  (with what was launched), so the test asserts the request the controller sent.
+
+Usage: python3 moto_layer.py PORT (prints "ready" when it listens).
+"""
+
+import io
+import json
+import os
+import sys
+import threading
+import urllib.parse
+
+from moto.ec2.responses import fleets as fleet_responses
+from moto.ec2.utils import random_fleet_id
+from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+from moto.moto_server import werkzeug_app
+from moto.ssm import models as ssm_models
+
+LAYER_DIR = os.environ["MOTO_LAYER_DIR"]
+LOCK = threading.Lock()
+
+
+def read(name, default):
+    try:
+        with open(os.path.join(LAYER_DIR, name)) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return default
+
+
+# --- CreateFleet: priority order, insufficient capacity, a record of each request -----------------
+
+def create_fleet(self):
+    on_demand_options = self._get_param("OnDemandOptions", {})
+    spot_options = self._get_param("SpotOptions", {})
+    target = self._get_param("TargetCapacitySpecification", {})
+    configs = self._get_param("LaunchTemplateConfigs", [])
+    tags = self._get_param("TagSpecifications", [])
+    fleet_type = self._get_param("Type", if_none="maintain")
+    self.error_on_dryrun()
+    capacity_type = target.get("DefaultTargetCapacityType", "on-demand")
+    ice = {tuple(x) for x in read("ice.json", [])}
+    errors, kept = [], []
+    for config in configs:
+        overrides = sorted(config.get("Overrides", []), key=lambda o: float(o.get("Priority", "inf")))
+        spec = config.get("LaunchTemplateSpecification", {})
+        for o in overrides:
+            if (o.get("InstanceType"), o.get("AvailabilityZone"), capacity_type) in ice:
+                errors.append({
+                    "ErrorCode": "InsufficientInstanceCapacity",
+                    "ErrorMessage": f"We currently do not have sufficient {o.get('InstanceType')} capacity "
+                                    f"in the Availability Zone you requested ({o.get('AvailabilityZone')}).",
+                    "LaunchTemplateAndOverrides": {"LaunchTemplateSpecification": spec, "Overrides": o},
+                    "Lifecycle": capacity_type,
+                })
+            else:
+                kept.append((float(o.get("Priority", "inf")), spec, o))
+    # Across launch templates too: the cheapest override first (stable).
+    kept.sort(key=lambda k: k[0])
+    result = {}
+    launched = None
+    if kept:
+        _, spec, first = kept[0]
+        fleet = self.ec2_backend.create_fleet(
+            on_demand_options=on_demand_options,
+            spot_options=spot_options,
+            target_capacity_specification=target,
+            launch_template_configs=[{"LaunchTemplateSpecification": spec, "Overrides": [first]}],
+            excess_capacity_termination_policy=self._get_param("ExcessCapacityTerminationPolicy"),
+            replace_unhealthy_instances=self._get_param("ReplaceUnhealthyInstances"),
+            terminate_instances_with_expiration=self._get_param("TerminateInstancesWithExpiration", if_none=True),
+            fleet_type=fleet_type,
+            valid_from=self._get_param("ValidFrom"),
+            valid_until=self._get_param("ValidUntil"),
+            tag_specifications=tags,
+        )
+        result["FleetId"] = fleet.id
+        if fleet.instances is not None:
+            result["Instances"] = fleet.instances
+        launched = first
+    else:
+        result["FleetId"] = random_fleet_id()
+        result["Instances"] = []
+    if errors:
+        result["Errors"] = errors
+    record = {
+        "Type": fleet_type,
+        "TargetCapacitySpecification": target,
+        "OnDemandOptions": on_demand_options,
+        "SpotOptions": spot_options,
+        "LaunchTemplateConfigs": configs,
+        "TagSpecifications": tags,
+        "Launched": launched,
+        "Errors": [e["LaunchTemplateAndOverrides"]["Overrides"] for e in errors],
+    }
+    with LOCK, open(os.path.join(LAYER_DIR, "create_fleet.jsonl"), "a") as f:
+        f.write(json.dumps(record) + "\n")
+    return fleet_responses.ActionResult(result)
+
+
+fleet_responses.Fleets.create_fleet = create_fleet
+
+
+# --- SSM: the EKS-optimized AMI parameters -------------------------------------------------------
+
+original_loading = ssm_models.ParameterDict._check_loading_status
+
+
+def check_loading_status(self, key):
+    original_loading(self, key)
+    key = str(key or "")
+    if key.startswith("/aws/service/eks/") or key.startswith("/aws/service/bottlerocket/"):
+        for name, value in read("ssm.json", {}).items():
+            versions = super(ssm_models.ParameterDict, self).__getitem__(name)
+            if not versions or versions[-1].value != value:
+                versions.append(ssm_models.Parameter(
+                    account_id=self.account_id, name=name, value=value, parameter_type="String",
+                    description=None, allowed_pattern=None, keyid=None, last_modified_date=0,
+                    version=len(versions) + 1, data_type="aws:ec2:image"))
+
+
+ssm_models.ParameterDict._check_loading_status = check_loading_status
+
+
+# --- Denied actions ------------------------------------------------------------------------------
+
+def action_of(environ, body):
+    target = environ.get("HTTP_X_AMZ_TARGET")
+    if target:  # JSON protocol: "AmazonSSM.GetParameter"
+        service = {"AmazonSSM": "ssm", "AmazonSQS": "sqs"}.get(target.split(".")[0], target.split(".")[0])
+        return f"{service}:{target.split('.')[-1]}"
+    params = urllib.parse.parse_qs(body.decode("utf-8", "replace"))
+    action = params.get("Action", [None])[0]
+    if not action:
+        return None
+    auth = environ.get("HTTP_AUTHORIZATION", "")
+    service = auth.split("/")[3] if auth.count("/") >= 4 else "ec2"
+    return f"{service}:{action}"
+
+
+def denied(environ, start_response):
+    """The 403 answer for a denied action, or None to let moto answer."""
+    deny = set(read("deny.json", []))
+    if not deny or environ.get("REQUEST_METHOD") != "POST":
+        return None
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    body = environ["wsgi.input"].read(length) if length else b""
+    environ["wsgi.input"] = io.BytesIO(body)
+    action = action_of(environ, body)
+    if action not in deny:
+        return None
+    message = (f"You are not authorized to perform this operation. User: "
+               f"arn:aws:sts::123456789012:assumed-role/KarpenterController/test is not "
+               f"authorized to perform: {action} because no identity-based policy allows "
+               f"the {action} action")
+    if environ.get("HTTP_X_AMZ_TARGET"):
+        payload = json.dumps({"__type": "AccessDeniedException", "message": message}).encode()
+        start_response("400 Bad Request", [("Content-Type", "application/x-amz-json-1.1"),
+                                           ("Content-Length", str(len(payload)))])
+        return [payload]
+    payload = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response><Errors><Error>"
+               f"<Code>UnauthorizedOperation</Code><Message>{message}</Message></Error></Errors>"
+               f"<RequestID>denied-by-test-layer</RequestID></Response>").encode()
+    start_response("403 Forbidden", [("Content-Type", "text/xml"), ("Content-Length", str(len(payload)))])
+    return [payload]
+
+
+original_dispatcher_call = werkzeug_app.DomainDispatcherApplication.__call__
+
+
+def dispatcher_call(self, environ, start_response):
+    answer = denied(environ, start_response)
+    if answer is not None:
+        return answer
+    return original_dispatcher_call(self, environ, start_response)
+
+
+werkzeug_app.DomainDispatcherApplication.__call__ = dispatcher_call
+
+
+if __name__ == "__main__":
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=int(sys.argv[1]), verbose=False)
+    server.start()
+    print("ready", flush=True)
+    threading.Event().wait()

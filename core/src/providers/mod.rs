@@ -1,0 +1,40 @@
+//! The AWS provider's decisions over what EC2 answered (upstream karpenter-provider-aws v1.14.1
+//! `pkg/providers`, `pkg/controllers/nodeclass`): which EC2 queries a NodeClass's selector terms
+//! make, what its status becomes from the answers, which launch template and CreateFleet request
+//! a NodeClaim's launch sends, and what an insufficient-capacity answer marks unavailable. The
+//! controller's `aws` provider makes the calls and hands the answers here; nothing in this module
+//! does I/O.
+//!
+//! | file | upstream |
+//! |---|---|
+//! | `selectors.rs` | `pkg/providers/subnet/subnet.go`, `securitygroup/securitygroup.go`, `amifamily/ami.go` (filter sets) |
+//! | `subnet.rs` | `pkg/providers/subnet/subnet.go` (`List`, `ZonalSubnetsForLaunch`), `pkg/controllers/nodeclass/subnet.go` |
+//! | `securitygroup.rs` | `pkg/controllers/nodeclass/securitygroup.go` |
+//! | `amifamily.rs` | `pkg/providers/amifamily/{ami,al2,al2023,bottlerocket,windows}.go`, `pkg/controllers/nodeclass/ami.go` |
+//! | `nodeclass.rs` | `pkg/controllers/nodeclass/{controller,readiness}.go`: the status conditions |
+//! | `launchtemplate.rs` | `pkg/providers/launchtemplate/launchtemplate.go` (grouping, naming, tags) |
+//! | `instance.rs` | `pkg/providers/instance/instance.go`, `instance/filter/filter.go`, `pkg/utils/utils.go` (CreateFleet input, tags, providerID) |
+//! | `unavailable.rs` | `pkg/cache/unavailableofferings.go`, `pkg/errors/errors.go` (insufficient-capacity codes) |
+
+pub mod amifamily;
+pub mod instance;
+pub mod launchtemplate;
+pub mod nodeclass;
+pub mod securitygroup;
+pub mod selectors;
+pub mod subnet;
+pub mod unavailable;
+
+#[cfg(test)]
+mod tests;
+
+pub use amifamily::{alias_parameters, ami_queries, choose_amis, AliasError, AliasParameter, Image};
+pub use instance::{
+    fleet_request, parse_provider_id, provider_id, FleetLaunchTemplate, FleetOverride, FleetRequest, LaunchContext,
+};
+pub use launchtemplate::{launch_templates, LaunchTemplate};
+pub use nodeclass::{nodeclass_status, Lookup, LookupError, Resolved};
+pub use securitygroup::{security_group_status, DiscoveredSecurityGroup};
+pub use selectors::{security_group_queries, subnet_queries, Filter};
+pub use subnet::{subnet_status, zonal_subnets, DiscoveredSubnet};
+pub use unavailable::{is_insufficient_capacity, UnavailableOfferings, UNAVAILABLE_OFFERING_TTL_SECONDS};

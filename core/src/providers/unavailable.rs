@@ -1,0 +1,64 @@
+//! The unavailable-offerings cache (upstream `pkg/cache/unavailableofferings.go`,
+//! `pkg/errors/errors.go`, v1.14.1): an insufficient-capacity answer from CreateFleet marks the
+//! (instance type, zone, capacity type) unavailable for 3 minutes, and launches leave it out.
+//! Times are the caller's `now` (seconds).
+
+use std::collections::BTreeMap;
+
+use crate::catalogue::UnavailableOffering;
+
+/// upstream `UnavailableOfferingsTTL`.
+pub const UNAVAILABLE_OFFERING_TTL_SECONDS: i64 = 3 * 60;
+
+/// upstream `unfulfillableCapacityErrorCodes`: the CreateFleet error codes that mean "no capacity
+/// for this offering now".
+const INSUFFICIENT_CAPACITY_CODES: &[&str] = &[
+    "InsufficientInstanceCapacity",
+    "MaxSpotInstanceCountExceeded",
+    "VcpuLimitExceeded",
+    "UnfulfillableCapacity",
+    "Unsupported",
+    "InsufficientFreeAddressesInSubnet",
+    "MaxFleetCountExceeded",
+    "ReservationCapacityExceeded",
+];
+
+/// Whether a CreateFleet error code marks its offering unavailable.
+pub fn is_insufficient_capacity(code: &str) -> bool {
+    INSUFFICIENT_CAPACITY_CODES.contains(&code)
+}
+
+/// Offerings marked unavailable, each until an expiry (seconds).
+#[derive(Debug, Clone, Default)]
+pub struct UnavailableOfferings {
+    until: BTreeMap<UnavailableOffering, i64>,
+}
+
+impl UnavailableOfferings {
+    /// Marks the offering unavailable from `now` for the TTL (a second mark extends it).
+    pub fn mark(&mut self, instance_type: &str, zone: &str, capacity_type: &str, now: i64) {
+        let key = UnavailableOffering {
+            instance_type: instance_type.into(),
+            zone: zone.into(),
+            capacity_type: capacity_type.into(),
+        };
+        self.until.insert(key, now + UNAVAILABLE_OFFERING_TTL_SECONDS);
+    }
+
+    /// Whether the offering is unavailable at `now`.
+    pub fn is_unavailable(&self, instance_type: &str, zone: &str, capacity_type: &str, now: i64) -> bool {
+        self.until.iter().any(|(k, until)| {
+            *until > now && k.instance_type == instance_type && k.zone == zone && k.capacity_type == capacity_type
+        })
+    }
+
+    /// Drops expired marks (upstream sweeps every 10 s).
+    pub fn sweep(&mut self, now: i64) {
+        self.until.retain(|_, until| *until > now);
+    }
+
+    /// The offerings unavailable at `now`, with when each becomes available again.
+    pub fn current(&self, now: i64) -> impl Iterator<Item = (&UnavailableOffering, i64)> + '_ {
+        self.until.iter().filter(move |(_, u)| **u > now).map(|(k, u)| (k, *u))
+    }
+}
