@@ -49,6 +49,8 @@ use harness::{free_port, get, install_crds, resource, Controller};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 const REGION: &str = "us-west-2";
+/// The controller's access key ID, by which the layer tells its calls from the test's.
+const CONTROLLER_KEY: &str = "carpentry-controller";
 
 /// moto_server with the test's layer, on a free port; killed on drop.
 struct Moto {
@@ -417,7 +419,7 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
         ],
         &[
             ("AWS_ENDPOINT_URL", endpoint.as_str()),
-            ("AWS_ACCESS_KEY_ID", "test"),
+            ("AWS_ACCESS_KEY_ID", CONTROLLER_KEY),
             ("AWS_SECRET_ACCESS_KEY", "test"),
             ("AWS_EC2_METADATA_DISABLED", "true"),
         ],
@@ -682,6 +684,32 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
     ensure!(calls_after == calls_before, "{} CreateFleet calls for the denied NodeClass", calls_after - calls_before);
     deployments.delete("denied", &Default::default()).await?;
     moto.write("deny.json", &json!([]))?;
+
+    // Every call the controller made is one the committed IAM policy allows.
+    let policy: Value = serde_json::from_str(&std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy/iam/controller-policy.json"),
+    )?)?;
+    let allowed: BTreeSet<String> = policy["Statement"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| match &s["Action"] {
+            Value::String(a) => vec![a.clone()],
+            Value::Array(list) => list.iter().filter_map(|a| a.as_str().map(str::to_string)).collect(),
+            _ => Vec::new(),
+        })
+        .collect();
+    // The controller calls with its own access key ID (the test's calls use another).
+    let called: BTreeSet<String> = std::fs::read_to_string(moto.dir.join("actions.log"))?
+        .lines()
+        .filter_map(|l| l.strip_prefix(&format!("{CONTROLLER_KEY} ")))
+        .map(str::to_string)
+        .collect();
+    eprintln!("IAM actions the controller called: {called:?}");
+    ensure!(called.contains("ec2:CreateFleet") && called.contains("ssm:GetParameter"), "{called:?}");
+    for action in &called {
+        ensure!(allowed.contains(action), "{action} was called but the IAM policy does not allow it");
+    }
 
     // Clean up: no NodeClaim left for the shared control plane's other tests.
     deployments.delete("inflate", &Default::default()).await?;

@@ -42,6 +42,25 @@ use tracing::{info, warn};
 
 use super::{CloudProvider, CreateError, Deletion};
 
+/// Every IAM action this provider needs: the ones it calls, and the ones EC2 authorizes with
+/// them (CreateFleet launches through RunInstances, tags through CreateTags and passes the
+/// instance profile's role). `controller/deploy/iam/controller-policy.json` allows exactly these
+/// (a unit test compares them) and the moto test checks that every call it saw is among them.
+pub const IAM_ACTIONS: &[&str] = &[
+    "ec2:CreateFleet",
+    "ec2:CreateLaunchTemplate",
+    "ec2:CreateTags",
+    "ec2:DescribeImages",
+    "ec2:DescribeInstances",
+    "ec2:DescribeLaunchTemplates",
+    "ec2:DescribeSecurityGroups",
+    "ec2:DescribeSubnets",
+    "ec2:RunInstances",
+    "ec2:TerminateInstances",
+    "iam:PassRole",
+    "ssm:GetParameter",
+];
+
 /// How often a NodeClass's subnets, security groups and AMIs are looked up again.
 const NODECLASS_REFRESH: Duration = Duration::from_secs(60);
 /// How often the API server's Kubernetes version is read again (upstream `providers.version`).
@@ -105,6 +124,8 @@ impl Aws {
             .region(aws_config::Region::new(region.to_string()))
             .load()
             .await;
+        info!(region, cluster = %cluster, iam_actions = ?IAM_ACTIONS,
+            "aws: the IAM actions this controller needs (controller/deploy/iam/controller-policy.json)");
         Ok(Aws {
             ec2: aws_sdk_ec2::Client::new(&config),
             ssm: aws_sdk_ssm::Client::new(&config),
@@ -590,6 +611,41 @@ impl CloudProvider for Aws {
         match providers::parse_provider_id(provider_id) {
             Some((_, id)) => self.terminate(id).await,
             None => Ok(Deletion::Gone),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::IAM_ACTIONS;
+
+    /// The committed policy allows what the provider needs, and nothing more.
+    #[test]
+    fn the_iam_policy_allows_exactly_the_providers_actions() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/iam/controller-policy.json");
+        let policy: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let mut allowed = BTreeSet::new();
+        for statement in policy["Statement"].as_array().unwrap() {
+            assert_eq!(statement["Effect"], "Allow", "{statement}");
+            match &statement["Action"] {
+                serde_json::Value::String(a) => {
+                    allowed.insert(a.clone());
+                }
+                serde_json::Value::Array(list) => allowed.extend(list.iter().map(|a| a.as_str().unwrap().to_string())),
+                other => panic!("Action {other}"),
+            }
+        }
+        let needed: BTreeSet<String> = IAM_ACTIONS.iter().map(|a| a.to_string()).collect();
+        assert_eq!(allowed, needed);
+        // Destructive actions only on what carries the cluster's tag.
+        for statement in policy["Statement"].as_array().unwrap() {
+            let text = statement["Action"].to_string();
+            if text.contains("TerminateInstances") {
+                let condition = statement["Condition"].to_string();
+                assert!(condition.contains("aws:ResourceTag/kubernetes.io/cluster/${CLUSTER_NAME}"), "{statement}");
+            }
         }
     }
 }

@@ -16,7 +16,8 @@ them while the server runs):
 - EKS-optimized AMI parameters: `$MOTO_LAYER_DIR/ssm.json` ({name: value}) is served under
   `/aws/service/eks/...`, which moto does not ship and refuses to let a client put.
 - Every CreateFleet request is appended, as parsed, to `$MOTO_LAYER_DIR/create_fleet.jsonl`
-  (with what was launched), so the test asserts the request the controller sent.
+  (with what was launched), so the test asserts the request the controller sent; every call's
+  caller (access key ID) and IAM action (`ec2:CreateFleet`) to `$MOTO_LAYER_DIR/actions.log`.
 
 Usage: python3 moto_layer.py PORT (prints "ready" when it listens).
 """
@@ -157,15 +158,20 @@ def action_of(environ, body):
 
 
 def denied(environ, start_response):
-    """The 403 answer for a denied action, or None to let moto answer."""
-    deny = set(read("deny.json", []))
-    if not deny or environ.get("REQUEST_METHOD") != "POST":
+    """Records the action; the 403 answer for a denied one, or None to let moto answer."""
+    if environ.get("REQUEST_METHOD") != "POST":
         return None
     length = int(environ.get("CONTENT_LENGTH") or 0)
     body = environ["wsgi.input"].read(length) if length else b""
     environ["wsgi.input"] = io.BytesIO(body)
     action = action_of(environ, body)
-    if action not in deny:
+    if action:
+        # "Credential=<access key>/<date>/<region>/<service>/aws4_request": who called.
+        auth = environ.get("HTTP_AUTHORIZATION", "")
+        caller = auth.split("Credential=")[-1].split("/")[0] if "Credential=" in auth else "-"
+        with LOCK, open(os.path.join(LAYER_DIR, "actions.log"), "a") as f:
+            f.write(f"{caller} {action}\n")
+    if action not in set(read("deny.json", [])):
         return None
     message = (f"You are not authorized to perform this operation. User: "
                f"arn:aws:sts::123456789012:assumed-role/KarpenterController/test is not "

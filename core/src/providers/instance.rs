@@ -201,8 +201,9 @@ pub fn fleet_request(
     types.sort_by(|(a, pa), (b, pb)| pa.total_cmp(pb).then_with(|| a.name.cmp(&b.name)));
     types.truncate(MAX_INSTANCE_TYPES);
     let ordered: Vec<&InstanceType> = types.iter().map(|(it, _)| *it).collect();
+    let tags = launch_tags(ctx.class, nodeclaim, ctx.cluster);
     let mut templates = Vec::new();
-    for template in launch_templates(ctx.class, &ordered, ctx.cluster) {
+    for template in launch_templates(ctx.class, &ordered, ctx.cluster, &tags) {
         let mut overrides = Vec::new();
         for name in &template.instance_types {
             let Some(it) = ordered.iter().find(|it| it.name == *name) else { continue };
@@ -230,7 +231,7 @@ pub fn fleet_request(
         capacity_type: ct.as_str().to_string(),
         allocation_strategy: if ct == CapacityType::Spot { "price-capacity-optimized" } else { "lowest-price" }.into(),
         launch_templates: templates,
-        tags: launch_tags(ctx.class, nodeclaim, ctx.cluster),
+        tags,
         context: ctx.class.spec.context.clone(),
     })
 }

@@ -64,8 +64,8 @@ pub struct LaunchTemplate {
     pub associate_public_ip_address: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub user_data: Option<String>,
-    /// The template's own tags (upstream: the NodeClass's, `eks:eks-cluster-name` and
-    /// `karpenter.k8s.aws/ec2nodeclass`).
+    /// The template's own tags (upstream: the launch's, with `eks:eks-cluster-name` and
+    /// `karpenter.k8s.aws/ec2nodeclass`), which the IAM policy's conditions match.
     pub tags: BTreeMap<String, String>,
     /// The launch's instance types that run with this template (not part of its name's hash).
     #[serde(skip)]
@@ -130,9 +130,15 @@ fn metadata_options(class: &EC2NodeClass) -> MetadataOptions {
 }
 
 /// The launch templates of a launch of `instance_types` with `class` (its status resolved), for
-/// cluster `cluster`: one per (AMI, max pods) group, in AMI order then max pods. Types no AMI's
-/// requirements admit are in no template.
-pub fn launch_templates(class: &EC2NodeClass, instance_types: &[&InstanceType], cluster: &str) -> Vec<LaunchTemplate> {
+/// cluster `cluster`, tagged with the launch's tags (`launch_tags`, upstream's `GetTags`) and the
+/// cluster's and NodeClass's: one per (AMI, max pods) group, in AMI order then max pods. Types no
+/// AMI's requirements admit are in no template.
+pub fn launch_templates(
+    class: &EC2NodeClass,
+    instance_types: &[&InstanceType],
+    cluster: &str,
+    launch_tags: &BTreeMap<String, String>,
+) -> Vec<LaunchTemplate> {
     let status = class.status.clone().unwrap_or_default();
     let amis: Vec<(String, Requirements)> = status
         .amis
@@ -148,7 +154,7 @@ pub fn launch_templates(class: &EC2NodeClass, instance_types: &[&InstanceType], 
         let pods = it.capacity.get(crate::resources::PODS).map_or(0, |q| q.value() as i64);
         groups.entry((ami, pods)).or_default().push(it.name.clone());
     }
-    let mut tags = class.spec.tags.clone();
+    let mut tags = launch_tags.clone();
     tags.insert(crate::labels::aws::EKS_CLUSTER_NAME_TAG.into(), cluster.to_string());
     tags.insert(crate::labels::aws::EC2_NODE_CLASS.into(), class.metadata.name.clone().unwrap_or_default());
     let mut security_group_ids: Vec<String> = status.security_groups.iter().map(|g| g.id.clone()).collect();

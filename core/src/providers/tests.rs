@@ -216,6 +216,9 @@ fn a_fleet_request_offers_types_times_zonal_subnets_cheapest_first_with_upstream
     assert_eq!(lt.security_group_ids, ["sg-1", "sg-2"]);
     assert_eq!(lt.instance_profile, "KarpenterNodeInstanceProfile");
     assert_eq!(lt.tags.get("eks:eks-cluster-name").map(String::as_str), Some("test-cluster"));
+    // The IAM policy's conditions match these on the template.
+    assert_eq!(lt.tags.get("kubernetes.io/cluster/test-cluster").map(String::as_str), Some("owned"));
+    assert_eq!(lt.tags.get("karpenter.sh/nodepool").map(String::as_str), Some("default"));
     assert_eq!(
         request.tags,
         tags(&[
