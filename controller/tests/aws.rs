@@ -49,6 +49,8 @@ use harness::{free_port, get, install_crds, resource, Controller};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 const REGION: &str = "us-west-2";
+/// The EC2NodeClass's user data, which the launch template carries base64-encoded.
+const USER_DATA: &str = "#!/bin/bash\necho carpentry aws test\n";
 /// The controller's access key ID, by which the layer tells its calls from the test's.
 const CONTROLLER_KEY: &str = "carpentry-controller";
 
@@ -263,6 +265,7 @@ async fn create_class(client: &Client, name: &str, discovery: &str) -> Result<()
         "subnetSelectorTerms": [{ "tags": { "karpenter.sh/discovery": discovery } }],
         "securityGroupSelectorTerms": [{ "tags": { "karpenter.sh/discovery": discovery } }],
         "tags": { "team": "carpentry" },
+        "userData": USER_DATA,
     } });
     Api::<DynamicObject>::all_with(client.clone(), &classes).create(&PostParams::default(), &obj).await?;
     Ok(())
@@ -520,6 +523,13 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
             .tags()
             .iter()
             .any(|t| t.key() == Some("eks:eks-cluster-name") && t.value() == Some(cluster.as_str())));
+        let versions = ec2c.describe_launch_template_versions().launch_template_name(&lt_name).send().await?;
+        let data =
+            versions.launch_template_versions().first().and_then(|v| v.launch_template_data()).context("no data")?;
+        assert_eq!(data.image_id(), Some(ami_x86.as_str()));
+        assert_eq!(data.security_group_ids(), std::slice::from_ref(&group));
+        assert_eq!(data.iam_instance_profile().and_then(|p| p.name()), Some("KarpenterNodeInstanceProfile-test"));
+        assert_eq!(data.user_data(), Some(aws_smithy_types::base64::encode(USER_DATA).as_str()));
         // The cheapest override was launched (the layer honours Priority).
         let cheapest = overrides(request).into_iter().map(|o| o.3).fold(f64::INFINITY, f64::min);
         let launched_price = number(&request["Launched"]["Priority"]);

@@ -329,7 +329,8 @@ impl Aws {
                     .build(),
             )
             .monitoring(ec2::LaunchTemplatesMonitoringRequest::builder().enabled(lt.detailed_monitoring).build())
-            .set_user_data(lt.user_data.clone())
+            // EC2 takes a launch template's user data base64-encoded.
+            .set_user_data(lt.user_data.as_ref().map(aws_smithy_types::base64::encode))
             .build();
         let created = self
             .ec2

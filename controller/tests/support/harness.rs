@@ -1,6 +1,7 @@
-#![allow(dead_code)] // each test binary uses its part
 //! What the controller's live tests share: the CRDs installed as a user installs them, the
 //! controller binary started against the test control plane, its HTTP endpoints.
+
+#![allow(dead_code)] // each test binary uses its part
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

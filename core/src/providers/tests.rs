@@ -1,3 +1,7 @@
+//! The AWS provider's decisions on EC2 answers written out by hand: selector queries, subnet
+//! order, alias parameters, image choice, the CreateFleet request, the unavailable-offerings
+//! cache, providerIDs and the EC2NodeClass conditions.
+
 use std::collections::BTreeMap;
 
 use super::*;
