@@ -1,5 +1,5 @@
 //! Nothing a user writes is dropped on a read-modify-write: for each CRD the controller ships
-//! (`controller/deploy/crds/`, upstream's own), this test builds an object that sets **every**
+//! (`controller/deploy/chart/crds/`, upstream's own), this test builds an object that sets **every**
 //! property path of the schema, reads it into core's serde type (which denies unknown fields, so
 //! a path the type lacks fails here by name), writes it back, and checks that every value it set
 //! comes back unchanged.
@@ -40,7 +40,7 @@ const PATTERN_SAMPLES: &[&str] = &[
 const MAP_KEY: &str = "example.com/key";
 
 fn crd_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy/crds")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy/chart/crds")
 }
 
 /// The storage version's `openAPIV3Schema` of one committed CRD file.

@@ -1,7 +1,7 @@
 //! The controller against a real control plane (tests/testenv: kube-apiserver, etcd,
 //! kube-scheduler, KWOK), as users start it: the binary, a kubeconfig, `--dry-run`.
 //!
-//! Real: the API server with upstream's own CRDs (controller/deploy/crds, installed as a user
+//! Real: the API server with upstream's own CRDs (controller/deploy/chart/crds, installed as a user
 //! installs them), kube-scheduler, kube-controller-manager (Deployments, PDB status), KWOK (it
 //! makes the kwok provider's Nodes Ready and runs their pods), the watches, the Lease, the
 //! Eviction API, the HTTP endpoints, SIGTERM. The kwok provider is the controller's own.

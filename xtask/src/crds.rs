@@ -1,5 +1,5 @@
 //! `cargo xtask crds`: writes upstream Karpenter's CustomResourceDefinitions under
-//! `controller/deploy/crds/`, or checks that the committed files are what it writes.
+//! `controller/deploy/chart/crds/`, or checks that the committed files are what it writes.
 //!
 //! The controller runs against users' existing CRDs, so it ships upstream's own, unchanged: the
 //! files of `pkg/apis/crds/` in the Go module `github.com/aws/karpenter-provider-aws` at the
@@ -7,7 +7,7 @@
 //! the AWS provider's Helm chart installs: `sigs.k8s.io/karpenter`'s plus the rules that reserve
 //! the `karpenter.k8s.aws` label domain. Each file gets a comment header with its provenance
 //! (module, version, the version's date, go.sum hash, file); the YAML below it is byte for byte
-//! upstream's. See `controller/deploy/crds/PROVENANCE.md`.
+//! upstream's. See `controller/deploy/chart/crds/PROVENANCE.md`.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -27,7 +27,7 @@ pub const FILES: [&str; 3] =
 #[derive(clap::Args, Debug)]
 pub struct CrdsArgs {
     /// Output directory, relative to the workspace root unless absolute.
-    #[arg(long, default_value = "controller/deploy/crds")]
+    #[arg(long, default_value = "controller/deploy/chart/crds")]
     pub out: PathBuf,
     /// Version of the Go module github.com/aws/karpenter-provider-aws to take the CRDs from.
     #[arg(long, default_value = "v1.14.1")]

@@ -69,6 +69,7 @@ pub fn ensure_built() -> Result<PathBuf> {
     GoBinary {
         name: "oracle",
         module: module_dir(),
+        package: ".",
         recipe: BUILD_RECIPE,
         ldflags: "-s -w".into(),
         what: "build the upstream oracle (tests/oracle, sigs.k8s.io/karpenter v1.14.1)".into(),

@@ -1,4 +1,4 @@
-//! Go binaries the tests need (tests/testenv, tests/oracle), built once per machine.
+//! Go binaries the tests need (tests/testenv, tests/oracle, tests/helm), built once per machine.
 //!
 //! A binary is identified by a stamp: its build recipe, an FNV-1a hash of the module's go.mod,
 //! go.sum and Go sources, and the Go version. The build goes to a machine-wide cache
@@ -21,6 +21,9 @@ pub struct GoBinary<'a> {
     pub name: &'a str,
     /// The Go module directory (holds go.mod).
     pub module: PathBuf,
+    /// The package to build: `.` (the module's own main package) or a main package of one of its
+    /// dependencies (a `tool` line in go.mod, e.g. `helm.sh/helm/v4/cmd/helm`).
+    pub package: &'a str,
     /// Bump to force a rebuild when the build command itself changes.
     pub recipe: &'a str,
     /// `-ldflags` for `go build`.
@@ -76,7 +79,7 @@ impl GoBinary<'_> {
         cmd.current_dir(&self.module)
             .args(["build", "-p", &jobs, "-trimpath", "-gcflags=all=-dwarf=false", "-ldflags", &self.ldflags, "-o"])
             .arg(&tmp)
-            .arg(".")
+            .arg(self.package)
             .env("CGO_ENABLED", "0")
             .env("GOTOOLCHAIN", "local")
             // go.mod and go.sum are committed and complete: never rewrite them during a build.

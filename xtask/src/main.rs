@@ -9,6 +9,7 @@ mod fidelity;
 mod freshness;
 mod gobin;
 mod gomod;
+mod helm;
 mod moto;
 mod play;
 mod testenv;
@@ -36,7 +37,7 @@ enum Task {
     Test(TestArgs),
     /// Regenerate core/data/ec2-catalogue.json from the pinned registry packages.
     Catalog(catalog::CatalogArgs),
-    /// Write upstream's CRDs (NodePool, NodeClaim, EC2NodeClass) under controller/deploy/crds/.
+    /// Write upstream's CRDs (NodePool, NodeClaim, EC2NodeClass) under controller/deploy/chart/crds/.
     Crds(crds::CrdsArgs),
     /// Build and run the live-test control plane (tests/testenv): build | up | down | status.
     Testenv(testenv::TestenvArgs),
@@ -160,7 +161,7 @@ fn dir_size(dir: &std::path::Path) -> u64 {
 /// benches, xtask), wasm32 release (the playground and the wasm adapter in one invocation) and
 /// wasm32-wasip1 (the parity runner). What waits on the network or can use a core the compiles
 /// leave idle runs in the background from the start: Debian's chromium, the catalogue's input
-/// downloads, the Go builds (at low priority; cached machine-wide, see `gobin`) and
+/// downloads, the Go builds (testenv, the oracle, helm; at low priority; cached machine-wide, see `gobin`) and
 /// wasm-bindgen-cli's install. A table of every step's start and wall time ends the run.
 fn test(args: TestArgs) -> Result<()> {
     let started = std::time::Instant::now();
@@ -185,10 +186,11 @@ fn test_steps(args: TestArgs) -> Result<()> {
         util::background_with("fetch the EC2 catalogue's inputs (pip, go mod download)", "catalogue", || {
             catalog::fetch(&catalog::CatalogArgs::check())
         })?;
-    let go = util::background("Go builds: testenv, then the upstream oracle", "go", || {
+    let go = util::background_with("Go builds: testenv, the upstream oracle, helm", "go", || {
         // Each shows as a step of its own only when it really builds (not linked from the cache).
         testenv::ensure_built()?;
-        fidelity::ensure_built().map(drop)
+        fidelity::ensure_built()?;
+        helm::ensure_built()
     })?;
     let bindgen = play::ensure_wasm_bindgen_cli_in_background()?;
     // moto, the EC2 endpoint of the aws provider's tests (controller/tests/aws.rs).
@@ -261,9 +263,12 @@ fn test_steps(args: TestArgs) -> Result<()> {
     util::step("the committed EC2 catalogue is what the generator produces", || {
         catalog::check_with_built_generator(&catalogue_inputs)
     })?;
-    util::step("the committed CRDs are upstream's (controller/deploy/crds)", || crds::run(crds::CrdsArgs::check()))?;
+    util::step("the committed CRDs are upstream's (controller/deploy/chart/crds)", || {
+        crds::run(crds::CrdsArgs::check())
+    })?;
     chromium.wait()?;
-    go.wait()?;
+    // Read by controller/tests/chart.rs.
+    std::env::set_var("CARPENTRY_HELM", go.wait()?);
     // Read by controller/tests/aws.rs; the test processes inherit it.
     std::env::set_var("CARPENTRY_PYTHON", moto.wait()?);
     // `--all-targets` runs the benchmarks once each too (criterion's test mode: no timing), so

@@ -99,6 +99,7 @@ fn build(force: bool) -> Result<PathBuf> {
         what: format!("build testenv (k8s {k8s_version}; a cold build takes a while, a warm one seconds)"),
         ldflags: ldflags(&k8s_version),
         module,
+        package: ".",
         recipe: BUILD_RECIPE,
     };
     let bin = binary.ensure(force)?;

@@ -18,9 +18,9 @@ use kube::Client;
 
 pub const FIELD_MANAGER: &str = "carpentry-controller-live";
 
-/// Installs the CRDs the controller ships, as `kubectl apply -f controller/deploy/crds/` would.
+/// Installs the CRDs the controller ships, as `kubectl apply -f controller/deploy/chart/crds/` would.
 pub async fn install_crds(client: &Client) -> Result<()> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy/crds");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy/chart/crds");
     for file in ["karpenter.sh_nodepools.yaml", "karpenter.sh_nodeclaims.yaml", "karpenter.k8s.aws_ec2nodeclasses.yaml"]
     {
         let text = std::fs::read_to_string(dir.join(file))?;
@@ -63,10 +63,15 @@ impl Controller {
 
     /// [`start`](Self::start) with these environment variables set.
     pub fn start_with_env(env: &TestEnv, args: &[&str], vars: &[(&str, &str)]) -> Result<Controller> {
+        Self::start_as(&env.kubeconfig, args, vars)
+    }
+
+    /// The controller with `kubeconfig`'s credentials (the admin's, or a ServiceAccount's token).
+    pub fn start_as(kubeconfig: &std::path::Path, args: &[&str], vars: &[(&str, &str)]) -> Result<Controller> {
         let log = std::env::temp_dir().join(format!("{}.log", unique_name("carpentry-controller")));
         let child = Command::new(Self::binary())
             .arg("--kubeconfig")
-            .arg(&env.kubeconfig)
+            .arg(kubeconfig)
             .args(args)
             .envs(vars.iter().copied())
             .stdout(Stdio::null())
