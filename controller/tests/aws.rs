@@ -25,7 +25,10 @@
 //! 3. A deleted NodeClaim's instance is terminated; an instance tagged for the cluster that no
 //!    NodeClaim has is collected after its 30 s grace; an instance terminated behind the
 //!    controller's back takes its NodeClaim with it.
-//! 4. A denied `ec2:DescribeSubnets`: the EC2NodeClass says so (condition and event naming the
+//! 4. An AMI change (`amiSelectorTerms` pinned to another image id): every NodeClaim drifts
+//!    (`AMIDrift`) and is replaced under a budget of 2 nodes, never more at once; the replacements
+//!    run the new image.
+//! 5. A denied `ec2:DescribeSubnets`: the EC2NodeClass says so (condition and event naming the
 //!    action) and nothing is launched for it.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -650,7 +653,96 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
     .await
     .with_context(|| format!("controller log:\n{}", log()))?;
 
-    // 4. A denied action: the EC2NodeClass says which, and nothing launches for it.
+    wait_for("5 inflate pods Running after the replacements", Duration::from_secs(150), || running(5))
+        .await
+        .with_context(|| format!("controller log:\n{}", log()))?;
+
+    // The EC2NodeClass pinned to another AMI: every node drifts (AMIDrift) and is replaced at the
+    // budget's pace (2 at a time), each replacement launched with the new image.
+    let images = ec2c
+        .describe_images()
+        .owners("amazon")
+        .filters(filter("architecture", &["x86_64"]))
+        .filters(filter("state", &["available"]))
+        .send()
+        .await?;
+    let other_ami = images
+        .images()
+        .iter()
+        .filter_map(|i| i.image_id())
+        .filter(|id| *id != ami_x86)
+        .min()
+        .context("moto has no second x86_64 image")?
+        .to_string();
+    let pools = Api::<DynamicObject>::all_with(client.clone(), &resource("karpenter.sh", "NodePool", "nodepools"));
+    let budget = json!({ "spec": { "disruption": { "budgets": [{ "nodes": "2" }] } } });
+    pools.patch(&nodepool, &Default::default(), &kube::api::Patch::Merge(&budget)).await?;
+    let classes = Api::<DynamicObject>::all_with(
+        client.clone(),
+        &resource("karpenter.k8s.aws", "EC2NodeClass", "ec2nodeclasses"),
+    );
+    let pin = json!({ "spec": { "amiFamily": "AL2023", "amiSelectorTerms": [{ "id": other_ami }] } });
+    classes.patch(&class, &Default::default(), &kube::api::Patch::Merge(&pin)).await?;
+    let drift_started = std::time::Instant::now();
+    // (most NodeClaims being deleted at once, every NodeClaim seen Drifted)
+    let seen = std::sync::Mutex::new((0usize, BTreeSet::new()));
+    let replaced = wait_for("every node replaced with the new AMI", Duration::from_secs(240), || {
+        let (nodeclaims, ec2c, other_ami) = (nodeclaims.clone(), ec2c.clone(), other_ami.clone());
+        let nodepool = nodepool.clone();
+        let seen = &seen;
+        async move {
+            let ours: Vec<DynamicObject> = nodeclaims
+                .list(&Default::default())
+                .await?
+                .items
+                .into_iter()
+                .filter(|nc| {
+                    nc.metadata.labels.as_ref().and_then(|l| l.get("karpenter.sh/nodepool")) == Some(&nodepool)
+                })
+                .collect();
+            let disrupting = ours.iter().filter(|nc| nc.metadata.deletion_timestamp.is_some()).count();
+            {
+                let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+                seen.0 = seen.0.max(disrupting);
+                for nc in &ours {
+                    if condition(&nc.data["status"], "Drifted").is_some_and(|c| c["status"] == "True") {
+                        seen.1.insert(nc.metadata.name.clone().unwrap_or_default());
+                    }
+                }
+            }
+            let ids: Vec<String> = ours
+                .iter()
+                .filter_map(|nc| Some(nc.data["status"]["providerID"].as_str()?.rsplit('/').next()?.to_string()))
+                .collect();
+            if disrupting > 0 || ours.len() != 5 || ids.len() != 5 {
+                return Ok(None);
+            }
+            let answer = ec2c.describe_instances().set_instance_ids(Some(ids)).send().await?;
+            let images: Vec<String> = answer
+                .reservations()
+                .iter()
+                .flat_map(|r| r.instances())
+                .map(|i| i.image_id().unwrap_or_default().to_string())
+                .collect();
+            Ok((images.len() == 5 && images.iter().all(|i| *i == other_ami)).then_some(images))
+        }
+    })
+    .await
+    .with_context(|| format!("controller log:\n{}", log()))?;
+    let (most_disrupting, drifted_seen) = seen.into_inner().unwrap_or_else(|e| e.into_inner());
+    eprintln!(
+        "AMI drift: {} NodeClaims drifted, all {} replaced with {other_ami} in {} s, at most {most_disrupting} at once",
+        drifted_seen.len(),
+        replaced.len(),
+        drift_started.elapsed().as_secs()
+    );
+    ensure!(drifted_seen.len() >= 5, "only {} NodeClaims were marked Drifted", drifted_seen.len());
+    ensure!(most_disrupting <= 2, "{most_disrupting} nodes disrupted at once under a budget of 2");
+    wait_for("5 inflate pods Running on the new nodes", Duration::from_secs(150), || running(5))
+        .await
+        .with_context(|| format!("controller log:\n{}", log()))?;
+
+    // 5. A denied action: the EC2NodeClass says which, and nothing launches for it.
     moto.write("deny.json", &json!(["ec2:DescribeSubnets"]))?;
     let (denied_class, denied_pool) = (unique_name("aws-denied"), unique_name("aws-denied-np"));
     create_class(&client, &denied_class, &discovery).await?;
