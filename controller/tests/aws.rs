@@ -29,7 +29,8 @@
 //!    (`AMIDrift`) and is replaced under a budget of 2 nodes, never more at once; the replacements
 //!    run the new image.
 //! 5. A denied `ec2:DescribeSubnets`: the EC2NodeClass says so (condition and event naming the
-//!    action) and nothing is launched for it.
+//!    action), its NodePool is `NodeClassReady=False`, and no NodeClaim is even planned for it
+//!    (no CreateFleet either).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::BufRead;
@@ -781,7 +782,22 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
     pools.patch(&denied_pool, &Default::default(), &kube::api::Patch::Merge(&relabel)).await?;
     deployments.create(&PostParams::default(), &serde_json::from_value(d)?).await?;
     tokio::time::sleep(Duration::from_secs(15)).await;
-    ensure!(launched(&client, &denied_pool).await?.is_empty(), "a NodeClaim launched for the denied NodeClass");
+    // Not even planned: the NodePool's NodeClassReady follows the EC2NodeClass's Ready, and a
+    // NodePool that is not Ready takes no part in scheduling (upstream `Provisioner.NewScheduler`).
+    let planned: Vec<String> = nodeclaims
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|nc| nc.metadata.labels.as_ref().and_then(|l| l.get("karpenter.sh/nodepool")) == Some(&denied_pool))
+        .filter_map(|nc| nc.metadata.name)
+        .collect();
+    ensure!(planned.is_empty(), "NodeClaims for the denied NodeClass's NodePool: {planned:?}");
+    let ready = pools.get(&denied_pool).await?.data["status"]["conditions"].clone();
+    ensure!(
+        ready.as_array().is_some_and(|c| c.iter().any(|c| c["type"] == "NodeClassReady" && c["status"] == "False")),
+        "the denied NodeClass's NodePool is not NodeClassReady=False: {ready}"
+    );
     let calls_after = moto.fleet_requests()?.len();
     ensure!(calls_after == calls_before, "{} CreateFleet calls for the denied NodeClass", calls_after - calls_before);
     deployments.delete("denied", &Default::default()).await?;
