@@ -49,7 +49,7 @@ use serde_json::{json, Value};
 #[path = "support/harness.rs"]
 mod harness;
 
-use harness::{free_port, get, install_crds, resource, Controller};
+use harness::{free_port, get, inflate_deployment, install_crds, resource, running_exactly, Controller};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 const REGION: &str = "us-west-2";
@@ -379,25 +379,7 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
     create_class(&client, &class, &discovery).await?;
     create_nodepool(&client, &nodepool, &class, &node_type, &types).await?;
 
-    let deployment: k8s_openapi::api::apps::v1::Deployment = serde_json::from_value(json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": { "name": "inflate" },
-        "spec": {
-            "replicas": 0,
-            "selector": { "matchLabels": { "app": "inflate" } },
-            "template": {
-                "metadata": { "labels": { "app": "inflate" } },
-                "spec": {
-                    "nodeSelector": { "node-type": node_type },
-                    "affinity": { "podAntiAffinity": { "requiredDuringSchedulingIgnoredDuringExecution": [
-                        { "labelSelector": { "matchLabels": { "app": "inflate" } }, "topologyKey": "kubernetes.io/hostname" },
-                    ] } },
-                    "containers": [{ "name": "inflate", "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.7",
-                        "resources": { "requests": { "cpu": "1" } } }],
-                },
-            },
-        },
-    }))?;
+    let deployment = inflate_deployment(&node_type, true)?;
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), &ns);
     deployments.create(&PostParams::default(), &deployment).await?;
 
@@ -461,18 +443,7 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
     let patch = json!({ "spec": { "replicas": 3 } });
     deployments.patch("inflate", &Default::default(), &kube::api::Patch::Merge(&patch)).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let running = |want: usize| {
-        let pods = pods.clone();
-        async move {
-            let list = pods.list(&Default::default()).await?;
-            let n = list
-                .items
-                .iter()
-                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
-                .count();
-            Ok((n == want).then_some(()))
-        }
-    };
+    let running = |want: usize| running_exactly(&pods, want);
     wait_for("3 inflate pods Running", Duration::from_secs(150), || running(3))
         .await
         .with_context(|| format!("controller log:\n{}", log()))?;

@@ -38,7 +38,7 @@ use serde_json::{json, Value};
 #[path = "support/harness.rs"]
 mod harness;
 
-use harness::{free_port, get, resource, Controller};
+use harness::{free_port, get, inflate_deployment, resource, running_exactly, Controller};
 
 const RELEASE: &str = "carpentry-controller";
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -313,22 +313,7 @@ async fn installed_chart_rbac_is_enough_for_inflate() -> Result<()> {
     let node_type = unique_name("chart");
     create_nodepool(&client, &node_type).await?;
     let inflate_ns = env.namespace(&client, "inflate").await?;
-    let deployment: Deployment = serde_json::from_value(json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": { "name": "inflate" },
-        "spec": {
-            "replicas": 0,
-            "selector": { "matchLabels": { "app": "inflate" } },
-            "template": {
-                "metadata": { "labels": { "app": "inflate" } },
-                "spec": {
-                    "nodeSelector": { "node-type": node_type },
-                    "containers": [{ "name": "inflate", "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.7",
-                        "resources": { "requests": { "cpu": "1" } } }],
-                },
-            },
-        },
-    }))?;
+    let deployment = inflate_deployment(&node_type, false)?;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &inflate_ns);
     deployments.create(&PostParams::default(), &deployment).await?;
 
@@ -355,18 +340,7 @@ async fn installed_chart_rbac_is_enough_for_inflate() -> Result<()> {
 
     deployments.patch("inflate", &PatchParams::default(), &Patch::Merge(&json!({ "spec": { "replicas": 3 } }))).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &inflate_ns);
-    let running = |want: usize| {
-        let pods = pods.clone();
-        async move {
-            let list = pods.list(&Default::default()).await?;
-            let running = list
-                .items
-                .iter()
-                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
-                .count();
-            Ok((running == want).then_some(()))
-        }
-    };
+    let running = |want: usize| running_exactly(&pods, want);
     wait_for("3 inflate pods Running", Duration::from_secs(120), || running(3))
         .await
         .with_context(|| format!("controller log:\n{}", controller.log()))?;

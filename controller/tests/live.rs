@@ -36,7 +36,7 @@ mod harness;
 #[path = "support/prediction.rs"]
 mod prediction;
 
-use harness::{free_port, get, install_crds, resource, Controller};
+use harness::{free_port, get, inflate_deployment, install_crds, resource, running_exactly, Controller};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -363,22 +363,7 @@ async fn inflate_provisions_nodes_and_a_deleted_node_is_replaced() -> Result<()>
         "requirements": [{ "key": "karpenter.sh/capacity-type", "operator": "In", "values": ["bogus"] }],
     } } } });
     nodepools_api.create(&pp, &obj).await?;
-    let deployment: k8s_openapi::api::apps::v1::Deployment = serde_json::from_value(json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": { "name": "inflate" },
-        "spec": {
-            "replicas": 0,
-            "selector": { "matchLabels": { "app": "inflate" } },
-            "template": {
-                "metadata": { "labels": { "app": "inflate" } },
-                "spec": {
-                    "nodeSelector": { "node-type": node_type },
-                    "containers": [{ "name": "inflate", "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.7",
-                        "resources": { "requests": { "cpu": "1" } } }],
-                },
-            },
-        },
-    }))?;
+    let deployment = inflate_deployment(&node_type, false)?;
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), &ns);
     deployments.create(&pp, &deployment).await?;
 
@@ -424,20 +409,7 @@ async fn inflate_provisions_nodes_and_a_deleted_node_is_replaced() -> Result<()>
     let patch = json!({ "spec": { "replicas": 3 } });
     deployments.patch("inflate", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch)).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let running = |want: usize| {
-        let pods = pods.clone();
-        async move {
-            let list = pods.list(&Default::default()).await?;
-            let running: Vec<(String, String)> = list
-                .items
-                .into_iter()
-                .filter(|p| p.metadata.deletion_timestamp.is_none())
-                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
-                .map(|p| (p.metadata.name.unwrap_or_default(), p.spec.and_then(|s| s.node_name).unwrap_or_default()))
-                .collect();
-            Ok((running.len() == want).then_some(running))
-        }
-    };
+    let running = |want: usize| running_exactly(&pods, want);
     let placed = wait_for("3 inflate pods Running", Duration::from_secs(120), || running(3))
         .await
         .with_context(|| format!("controller log:\n{}", controller.log()))?;

@@ -92,6 +92,18 @@ impl GoBinary<'_> {
     }
 }
 
+/// The version of `dependency` that the Go module in `module` requires (its `go.mod`'s
+/// `require` line, in a block or alone).
+pub fn required_version(module: &Path, dependency: &str) -> Result<String> {
+    let path = module.join("go.mod");
+    let gomod = std::fs::read_to_string(&path).with_context(|| format!("read {}", path.display()))?;
+    gomod
+        .lines()
+        .map(|line| line.trim().trim_start_matches("require").trim())
+        .find_map(|line| line.strip_prefix(dependency)?.strip_prefix(' ')?.split_whitespace().next().map(str::to_owned))
+        .with_context(|| format!("{} does not require {dependency}", path.display()))
+}
+
 /// The machine-wide cache directory of this project's tasks.
 pub fn cache_dir() -> Result<PathBuf> {
     let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);

@@ -6,11 +6,11 @@
 //! built and cached like tests/testenv (`gobin`): a cold build takes about two minutes on two
 //! cores, a warm one links the cached binary. The result is `tests/helm/bin/helm` (git-ignored).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
-use crate::gobin::GoBinary;
+use crate::gobin::{self, GoBinary};
 
 /// Bump to force a rebuild when the build command itself changes.
 const BUILD_RECIPE: &str = "helm-build-v1";
@@ -22,7 +22,7 @@ const HELM_MODULE: &str = "helm.sh/helm/v4";
 /// version changed.
 pub fn ensure_built() -> Result<PathBuf> {
     let module = crate::workspace_root().join("tests/helm");
-    let version = helm_version(&module)?;
+    let version = gobin::required_version(&module, HELM_MODULE)?;
     GoBinary {
         name: "helm",
         what: format!("build helm {version} (tests/helm; cold: about two minutes, warm: seconds)"),
@@ -33,14 +33,4 @@ pub fn ensure_built() -> Result<PathBuf> {
         recipe: BUILD_RECIPE,
     }
     .ensure(false)
-}
-
-/// The helm.sh/helm/v4 version go.mod requires.
-fn helm_version(module: &Path) -> Result<String> {
-    let gomod = std::fs::read_to_string(module.join("go.mod")).context("read tests/helm/go.mod")?;
-    gomod
-        .lines()
-        .map(|line| line.trim().trim_start_matches("require").trim())
-        .find_map(|line| line.strip_prefix(&format!("{HELM_MODULE} "))?.split_whitespace().next().map(str::to_owned))
-        .with_context(|| format!("tests/helm/go.mod does not require {HELM_MODULE}"))
 }

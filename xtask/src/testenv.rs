@@ -12,7 +12,7 @@ use std::process::Command;
 use anyhow::{Context, Result};
 use clap::Subcommand;
 
-use crate::gobin::GoBinary;
+use crate::gobin::{self, GoBinary};
 use crate::util;
 
 /// Names the binary also answers to (argv[0] symlinks in tests/testenv/bin). The directory is
@@ -93,7 +93,7 @@ pub fn module_dir() -> PathBuf {
 
 fn build(force: bool) -> Result<PathBuf> {
     let module = module_dir();
-    let k8s_version = k8s_version(&module)?;
+    let k8s_version = gobin::required_version(&module, "k8s.io/kubernetes")?;
     let binary = GoBinary {
         name: "testenv",
         what: format!("build testenv (k8s {k8s_version}; a cold build takes a while, a warm one seconds)"),
@@ -134,14 +134,4 @@ fn link_components(bin_dir: &Path) -> Result<()> {
         std::os::unix::fs::symlink("testenv", &link).with_context(|| format!("symlink {}", link.display()))?;
     }
     Ok(())
-}
-
-/// The k8s.io/kubernetes version required in go.mod.
-fn k8s_version(module: &Path) -> Result<String> {
-    let gomod = std::fs::read_to_string(module.join("go.mod")).context("read tests/testenv/go.mod")?;
-    gomod
-        .lines()
-        .map(|line| line.trim().trim_start_matches("require").trim())
-        .find_map(|line| line.strip_prefix("k8s.io/kubernetes ")?.split_whitespace().next().map(str::to_owned))
-        .context("tests/testenv/go.mod does not require k8s.io/kubernetes")
 }

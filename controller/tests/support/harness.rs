@@ -11,10 +11,13 @@ use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
 use carpentry_tests::testenv::{apply_crd, unique_name, TestEnv};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::ApiResource;
 use kube::core::GroupVersionKind;
-use kube::Client;
+use kube::{Api, Client};
+use serde_json::json;
 
 pub const FIELD_MANAGER: &str = "carpentry-controller-live";
 
@@ -28,6 +31,46 @@ pub async fn install_crds(client: &Client) -> Result<()> {
         apply_crd(client, &crd, FIELD_MANAGER).await.with_context(|| format!("apply {file}"))?;
     }
     Ok(())
+}
+
+/// The `inflate` Deployment of upstream's getting-started guide, at 0 replicas: pause pods of
+/// 1 CPU each, kept on the test's NodePool by `nodeSelector: {node-type: <node_type>}`; with
+/// `one_per_node`, a required hostname anti-affinity puts each on a node of its own.
+pub fn inflate_deployment(node_type: &str, one_per_node: bool) -> Result<Deployment> {
+    let mut spec = json!({
+        "nodeSelector": { "node-type": node_type },
+        "containers": [{ "name": "inflate", "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.7",
+            "resources": { "requests": { "cpu": "1" } } }],
+    });
+    if one_per_node {
+        spec["affinity"] = json!({ "podAntiAffinity": { "requiredDuringSchedulingIgnoredDuringExecution": [
+            { "labelSelector": { "matchLabels": { "app": "inflate" } }, "topologyKey": "kubernetes.io/hostname" },
+        ] } });
+    }
+    Ok(serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": { "name": "inflate" },
+        "spec": {
+            "replicas": 0,
+            "selector": { "matchLabels": { "app": "inflate" } },
+            "template": { "metadata": { "labels": { "app": "inflate" } }, "spec": spec },
+        },
+    }))?)
+}
+
+/// The pods of `pods` that are Running and not being deleted, as (pod, node), when there are
+/// exactly `want` of them: a [`wait_for`](carpentry_tests::testenv::wait_for) check.
+pub async fn running_exactly(pods: &Api<Pod>, want: usize) -> Result<Option<Vec<(String, String)>>> {
+    let running: Vec<(String, String)> = pods
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        .map(|p| (p.metadata.name.unwrap_or_default(), p.spec.and_then(|s| s.node_name).unwrap_or_default()))
+        .collect();
+    Ok((running.len() == want).then_some(running))
 }
 
 pub fn resource(group: &str, kind: &str, plural: &str) -> ApiResource {
