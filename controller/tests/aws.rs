@@ -3,9 +3,10 @@
 //!
 //! Real: the API server, kube-scheduler, kube-controller-manager, KWOK (it runs the pods of the
 //! Nodes the registrar makes); the controller binary as users start it (`--cloud-provider aws`,
-//! `AWS_ENDPOINT_URL`), its AWS SDK calls over HTTP; moto's EC2 and SSM: the default VPC's subnets
-//! and their free-IP counts, security groups, images, launch templates (found or created by name,
-//! with tags), CreateFleet's instances with their tags, DescribeInstances filters, TerminateInstances.
+//! `AWS_ENDPOINT_URL`), its AWS SDK calls over HTTP; moto's EC2, SSM and IAM: the default VPC's
+//! subnets and their free-IP counts, security groups, images, launch templates (found or created by
+//! name, with tags, deleted), CreateFleet's instances with their tags, DescribeInstances filters,
+//! TerminateInstances, roles and instance profiles (paths, tags, the role they hold).
 //!
 //! Injected (`support/moto_layer.py`, in moto's process; moto lacks each): CreateFleet trying
 //! overrides in `Priority` order; insufficient-capacity answers for offerings the test lists; an
@@ -19,7 +20,9 @@
 //! 1. inflate 0 → 3: three CreateFleet requests, each with the overrides types × the two tagged
 //!    subnets, priorities = the catalogue's prices, on-demand `lowest-price`, upstream's tags and
 //!    a `karpenter.k8s.aws/<hash>` launch template that exists with its tags; 3 instances, 3 Nodes
-//!    Ready, 3 pods Running; the EC2NodeClass's status holds what EC2 answered.
+//!    Ready, 3 pods Running; the EC2NodeClass's status holds what EC2 answered, and an instance
+//!    profile made for its `role` (IAM path, tags, the role), which its launch template and
+//!    NodeClaims name.
 //! 2. The cheapest offering has no capacity: the next is launched, the first is cached
 //!    unavailable (the next launch does not offer it; CreateFleet calls = launches).
 //! 3. A deleted NodeClaim's instance is terminated; an instance tagged for the cluster that no
@@ -31,6 +34,10 @@
 //! 5. A denied `ec2:DescribeSubnets`: the EC2NodeClass says so (condition and event naming the
 //!    action), its NodePool is `NodeClassReady=False`, and no NodeClaim is even planned for it
 //!    (no CreateFleet either).
+//! 6. The EC2NodeClass deleted while its NodeClaims run: its `karpenter.k8s.aws/termination`
+//!    finalizer holds it and an event names the NodeClaims it waits for; once they are gone, it
+//!    goes, and so do the instance profile made for its `role` and its launch templates, while
+//!    the user's own profile (the `instanceProfile` of the other class) stays.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::BufRead;
@@ -57,6 +64,8 @@ const REGION: &str = "us-west-2";
 const USER_DATA: &str = "#!/bin/bash\necho carpentry aws test\n";
 /// The controller's access key ID, by which the layer tells its calls from the test's.
 const CONTROLLER_KEY: &str = "carpentry-controller";
+/// An instance profile the user made (named in `spec.instanceProfile`), not the controller's.
+const USERS_PROFILE: &str = "KarpenterNodeInstanceProfile-test";
 
 /// moto_server with the test's layer, on a free port; killed on drop.
 struct Moto {
@@ -105,15 +114,23 @@ impl Moto {
         text.lines().map(|l| Ok(serde_json::from_str(l)?)).collect()
     }
 
-    async fn ec2(&self) -> aws_sdk_ec2::Client {
-        let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+    /// The test's own SDK configuration (another access key than the controller's).
+    async fn config(&self) -> aws_config::SdkConfig {
+        aws_config::defaults(aws_config::BehaviorVersion::latest())
             .region(aws_config::Region::new(REGION))
             .endpoint_url(self.endpoint())
             .credentials_provider(aws_sdk_ec2::config::Credentials::new("test", "test", None, None, "test"))
             .http_client(aws_smithy_http_client::Builder::new().build_http())
             .load()
-            .await;
-        aws_sdk_ec2::Client::new(&config)
+            .await
+    }
+
+    async fn ec2(&self) -> aws_sdk_ec2::Client {
+        aws_sdk_ec2::Client::new(&self.config().await)
+    }
+
+    async fn iam(&self) -> aws_sdk_iam::Client {
+        aws_sdk_iam::Client::new(&self.config().await)
     }
 }
 
@@ -260,17 +277,20 @@ async fn seed_ami_parameters(moto: &Moto, kubernetes: &str) -> Result<(String, S
     Ok((ids[0].clone(), ids[1].clone()))
 }
 
-async fn create_class(client: &Client, name: &str, discovery: &str) -> Result<()> {
+/// An EC2NodeClass whose nodes run as `identity` (`{"role": …}` or `{"instanceProfile": …}`).
+async fn create_class(client: &Client, name: &str, discovery: &str, identity: Value) -> Result<()> {
     let classes = resource("karpenter.k8s.aws", "EC2NodeClass", "ec2nodeclasses");
     let mut obj = DynamicObject::new(name, &classes);
     obj.data = json!({ "spec": {
         "amiSelectorTerms": [{ "alias": "al2023@latest" }],
-        "instanceProfile": "KarpenterNodeInstanceProfile-test",
         "subnetSelectorTerms": [{ "tags": { "karpenter.sh/discovery": discovery } }],
         "securityGroupSelectorTerms": [{ "tags": { "karpenter.sh/discovery": discovery } }],
         "tags": { "team": "carpentry" },
         "userData": USER_DATA,
     } });
+    if let (Some(spec), Value::Object(identity)) = (obj.data["spec"].as_object_mut(), identity) {
+        spec.extend(identity);
+    }
     Api::<DynamicObject>::all_with(client.clone(), &classes).create(&PostParams::default(), &obj).await?;
     Ok(())
 }
@@ -376,7 +396,16 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
     let (ami_x86, _) = seed_ami_parameters(&moto, &kubernetes).await?;
     let (class, nodepool, node_type) = (unique_name("aws-class"), unique_name("aws-np"), unique_name("k"));
     let types = ["m5.large", "c5.large", "m5.xlarge"];
-    create_class(&client, &class, &discovery).await?;
+    // The node role, made by the user; the instance profile the controller makes for it. And a
+    // profile of the user's own, which the controller uses as given and never deletes.
+    let iamc = moto.iam().await;
+    let classes_api = resource("karpenter.k8s.aws", "EC2NodeClass", "ec2nodeclasses");
+    let node_role = format!("KarpenterNodeRole-{cluster}");
+    let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
+    iamc.create_role().role_name(&node_role).assume_role_policy_document(trust).send().await?;
+    iamc.create_instance_profile().instance_profile_name(USERS_PROFILE).send().await?;
+    iamc.add_role_to_instance_profile().instance_profile_name(USERS_PROFILE).role_name(&node_role).send().await?;
+    create_class(&client, &class, &discovery, json!({ "role": node_role })).await?;
     create_nodepool(&client, &nodepool, &class, &node_type, &types).await?;
 
     let deployment = inflate_deployment(&node_type, true)?;
@@ -436,7 +465,32 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
         .collect();
     assert_eq!(found, subnets.iter().cloned().collect::<BTreeSet<_>>());
     assert_eq!(status["securityGroups"][0]["id"], group.as_str());
-    assert_eq!(status["instanceProfile"], "KarpenterNodeInstanceProfile-test");
+    // The instance profile made for the role: under the NodeClass's IAM path, holding the role,
+    // tagged as upstream tags it.
+    let profile_name = status["instanceProfile"].as_str().unwrap_or_default().to_string();
+    ensure!(profile_name.starts_with(&format!("{cluster}_")), "status.instanceProfile: {status}");
+    let class_uid = Api::<DynamicObject>::all_with(client.clone(), &classes_api)
+        .get(&class)
+        .await?
+        .metadata
+        .uid
+        .context("the EC2NodeClass has no UID")?;
+    let profile = iamc.get_instance_profile().instance_profile_name(&profile_name).send().await?;
+    let profile = profile.instance_profile().context("no instance profile")?;
+    assert_eq!(profile.path(), format!("/karpenter/{REGION}/{cluster}/{class_uid}/"));
+    let roles: Vec<&str> = profile.roles().iter().map(|r| r.role_name()).collect();
+    assert_eq!(roles, [node_role.as_str()]);
+    let profile_tags: BTreeMap<&str, &str> = profile.tags().iter().map(|t| (t.key(), t.value())).collect();
+    for (k, v) in [
+        (format!("kubernetes.io/cluster/{cluster}"), "owned"),
+        ("eks:eks-cluster-name".into(), cluster.as_str()),
+        ("karpenter.k8s.aws/ec2nodeclass".into(), class.as_str()),
+        ("topology.kubernetes.io/region".into(), REGION),
+        ("team".into(), "carpentry"),
+    ] {
+        assert_eq!(profile_tags.get(k.as_str()), Some(&v), "instance profile tag {k}: {profile_tags:?}");
+    }
+    eprintln!("instance profile {profile_name} at {} holds {roles:?}", profile.path());
     ensure!(status["amis"].as_array().is_some_and(|a| a.iter().any(|a| a["id"] == ami_x86.as_str())), "{status}");
 
     // 1. inflate 0 → 3.
@@ -449,6 +503,18 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
         .with_context(|| format!("controller log:\n{}", log()))?;
     let claims = launched(&client, &nodepool).await?;
     ensure!(claims.len() == 3, "{claims:?}");
+    // Each NodeClaim names the profile it launched with (the profile collection spares those).
+    let nodeclaims_api =
+        Api::<DynamicObject>::all_with(client.clone(), &resource("karpenter.sh", "NodeClaim", "nodeclaims"));
+    for name in claims.keys() {
+        let nc = nodeclaims_api.get(name).await?;
+        let annotation = nc.metadata.annotations.unwrap_or_default().remove("karpenter.k8s.aws/instance-profile-name");
+        assert_eq!(
+            annotation.as_deref(),
+            Some(profile_name.as_str()),
+            "NodeClaim {name}'s instance-profile annotation"
+        );
+    }
     ensure!(claims.values().all(|id| id.starts_with("aws:///")), "{claims:?}");
     let requests = moto.fleet_requests()?;
     ensure!(requests.len() == 3, "{} CreateFleet calls for 3 launches: {requests:#?}", requests.len());
@@ -503,7 +569,7 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
             versions.launch_template_versions().first().and_then(|v| v.launch_template_data()).context("no data")?;
         assert_eq!(data.image_id(), Some(ami_x86.as_str()));
         assert_eq!(data.security_group_ids(), std::slice::from_ref(&group));
-        assert_eq!(data.iam_instance_profile().and_then(|p| p.name()), Some("KarpenterNodeInstanceProfile-test"));
+        assert_eq!(data.iam_instance_profile().and_then(|p| p.name()), Some(profile_name.as_str()));
         assert_eq!(data.user_data(), Some(aws_smithy_types::base64::encode(USER_DATA).as_str()));
         // The cheapest override was launched (the layer honours Priority).
         let cheapest = overrides(request).into_iter().map(|o| o.3).fold(f64::INFINITY, f64::min);
@@ -717,7 +783,7 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
     // 5. A denied action: the EC2NodeClass says which, and nothing launches for it.
     moto.write("deny.json", &json!(["ec2:DescribeSubnets"]))?;
     let (denied_class, denied_pool) = (unique_name("aws-denied"), unique_name("aws-denied-np"));
-    create_class(&client, &denied_class, &discovery).await?;
+    create_class(&client, &denied_class, &discovery, json!({ "instanceProfile": USERS_PROFILE })).await?;
     create_nodepool(&client, &denied_pool, &denied_class, &unique_name("k"), &types).await?;
     let status = wait_for("the denied EC2NodeClass's SubnetsReady=False", TIMEOUT, || async {
         let s = nodeclass_status(&client, &denied_class).await?;
@@ -774,31 +840,31 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
     deployments.delete("denied", &Default::default()).await?;
     moto.write("deny.json", &json!([]))?;
 
-    // Every call the controller made is one the committed IAM policy allows.
-    let policy: Value = serde_json::from_str(&std::fs::read_to_string(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy/iam/controller-policy.json"),
-    )?)?;
-    let allowed: BTreeSet<String> = policy["Statement"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|s| match &s["Action"] {
-            Value::String(a) => vec![a.clone()],
-            Value::Array(list) => list.iter().filter_map(|a| a.as_str().map(str::to_string)).collect(),
-            _ => Vec::new(),
-        })
-        .collect();
-    // The controller calls with its own access key ID (the test's calls use another).
-    let called: BTreeSet<String> = std::fs::read_to_string(moto.dir.join("actions.log"))?
-        .lines()
-        .filter_map(|l| l.strip_prefix(&format!("{CONTROLLER_KEY} ")))
-        .map(str::to_string)
-        .collect();
-    eprintln!("IAM actions the controller called: {called:?}");
-    ensure!(called.contains("ec2:CreateFleet") && called.contains("ssm:GetParameter"), "{called:?}");
-    for action in &called {
-        ensure!(allowed.contains(action), "{action} was called but the IAM policy does not allow it");
-    }
+    // 6. Deleting the EC2NodeClass while its NodeClaims run: it stays, held by its finalizer,
+    //    and says which NodeClaims it waits for.
+    let classes = Api::<DynamicObject>::all_with(client.clone(), &classes_api);
+    classes.delete(&class, &Default::default()).await?;
+    let waiting = wait_for("a WaitingOnNodeClaimTermination event on the deleted EC2NodeClass", TIMEOUT, || async {
+        Ok(events.list(&Default::default()).await?.items.into_iter().find_map(|e| {
+            let on = e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(class.as_str());
+            (on && e.reason.as_deref() == Some("WaitingOnNodeClaimTermination")).then(|| e.note.unwrap_or_default())
+        }))
+    })
+    .await
+    .with_context(|| format!("controller log:\n{}", log()))?;
+    eprintln!("deleted EC2NodeClass: {waiting}");
+    let held = classes.get(&class).await?;
+    ensure!(held.metadata.deletion_timestamp.is_some(), "the deleted EC2NodeClass has no deletionTimestamp");
+    ensure!(
+        held.metadata.finalizers.iter().flatten().any(|f| f == "karpenter.k8s.aws/termination"),
+        "the EC2NodeClass is not held by karpenter.k8s.aws/termination: {:?}",
+        held.metadata.finalizers
+    );
+    ensure!(
+        launched(&client, &nodepool).await?.keys().any(|nc| waiting.contains(nc.as_str())),
+        "the event names none of the NodeClaims: {waiting}"
+    );
+    classes.delete(&denied_class, &Default::default()).await?;
 
     // Clean up: no NodeClaim left for the shared control plane's other tests.
     deployments.delete("inflate", &Default::default()).await?;
@@ -831,6 +897,56 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
     })
     .await
     .with_context(|| format!("controller log:\n{}", log()))?;
+    // Once its NodeClaims are gone the EC2NodeClass goes, and with it the instance profile and the
+    // launch templates made for it; the user's own profile stays.
+    wait_for("the deleted EC2NodeClasses to go", TIMEOUT, || async {
+        let left = [classes.get_opt(&class).await?, classes.get_opt(&denied_class).await?];
+        Ok(left.iter().all(Option::is_none).then_some(()))
+    })
+    .await
+    .with_context(|| format!("controller log:\n{}", log()))?;
+    let gone = iamc.get_instance_profile().instance_profile_name(&profile_name).send().await;
+    ensure!(
+        gone.as_ref().err().and_then(|e| aws_sdk_iam::error::ProvideErrorMetadata::code(e)) == Some("NoSuchEntity"),
+        "the instance profile {profile_name} outlived its EC2NodeClass: {gone:?}"
+    );
+    let templates = ec2c
+        .describe_launch_templates()
+        .filters(filter("tag:eks:eks-cluster-name", &[&cluster]))
+        .filters(filter("tag:karpenter.k8s.aws/ec2nodeclass", &[&class]))
+        .send()
+        .await?;
+    let left: Vec<&str> = templates.launch_templates().iter().filter_map(|t| t.launch_template_name()).collect();
+    ensure!(left.is_empty(), "launch templates outlived their EC2NodeClass: {left:?}");
+    let kept = iamc.get_instance_profile().instance_profile_name(USERS_PROFILE).send().await?;
+    ensure!(kept.instance_profile().is_some(), "the user's own instance profile was deleted");
+
+    // Every call the controller made is one the committed IAM policy allows.
+    let policy: Value = serde_json::from_str(&std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy/iam/controller-policy.json"),
+    )?)?;
+    let allowed: BTreeSet<String> = policy["Statement"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| match &s["Action"] {
+            Value::String(a) => vec![a.clone()],
+            Value::Array(list) => list.iter().filter_map(|a| a.as_str().map(str::to_string)).collect(),
+            _ => Vec::new(),
+        })
+        .collect();
+    // The controller calls with its own access key ID (the test's calls use another).
+    let called: BTreeSet<String> = std::fs::read_to_string(moto.dir.join("actions.log"))?
+        .lines()
+        .filter_map(|l| l.strip_prefix(&format!("{CONTROLLER_KEY} ")))
+        .map(str::to_string)
+        .collect();
+    eprintln!("IAM actions the controller called: {called:?}");
+    ensure!(called.contains("ec2:CreateFleet") && called.contains("ssm:GetParameter"), "{called:?}");
+    for action in &called {
+        ensure!(allowed.contains(action), "{action} was called but the IAM policy does not allow it");
+    }
+
     Ok(())
 }
 

@@ -200,6 +200,16 @@ fn the_chart_lints_renders_and_refuses_bad_values() -> Result<()> {
     ensure!(!node_verbs(&docs)?.contains(&"create".to_string()), "the aws provider's role may create Nodes");
     let kwok = helm.template(&["--set", "settings.cloudProvider=kwok"])?;
     ensure!(node_verbs(&kwok)?.contains(&"create".to_string()), "the kwok provider's role cannot create Nodes");
+    // The EC2NodeClass finalizer is the aws provider's only.
+    let patches_nodeclasses = |docs: &[Value]| -> Result<bool> {
+        let role = one(docs, "ClusterRole")?;
+        Ok(role["rules"].as_array().context("rules")?.iter().any(|r| {
+            r["resources"].as_array().is_some_and(|res| res.iter().any(|x| x == "ec2nodeclasses"))
+                && r["verbs"].as_array().is_some_and(|v| v.iter().any(|x| x == "patch"))
+        }))
+    };
+    ensure!(patches_nodeclasses(&docs)?, "the aws provider's role cannot patch EC2NodeClasses (their finalizer)");
+    ensure!(!patches_nodeclasses(&kwok)?, "the kwok provider's role may patch EC2NodeClasses");
     // The CRDs ship in crds/ (installed before the templates, never deleted by an uninstall).
     let with_crds = helm.template(&["--set", "settings.clusterName=demo", "--include-crds"])?;
     let crds: Vec<&str> = with_crds

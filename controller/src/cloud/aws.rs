@@ -8,7 +8,9 @@
 //! - EC2NodeClass status: DescribeSubnets, DescribeSecurityGroups, DescribeImages and SSM
 //!   GetParameter (AMI aliases, for the API server's Kubernetes version), at most once a minute
 //!   per NodeClass and on every generation (upstream requeues subnets every minute, security
-//!   groups and AMIs every 5). `spec.instanceProfile` is used as given.
+//!   groups and AMIs every 5). `spec.instanceProfile` is used as given; for `spec.role` an
+//!   instance profile is found or made (IAM GetInstanceProfile, CreateInstanceProfile with its
+//!   path and tags, Remove/AddRoleToInstanceProfile), as core's plan says.
 //! - Create: the NodeClass must be Ready; launch templates found by name (DescribeLaunchTemplates)
 //!   or created; CreateFleet `instant`; its insufficient-capacity errors mark offerings
 //!   unavailable for 3 minutes; no instance → the NodeClaim's launch fails with
@@ -16,11 +18,14 @@
 //! - Delete: DescribeInstances, then TerminateInstances unless it is shutting down; gone once EC2
 //!   says terminated or does not know it. List: DescribeInstances by the cluster's tags.
 //!
-//! Not done yet (the issue stays open, docs/controller.md lists them): the instance profile created
-//! for `spec.role` (InstanceProfileReady says so), bootstrap user data, dry-run validation, the
-//! instance-type and pricing refresh from EC2 (the embedded catalogue prices every decision),
-//! interruption, launch-template garbage collection, tagging after registration, reserved
-//! capacity.
+//! - A deleted EC2NodeClass that no NodeClaim uses: the instance profiles under its IAM path and
+//!   its legacy name (RemoveRoleFromInstanceProfile, DeleteInstanceProfile), then its launch
+//!   templates (DescribeLaunchTemplates by the cluster and NodeClass tags, DeleteLaunchTemplate).
+//!   Every 30 minutes, the cluster's profiles nothing uses are deleted (ListInstanceProfiles).
+//!
+//! Not done yet (the issue stays open, docs/controller.md lists them): bootstrap user data,
+//! dry-run validation, the instance-type and pricing refresh from EC2 (the embedded catalogue
+//! prices every decision), interruption, tagging after registration, reserved capacity.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -37,19 +42,21 @@ use carpentry_core::manifest::Manifests;
 use carpentry_core::nodeclaim::garbagecollection::CloudInstance;
 use carpentry_core::nodeclaim::lifecycle::Instance;
 use carpentry_core::providers::amifamily::AmiQuery;
+use carpentry_core::providers::instanceprofile::{self, ExistingProfile, ManagedProfile, ProfilePlan};
 use carpentry_core::providers::{self, Filter, Lookup, LookupError, UnavailableOfferings};
 use tracing::{info, warn};
 
 use super::{CloudProvider, CreateError, Deletion};
 
-/// Every IAM action this provider needs: the ones it calls, and the ones EC2 authorizes with
+/// Every IAM action this provider needs: the ones it calls, and the ones AWS authorizes with
 /// them (CreateFleet launches through RunInstances, tags through CreateTags and passes the
-/// instance profile's role). `controller/deploy/iam/controller-policy.json` allows exactly these
+/// instance profile's role; CreateInstanceProfile with tags needs TagInstanceProfile). `controller/deploy/iam/controller-policy.json` allows exactly these
 /// (a unit test compares them) and the moto test checks that every call it saw is among them.
 pub const IAM_ACTIONS: &[&str] = &[
     "ec2:CreateFleet",
     "ec2:CreateLaunchTemplate",
     "ec2:CreateTags",
+    "ec2:DeleteLaunchTemplate",
     "ec2:DescribeImages",
     "ec2:DescribeInstances",
     "ec2:DescribeLaunchTemplates",
@@ -57,7 +64,14 @@ pub const IAM_ACTIONS: &[&str] = &[
     "ec2:DescribeSubnets",
     "ec2:RunInstances",
     "ec2:TerminateInstances",
+    "iam:AddRoleToInstanceProfile",
+    "iam:CreateInstanceProfile",
+    "iam:DeleteInstanceProfile",
+    "iam:GetInstanceProfile",
+    "iam:ListInstanceProfiles",
     "iam:PassRole",
+    "iam:RemoveRoleFromInstanceProfile",
+    "iam:TagInstanceProfile",
     "ssm:GetParameter",
 ];
 
@@ -99,8 +113,13 @@ fn tag_spec(resource: ec2::ResourceType, map: &std::collections::BTreeMap<String
 pub struct Aws {
     ec2: aws_sdk_ec2::Client,
     ssm: aws_sdk_ssm::Client,
+    iam: aws_sdk_iam::Client,
     kube: kube::Client,
     cluster: String,
+    region: String,
+    /// Instance profiles a NodeClass just made or moved away from, and since when: not collected
+    /// for an hour (the view may not show their users yet).
+    protected: Mutex<HashMap<String, Instant>>,
     /// When each NodeClass (by UID) was last looked up, at which generation.
     looked_up: Mutex<HashMap<String, (Option<i64>, Instant)>>,
     /// The API server's `major.minor`, and when it was read.
@@ -129,8 +148,11 @@ impl Aws {
         Ok(Aws {
             ec2: aws_sdk_ec2::Client::new(&config),
             ssm: aws_sdk_ssm::Client::new(&config),
+            iam: aws_sdk_iam::Client::new(&config),
             kube,
             cluster,
+            region: region.to_string(),
+            protected: Mutex::default(),
             looked_up: Mutex::default(),
             kubernetes: tokio::sync::Mutex::new(None),
             templates: Mutex::default(),
@@ -267,6 +289,192 @@ impl Aws {
             }
         }
         Ok(out)
+    }
+
+    /// The instance profile `name` as IAM has it; `None` when IAM does not know it.
+    async fn get_profile(&self, name: &str) -> Lookup<Option<aws_sdk_iam::types::InstanceProfile>> {
+        match self.iam.get_instance_profile().instance_profile_name(name).send().await {
+            Ok(answer) => Ok(answer.instance_profile().cloned()),
+            Err(e) if e.code() == Some("NoSuchEntity") => Ok(None),
+            Err(e) => Err(lookup_error("iam:GetInstanceProfile", &e)),
+        }
+    }
+
+    /// The profile core's plan names for `class`: made or fixed up when the plan says so.
+    async fn instance_profile(&self, class: &EC2NodeClass) -> Lookup<String> {
+        let in_status = class.status.as_ref().map(|s| s.instance_profile.clone()).filter(|n| !n.is_empty());
+        let status_role = match (&class.spec.role, &in_status) {
+            (Some(_), Some(name)) => {
+                self.get_profile(name).await?.and_then(|p| p.roles().first().map(|r| r.role_name().to_string()))
+            }
+            _ => None,
+        };
+        let plan = providers::profile_plan(class, &self.cluster, &self.region, status_role.as_deref())?;
+        if let ProfilePlan::Ensure(profile) = &plan {
+            self.ensure_profile(profile).await?;
+            self.protect(&profile.name);
+        }
+        if let Some(old) = in_status.filter(|old| old != plan.name()) {
+            self.protect(&old);
+        }
+        Ok(plan.name().to_string())
+    }
+
+    fn protect(&self, profile: &str) {
+        if let Ok(mut p) = self.protected.lock() {
+            p.insert(profile.to_string(), Instant::now());
+        }
+    }
+
+    /// upstream `instanceprofile.Create`: the profile found or made, holding exactly its role.
+    async fn ensure_profile(&self, profile: &ManagedProfile) -> Lookup<()> {
+        let existing = match self.get_profile(&profile.name).await? {
+            Some(existing) => existing,
+            None => {
+                let tags = profile
+                    .tags
+                    .iter()
+                    .map(|(k, v)| aws_sdk_iam::types::Tag::builder().key(k).value(v).build())
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| LookupError::Failed {
+                        action: "iam:CreateInstanceProfile".into(),
+                        message: e.to_string(),
+                    })?;
+                let created = self
+                    .iam
+                    .create_instance_profile()
+                    .instance_profile_name(&profile.name)
+                    .path(&profile.path)
+                    .set_tags(Some(tags))
+                    .send()
+                    .await;
+                match created {
+                    Ok(answer) => {
+                        info!(instance_profile = %profile.name, path = %profile.path, "aws: created the instance profile");
+                        answer.instance_profile().cloned().ok_or_else(|| LookupError::Failed {
+                            action: "iam:CreateInstanceProfile".into(),
+                            message: "the answer has no instance profile".into(),
+                        })?
+                    }
+                    // Another replica (or an earlier pass) made it meanwhile.
+                    Err(e) if e.code() == Some("EntityAlreadyExists") => {
+                        self.get_profile(&profile.name).await?.ok_or_else(|| LookupError::Failed {
+                            action: "iam:GetInstanceProfile".into(),
+                            message: format!("{} exists and yet cannot be read", profile.name),
+                        })?
+                    }
+                    Err(e) => return Err(lookup_error("iam:CreateInstanceProfile", &e)),
+                }
+            }
+        };
+        let roles: Vec<&str> = existing.roles().iter().map(|r| r.role_name()).collect();
+        if roles == [profile.role.as_str()] {
+            return Ok(());
+        }
+        // A profile holds at most one role.
+        for other in roles {
+            self.iam
+                .remove_role_from_instance_profile()
+                .instance_profile_name(&profile.name)
+                .role_name(other)
+                .send()
+                .await
+                .map_err(|e| lookup_error("iam:RemoveRoleFromInstanceProfile", &e))?;
+        }
+        match self
+            .iam
+            .add_role_to_instance_profile()
+            .instance_profile_name(&profile.name)
+            .role_name(&profile.role)
+            .send()
+            .await
+        {
+            Ok(_) => {
+                info!(instance_profile = %profile.name, role = %profile.role, "aws: the instance profile holds the role");
+                Ok(())
+            }
+            Err(e) => {
+                let mut error = lookup_error("iam:AddRoleToInstanceProfile", &e);
+                if e.code() == Some("NoSuchEntity") {
+                    if let LookupError::Failed { message, .. } = &mut error {
+                        *message = format!("IAM has no role {} (create it, or fix spec.role): {message}", profile.role);
+                    }
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// The profiles IAM lists under `path` (every one, on an endpoint that ignores the prefix).
+    async fn list_profiles(&self, path: &str) -> anyhow::Result<Vec<ExistingProfile>> {
+        let mut out = Vec::new();
+        let mut pages = self.iam.list_instance_profiles().path_prefix(path).into_paginator().send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| sdk_error("iam:ListInstanceProfiles", e))?;
+            out.extend(
+                page.instance_profiles().iter().map(|p| ExistingProfile {
+                    name: p.instance_profile_name().to_string(),
+                    path: p.path().to_string(),
+                }),
+            );
+        }
+        Ok(out)
+    }
+
+    /// upstream `instanceprofile.Delete`: its role removed, then the profile; gone already is done.
+    async fn delete_profile(&self, name: &str) -> anyhow::Result<()> {
+        let existing = match self.iam.get_instance_profile().instance_profile_name(name).send().await {
+            Ok(answer) => answer.instance_profile().cloned(),
+            Err(e) if e.code() == Some("NoSuchEntity") => None,
+            Err(e) => return Err(sdk_error("iam:GetInstanceProfile", e)),
+        };
+        let Some(existing) = existing else { return Ok(()) };
+        for role in existing.roles() {
+            self.iam
+                .remove_role_from_instance_profile()
+                .instance_profile_name(name)
+                .role_name(role.role_name())
+                .send()
+                .await
+                .map_err(|e| sdk_error("iam:RemoveRoleFromInstanceProfile", e))?;
+        }
+        match self.iam.delete_instance_profile().instance_profile_name(name).send().await {
+            Ok(_) => info!(instance_profile = %name, "aws: deleted the instance profile"),
+            Err(e) if e.code() == Some("NoSuchEntity") => {}
+            Err(e) => return Err(sdk_error("iam:DeleteInstanceProfile", e)),
+        }
+        if let Ok(mut p) = self.protected.lock() {
+            p.remove(name);
+        }
+        Ok(())
+    }
+
+    /// upstream `launchtemplate.DeleteAll`: every launch template the cluster made for `class`.
+    async fn delete_templates(&self, class: &EC2NodeClass) -> anyhow::Result<()> {
+        let query = providers::launchtemplate::nodeclass_template_filters(&self.cluster, class);
+        let mut names = Vec::new();
+        let mut pages = self
+            .ec2
+            .describe_launch_templates()
+            .set_filters(Some(filters(&query)))
+            .max_results(200)
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| sdk_error("ec2:DescribeLaunchTemplates", e))?;
+            names.extend(page.launch_templates().iter().filter_map(|t| t.launch_template_name().map(str::to_string)));
+        }
+        for name in names {
+            match self.ec2.delete_launch_template().launch_template_name(&name).send().await {
+                Ok(_) => info!(launch_template = %name, "aws: deleted the launch template"),
+                Err(e) if e.code() == Some("InvalidLaunchTemplateName.NotFoundException") => {}
+                Err(e) => return Err(sdk_error("ec2:DeleteLaunchTemplate", e)),
+            }
+            if let Ok(mut t) = self.templates.lock() {
+                t.remove(&name);
+            }
+        }
+        Ok(())
     }
 
     /// Finds the launch template by name, or creates it.
@@ -529,6 +737,7 @@ impl CloudProvider for Aws {
         let it = instance_types.iter().find(|it| it.name == instance_type);
         let mut instance = Instance::of_launch(&launch, it, providers::provider_id(&zone, &id));
         instance.image_id = image.unwrap_or_default();
+        instance.annotations = providers::instance::launched_annotations(class);
         if let Some(zone_id) = class.status.as_ref().and_then(|s| s.subnets.iter().find(|s| s.zone == zone)) {
             instance.labels.insert(labels::aws::TOPOLOGY_ZONE_ID.into(), zone_id.zone_id.clone());
         }
@@ -552,18 +761,11 @@ impl CloudProvider for Aws {
         if !due {
             return None;
         }
-        let instance_profile = match (&class.spec.instance_profile, &class.spec.role) {
-            (Some(profile), _) => Ok(profile.clone()),
-            (None, Some(role)) => Err(LookupError::Unsupported(format!(
-                "carpentry does not create instance profiles for spec.role ({role}) yet: create one holding the role and set spec.instanceProfile"
-            ))),
-            (None, None) => Err(LookupError::Unsupported("neither spec.role nor spec.instanceProfile is set".into())),
-        };
         let resolved = providers::Resolved {
             subnets: self.subnets(class).await,
             security_groups: self.security_groups(class).await,
             images: self.images(class).await,
-            instance_profile,
+            instance_profile: self.instance_profile(class).await,
         };
         if let Ok(mut l) = self.looked_up.lock() {
             l.insert(uid, (class.metadata.generation, Instant::now()));
@@ -613,6 +815,46 @@ impl CloudProvider for Aws {
             Some((_, id)) => self.terminate(id).await,
             None => Ok(Deletion::Gone),
         }
+    }
+
+    const FINALIZES_NODECLASSES: bool = true;
+
+    async fn finalize_nodeclass(&self, class: &EC2NodeClass) -> anyhow::Result<()> {
+        let uid = class.metadata.uid.as_deref().unwrap_or_default();
+        let listed = self.list_profiles(&instanceprofile::nodeclass_path(&self.region, &self.cluster, uid)).await?;
+        for name in instanceprofile::nodeclass_profiles(&listed, &self.cluster, &self.region, class) {
+            self.delete_profile(&name).await?;
+        }
+        self.delete_templates(class).await?;
+        if let Ok(mut l) = self.looked_up.lock() {
+            l.remove(uid);
+        }
+        Ok(())
+    }
+
+    async fn collect_nodeclass_garbage(&self, view: &Manifests, dry_run: bool) -> anyhow::Result<Vec<String>> {
+        let listed = self.list_profiles(&instanceprofile::cluster_path(&self.region, &self.cluster)).await?;
+        let protected: HashMap<String, Instant> = self.protected.lock().map(|p| p.clone()).unwrap_or_default();
+        let ttl = Duration::from_secs(instanceprofile::PROTECTED_SECONDS);
+        let orphans = instanceprofile::orphaned_profiles(
+            &listed,
+            &self.cluster,
+            &self.region,
+            &view.nodeclasses,
+            &view.nodeclaims,
+            |name| protected.get(name).is_some_and(|at| at.elapsed() < ttl),
+        );
+        let mut deleted = Vec::new();
+        for name in orphans {
+            if !dry_run {
+                self.delete_profile(name).await?;
+            }
+            deleted.push(name.to_string());
+        }
+        if let Ok(mut p) = self.protected.lock() {
+            p.retain(|_, at| at.elapsed() < ttl);
+        }
+        Ok(deleted)
     }
 }
 

@@ -218,4 +218,15 @@ impl CloudProvider for Kwok {
             None => Ok(Deletion::Gone),
         }
     }
+
+    /// KWOK Nodes need no instance profile or launch template.
+    const FINALIZES_NODECLASSES: bool = false;
+
+    async fn finalize_nodeclass(&self, _class: &EC2NodeClass) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    async fn collect_nodeclass_garbage(&self, _view: &Manifests, _dry_run: bool) -> anyhow::Result<Vec<String>> {
+        Ok(Vec::new())
+    }
 }

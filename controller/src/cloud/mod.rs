@@ -87,4 +87,21 @@ pub trait CloudProvider: Send + Sync + 'static {
 
     /// Terminates an instance no NodeClaim has (garbage collection), by providerID.
     fn delete_instance(&self, provider_id: &str) -> impl Future<Output = anyhow::Result<Deletion>> + Send;
+
+    /// Whether the provider makes cloud resources for an EC2NodeClass (instance profiles, launch
+    /// templates), so that each carries the `karpenter.k8s.aws/termination` finalizer and a deleted
+    /// one waits for its NodeClaims and [`finalize_nodeclass`](Self::finalize_nodeclass).
+    const FINALIZES_NODECLASSES: bool;
+
+    /// Deletes what the provider made for `class`, deleted and used by no NodeClaim (upstream
+    /// `nodeclass` `finalize`: its instance profiles, its launch templates).
+    fn finalize_nodeclass(&self, class: &EC2NodeClass) -> impl Future<Output = anyhow::Result<()>> + Send;
+
+    /// Deletes (or with `dry_run` only names) the per-NodeClass resources that nothing in `view`
+    /// uses any more (upstream `instanceprofile.garbagecollection`); what it deleted.
+    fn collect_nodeclass_garbage(
+        &self,
+        view: &Manifests,
+        dry_run: bool,
+    ) -> impl Future<Output = anyhow::Result<Vec<String>>> + Send;
 }

@@ -258,6 +258,18 @@ impl Act {
         )
     }
 
+    /// The EC2NodeClass's metadata (its finalizers).
+    pub async fn patch_nodeclass(&self, name: &str, patch: Value) -> bool {
+        if self.would(&format!("patch EC2NodeClass {name}"), &patch) {
+            return false;
+        }
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &self.nodeclasses);
+        self.applied(
+            &format!("patch EC2NodeClass {name}"),
+            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await,
+        )
+    }
+
     pub async fn patch_nodeclass_status(&self, name: &str, patch: Value) -> bool {
         if self.would(&format!("patch EC2NodeClass {name} status"), &patch) {
             return false;

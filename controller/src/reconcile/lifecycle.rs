@@ -163,7 +163,9 @@ impl<P: CloudProvider> Reconciler<P> {
         );
         // Status first: the providerID is what marks the launch done (the cache covers a failure).
         if self.act.patch_nodeclaim_status(nc, json!(launched.status)).await {
-            self.act.patch_nodeclaim(&name, json!({"metadata": {"labels": launched.metadata.labels}})).await;
+            let metadata = json!({"metadata": {"labels": launched.metadata.labels,
+                "annotations": launched.metadata.annotations}});
+            self.act.patch_nodeclaim(&name, metadata).await;
         }
     }
 

@@ -2,6 +2,9 @@
 //! simulation applies them to its world at simulated times. One loop on the leader reads the
 //! cluster view and runs, in upstream's order of concerns:
 //!
+//! - `nodeclass` (upstream AWS `nodeclass` and `instanceprofile.garbagecollection`): the
+//!   EC2NodeClass's status from the provider, its `karpenter.k8s.aws/termination` finalizer
+//!   ([`carpentry_core::providers::termination`]), unused instance profiles collected;
 //! - `lifecycle` (upstream `nodeclaim.lifecycle`): the termination finalizer, launch through the
 //!   cloud provider with the result cached by NodeClaim UID, registration, initialization,
 //!   liveness ([`carpentry_core::nodeclaim::lifecycle`]);
@@ -31,6 +34,7 @@ mod consistency;
 mod disruption;
 mod garbagecollection;
 mod lifecycle;
+mod nodeclass;
 mod nodepool;
 mod provisioning;
 mod termination;
@@ -39,7 +43,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use carpentry_core::manifest::Manifests;
 use carpentry_core::{Catalogue, HeldDecision};
 use tracing::{debug, info, warn};
 
@@ -81,6 +84,7 @@ pub struct Reconciler<P: CloudProvider> {
     registration_health: HashMap<String, carpentry_core::nodepool::registrationhealth::Tracker>,
     /// Drained nodes whose instance waits for volume attachments (the decision is logged once).
     awaiting_volumes: HashSet<String>,
+    nodeclass: nodeclass::State,
 }
 
 impl<P: CloudProvider> Reconciler<P> {
@@ -104,6 +108,7 @@ impl<P: CloudProvider> Reconciler<P> {
             skipped: BTreeMap::new(),
             registration_health: HashMap::new(),
             awaiting_volumes: HashSet::new(),
+            nodeclass: nodeclass::State::default(),
         }
     }
 
@@ -175,6 +180,7 @@ impl<P: CloudProvider> Reconciler<P> {
             self.disruption(m, now).await;
         }
         self.garbage_collect(m, now).await;
+        self.collect_nodeclass_garbage(m, now).await;
         debug!("pass done");
     }
 
@@ -200,30 +206,5 @@ impl<P: CloudProvider> Reconciler<P> {
             info!(%object, "loads again");
         }
         self.skipped = skipped;
-    }
-
-    /// The provider's EC2NodeClass reconciler (upstream AWS `nodeclass` controller): the status
-    /// written when it changes.
-    async fn nodeclasses(&mut self, m: &Manifests) {
-        let now = crate::clock::now_rfc3339();
-        for class in &m.nodeclasses {
-            if let Some(status) = self.cloud.nodeclass_status(class, &now).await {
-                // A dependent condition that turns False (or says something new) is also an
-                // event on the EC2NodeClass, where `kubectl describe` shows it.
-                let before = class.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
-                for c in status.conditions.iter().filter(|c| c.status == "False" && c.type_ != "Ready") {
-                    let same =
-                        before.iter().any(|b| b.type_ == c.type_ && b.status == c.status && b.message == c.message);
-                    if !same {
-                        let note = format!("{}: {}", c.type_, c.message.as_deref().unwrap_or_default());
-                        let reason = c.reason.clone().unwrap_or_else(|| c.type_.clone());
-                        self.act.event(&act::nodeclass_ref(class), true, &reason, note, "Resolve").await;
-                    }
-                }
-                let patch = serde_json::json!({"metadata": {"resourceVersion": class.metadata.resource_version},
-                    "status": status});
-                self.act.patch_nodeclass_status(class.name(), patch).await;
-            }
-        }
     }
 }

@@ -118,6 +118,13 @@ impl FleetRequest {
     }
 }
 
+/// The annotations a launched NodeClaim gets from its NodeClass (upstream `cloudprovider.Create`:
+/// the instance profile it launched with, which the profile garbage collection spares).
+pub fn launched_annotations(class: &EC2NodeClass) -> BTreeMap<String, String> {
+    let profile = class.status.as_ref().map(|s| s.instance_profile.clone()).unwrap_or_default();
+    BTreeMap::from([(super::instanceprofile::INSTANCE_PROFILE_ANNOTATION.to_string(), profile)])
+}
+
 /// upstream `utils.GetTags`: the NodeClass's tags under the ones Karpenter owns.
 pub fn launch_tags(class: &EC2NodeClass, nodeclaim: &NodeClaim, cluster: &str) -> BTreeMap<String, String> {
     let mut tags = class.spec.tags.clone();

@@ -187,3 +187,13 @@ fn options_hash(lt: &LaunchTemplate, max_pods: i64) -> u64 {
     let options = serde_json::to_string(&(lt, max_pods)).unwrap_or_default();
     crate::catalogue::pricing::fnv1a64(options.as_bytes())
 }
+
+/// upstream `DeleteAll`: the DescribeLaunchTemplates filters that find every launch template the
+/// cluster made for `class`, to delete with it.
+pub fn nodeclass_template_filters(cluster: &str, class: &EC2NodeClass) -> Vec<super::Filter> {
+    let name = class.metadata.name.as_deref().unwrap_or_default();
+    vec![
+        super::Filter::new(&format!("tag:{}", crate::labels::aws::EKS_CLUSTER_NAME_TAG), &[cluster]),
+        super::Filter::new(&format!("tag:{}", crate::labels::aws::EC2_NODE_CLASS), &[name]),
+    ]
+}

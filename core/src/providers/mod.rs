@@ -14,15 +14,19 @@
 //! | `nodeclass.rs` | `pkg/controllers/nodeclass/{controller,readiness}.go`: the status conditions |
 //! | `launchtemplate.rs` | `pkg/providers/launchtemplate/launchtemplate.go` (grouping, naming, tags) |
 //! | `instance.rs` | `pkg/providers/instance/instance.go`, `instance/filter/filter.go`, `pkg/utils/utils.go` (CreateFleet input, tags, providerID) |
+//! | `instanceprofile.rs` | `pkg/controllers/nodeclass/instanceprofile.go`, `pkg/providers/instanceprofile/instanceprofile.go`, `pkg/controllers/nodeclass/garbagecollection/controller.go` |
+//! | `termination.rs` | `pkg/controllers/nodeclass/controller.go` (the `karpenter.k8s.aws/termination` finalizer), `events.go` |
 //! | `unavailable.rs` | `pkg/cache/unavailableofferings.go`, `pkg/errors/errors.go` (insufficient-capacity codes) |
 
 pub mod amifamily;
 pub mod instance;
+pub mod instanceprofile;
 pub mod launchtemplate;
 pub mod nodeclass;
 pub mod securitygroup;
 pub mod selectors;
 pub mod subnet;
+pub mod termination;
 pub mod unavailable;
 
 #[cfg(test)]
@@ -32,9 +36,11 @@ pub use amifamily::{alias_parameters, ami_queries, choose_amis, AliasError, Alia
 pub use instance::{
     fleet_request, parse_provider_id, provider_id, FleetLaunchTemplate, FleetOverride, FleetRequest, LaunchContext,
 };
+pub use instanceprofile::{profile_plan, ExistingProfile, ManagedProfile, ProfilePlan, INSTANCE_PROFILE_ANNOTATION};
 pub use launchtemplate::{launch_templates, LaunchTemplate};
 pub use nodeclass::{nodeclass_status, Lookup, LookupError, Resolved};
 pub use securitygroup::{security_group_status, DiscoveredSecurityGroup};
 pub use selectors::{security_group_queries, subnet_queries, Filter};
 pub use subnet::{subnet_status, zonal_subnets, DiscoveredSubnet};
+pub use termination::{NodeClassTermination, TERMINATION_FINALIZER};
 pub use unavailable::{is_insufficient_capacity, UnavailableOfferings, UNAVAILABLE_OFFERING_TTL_SECONDS};

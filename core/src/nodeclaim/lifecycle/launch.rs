@@ -21,6 +21,9 @@ pub struct Instance {
     pub image_id: String,
     /// The labels the provider resolved for it.
     pub labels: BTreeMap<String, String>,
+    /// The annotations the provider puts on the NodeClaim (the AWS provider: the instance
+    /// profile it launched with).
+    pub annotations: BTreeMap<String, String>,
     pub capacity: ResourceList,
     pub allocatable: ResourceList,
 }
@@ -38,6 +41,7 @@ impl Instance {
             provider_id,
             image_id: String::new(),
             labels,
+            annotations: BTreeMap::new(),
             capacity: instance_type.map(|it| it.capacity.clone()).unwrap_or_default(),
             allocatable: instance_type.map(|it| it.allocatable().clone()).unwrap_or_default(),
         }
@@ -45,12 +49,18 @@ impl Instance {
 }
 
 /// The NodeClaim once `instance` runs for it, at RFC 3339 time `at`: the provider's labels under
-/// the NodeClaim's own (which win), providerID, imageID, capacity and allocatable, `Launched=True`.
+/// the NodeClaim's own (which win), the provider's annotations over them (upstream
+/// `lo.Assign(nodeClaim.Annotations, created.Annotations)`), providerID, imageID, capacity and allocatable, `Launched=True`.
 pub fn launched(nodeclaim: &NodeClaim, instance: &Instance, at: &str) -> NodeClaim {
     let mut nc = nodeclaim.clone();
     let mut labels = instance.labels.clone();
     labels.extend(nc.metadata.labels.take().unwrap_or_default());
     nc.metadata.labels = Some(labels);
+    if !instance.annotations.is_empty() {
+        let mut annotations = nc.metadata.annotations.take().unwrap_or_default();
+        annotations.extend(instance.annotations.clone());
+        nc.metadata.annotations = Some(annotations);
+    }
     let status = nc.status.get_or_insert_with(Default::default);
     status.provider_id = instance.provider_id.clone();
     status.image_id = instance.image_id.clone();
