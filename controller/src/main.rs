@@ -75,6 +75,11 @@ pub struct Args {
     /// with `--cloud-provider aws`.
     #[arg(long, env = "CLUSTER_NAME")]
     pub cluster_name: Option<String>,
+    /// The SQS queue (its name) that EventBridge sends EC2's interruption events to (upstream
+    /// `INTERRUPTION_QUEUE`): a spot interruption warning, an AWS Health scheduled change or an
+    /// instance stopping drains and replaces its node ahead of time. `--cloud-provider aws` only.
+    #[arg(long, env = "INTERRUPTION_QUEUE")]
+    pub interruption_queue: Option<String>,
 }
 
 /// `5s`, `500ms`, `2m`: Go's duration units a flag takes.
@@ -122,6 +127,10 @@ async fn run(args: Args) -> Result<()> {
         }
         (_, name) => name.unwrap_or_default().to_string(),
     };
+    let interruption_queue = args.interruption_queue.clone().filter(|q| !q.is_empty());
+    if interruption_queue.is_some() && args.cloud_provider != CloudProvider::Aws {
+        bail!("--interruption-queue is read by the aws provider only (EC2's interruption events)");
+    }
     let (client, server) = connect(args.kubeconfig.as_deref()).await?;
     info!(server = %server, dry_run = args.dry_run, region = %args.region, "carpentry-controller starting");
     match args.cloud_provider {
@@ -130,7 +139,7 @@ async fn run(args: Args) -> Result<()> {
             drive(args, client, server, kwok).await
         }
         CloudProvider::Aws => {
-            let aws = cloud::aws::Aws::new(client.clone(), &args.region, cluster_name).await?;
+            let aws = cloud::aws::Aws::new(client.clone(), &args.region, cluster_name, interruption_queue).await?;
             drive(args, client, server, aws).await
         }
     }

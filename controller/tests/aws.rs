@@ -3,7 +3,7 @@
 //!
 //! Real: the API server, kube-scheduler, kube-controller-manager, KWOK (it runs the pods of the
 //! Nodes the registrar makes); the controller binary as users start it (`--cloud-provider aws`,
-//! `AWS_ENDPOINT_URL`), its AWS SDK calls over HTTP; moto's EC2, SSM and IAM: the default VPC's
+//! `AWS_ENDPOINT_URL`), its AWS SDK calls over HTTP; moto's EC2, SSM, IAM and SQS: the default VPC's
 //! subnets and their free-IP counts, security groups, images, launch templates (found or created by
 //! name, with tags, deleted), CreateFleet's instances with their tags, DescribeInstances filters,
 //! TerminateInstances, roles and instance profiles (paths, tags, the role they hold).
@@ -22,7 +22,8 @@
 //!    a `karpenter.k8s.aws/<hash>` launch template that exists with its tags; 3 instances, 3 Nodes
 //!    Ready, 3 pods Running; the EC2NodeClass's status holds what EC2 answered, and an instance
 //!    profile made for its `role` (IAM path, tags, the role), which its launch template and
-//!    NodeClaims name.
+//!    NodeClaims name; once registered, each instance is tagged with its Node's and NodeClaim's
+//!    names and its NodeClaim annotated `karpenter.k8s.aws/tagged`.
 //! 2. The cheapest offering has no capacity: the next is launched, the first is cached
 //!    unavailable (the next launch does not offer it; CreateFleet calls = launches).
 //! 3. A deleted NodeClaim's instance is terminated; an instance tagged for the cluster that no
@@ -31,10 +32,14 @@
 //! 4. An AMI change (`amiSelectorTerms` pinned to another image id): every NodeClaim drifts
 //!    (`AMIDrift`) and is replaced under a budget of 2 nodes, never more at once; the replacements
 //!    run the new image.
-//! 5. A denied `ec2:DescribeSubnets`: the EC2NodeClass says so (condition and event naming the
+//! 5. Interruption through an SQS queue (`--interruption-queue`): a rebalance recommendation
+//!    is an event on the NodeClaim only; a malformed message and an event of another kind are
+//!    deleted; a spot interruption warning deletes the NodeClaim, which is drained and replaced,
+//!    with upstream's events; every message leaves the queue.
+//! 6. A denied `ec2:DescribeSubnets`: the EC2NodeClass says so (condition and event naming the
 //!    action), its NodePool is `NodeClassReady=False`, and no NodeClaim is even planned for it
 //!    (no CreateFleet either).
-//! 6. The EC2NodeClass deleted while its NodeClaims run: its `karpenter.k8s.aws/termination`
+//! 7. The EC2NodeClass deleted while its NodeClaims run: its `karpenter.k8s.aws/termination`
 //!    finalizer holds it and an event names the NodeClaims it waits for; once they are gone, it
 //!    goes, and so do the instance profile made for its `role` and its launch templates, while
 //!    the user's own profile (the `instanceProfile` of the other class) stays.
@@ -131,6 +136,10 @@ impl Moto {
 
     async fn iam(&self) -> aws_sdk_iam::Client {
         aws_sdk_iam::Client::new(&self.config().await)
+    }
+
+    async fn sqs(&self) -> aws_sdk_sqs::Client {
+        aws_sdk_sqs::Client::new(&self.config().await)
     }
 }
 
@@ -412,6 +421,12 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), &ns);
     deployments.create(&PostParams::default(), &deployment).await?;
 
+    // The interruption queue, as upstream's CloudFormation makes it (EventBridge's rules feed it;
+    // here the test sends the events).
+    let sqsc = moto.sqs().await;
+    let queue = unique_name("interruptions");
+    let queue_url = sqsc.create_queue().queue_name(&queue).send().await?.queue_url().unwrap_or_default().to_string();
+
     let (health, metrics) = (free_port()?, free_port()?);
     let lease = unique_name("carpentry-leader");
     let endpoint = moto.endpoint();
@@ -434,6 +449,8 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
             &ns,
             "--leader-election-name",
             &lease,
+            "--interruption-queue",
+            &queue,
         ],
         &[
             ("AWS_ENDPOINT_URL", endpoint.as_str()),
@@ -596,6 +613,30 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
     })
     .await?;
     eprintln!("Nodes Ready: {ready_nodes:?}");
+    // Registered: each instance is tagged with its Node's and NodeClaim's names, and the NodeClaim
+    // says so.
+    wait_for("the registered instances tagged", TIMEOUT, || async {
+        for (name, provider_id) in &claims {
+            let id = provider_id.rsplit('/').next().unwrap_or_default();
+            let answer = ec2c.describe_instances().instance_ids(id).send().await?;
+            let instance = answer.reservations().iter().flat_map(|r| r.instances()).next().context("no instance")?;
+            let tag = |key: &str| instance.tags().iter().find(|t| t.key() == Some(key)).and_then(|t| t.value());
+            let node = instance.private_dns_name().unwrap_or_default();
+            if tag("Name") != Some(node) || tag("karpenter.sh/nodeclaim") != Some(name.as_str()) {
+                return Ok(None);
+            }
+            let nc = nodeclaims_api.get(name).await?;
+            let annotations = nc.metadata.annotations.unwrap_or_default();
+            for key in ["karpenter.k8s.aws/tagged", "compatibility.karpenter.k8s.aws/cluster-name-tagged"] {
+                if annotations.get(key).map(String::as_str) != Some("true") {
+                    return Ok(None);
+                }
+            }
+        }
+        Ok(Some(()))
+    })
+    .await
+    .with_context(|| format!("controller log:\n{}", log()))?;
 
     // 2. The cheapest offering runs out: CreateFleet launches the next and reports the first;
     //    the controller marks it unavailable and the next launch does not offer it.
@@ -780,7 +821,89 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
         .await
         .with_context(|| format!("controller log:\n{}", log()))?;
 
-    // 5. A denied action: the EC2NodeClass says which, and nothing launches for it.
+    // 5. Interruption events through the queue: a rebalance recommendation only says so on the
+    //    NodeClaim; a message that does not parse and an event of no interest are deleted; a spot
+    //    interruption warning deletes the NodeClaim (drained, replaced) and says why.
+    let nodeclaim_events = |name: String| {
+        let events = Api::<k8s_openapi::api::events::v1::Event>::all(client.clone());
+        async move {
+            let reasons: Vec<String> = events
+                .list(&Default::default())
+                .await?
+                .items
+                .into_iter()
+                .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name.as_str()))
+                .filter_map(|e| e.reason)
+                .collect();
+            anyhow::Ok(reasons)
+        }
+    };
+    let before = launched(&client, &nodepool).await?;
+    let (victim, victim_id) = before.iter().next().map(|(n, p)| (n.clone(), p.clone())).context("no NodeClaim")?;
+    let victim_instance = victim_id.rsplit('/').next().unwrap_or_default().to_string();
+    let event = |detail_type: &str, source: &str, detail: Value| {
+        json!({ "version": "0", "id": unique_name("event"), "detail-type": detail_type, "source": source,
+            "account": "123456789012", "time": "2026-12-04T20:00:00Z", "region": REGION,
+            "resources": [], "detail": detail })
+        .to_string()
+    };
+    for body in [
+        event("EC2 Instance Rebalance Recommendation", "aws.ec2", json!({ "instance-id": victim_instance })),
+        "not an event".to_string(),
+        event("Object Created", "aws.s3", json!({ "bucket": { "name": "b" } })),
+    ] {
+        sqsc.send_message().queue_url(&queue_url).message_body(body).send().await?;
+    }
+    wait_for("a SpotRebalanceRecommendation event on the NodeClaim", TIMEOUT, || async {
+        let reasons = nodeclaim_events(victim.clone()).await?;
+        Ok(reasons.iter().any(|r| r == "SpotRebalanceRecommendation").then_some(()))
+    })
+    .await
+    .with_context(|| format!("controller log:\n{}", log()))?;
+    let queue_empty = || async {
+        let attributes = sqsc
+            .get_queue_attributes()
+            .queue_url(&queue_url)
+            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
+            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+            .send()
+            .await?;
+        let count =
+            |name| attributes.attributes().and_then(|a| a.get(&name)).and_then(|v| v.parse::<u32>().ok()).unwrap_or(0);
+        let left = count(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
+            + count(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible);
+        anyhow::Ok((left == 0).then_some(()))
+    };
+    wait_for("every message deleted from the queue", TIMEOUT, queue_empty)
+        .await
+        .with_context(|| format!("controller log:\n{}", log()))?;
+    ensure!(launched(&client, &nodepool).await?.contains_key(&victim), "a rebalance recommendation deleted {victim}");
+    let spot = event(
+        "EC2 Spot Instance Interruption Warning",
+        "aws.ec2",
+        json!({ "instance-id": victim_instance, "instance-action": "terminate" }),
+    );
+    let interrupted = std::time::Instant::now();
+    sqsc.send_message().queue_url(&queue_url).message_body(spot).send().await?;
+    wait_for("the interrupted NodeClaim to go", TIMEOUT, || async {
+        Ok(nodeclaims_api.get_opt(&victim).await?.is_none().then_some(()))
+    })
+    .await
+    .with_context(|| format!("controller log:\n{}", log()))?;
+    let reasons = nodeclaim_events(victim.clone()).await?;
+    for reason in ["SpotInterrupted", "TerminatingOnInterruption"] {
+        ensure!(reasons.iter().any(|r| r == reason), "no {reason} event on {victim}: {reasons:?}");
+    }
+    wait_for("5 inflate pods Running after the interruption", Duration::from_secs(150), || running(5))
+        .await
+        .with_context(|| format!("controller log:\n{}", log()))?;
+    wait_for("the spot interruption deleted from the queue", TIMEOUT, queue_empty).await?;
+    eprintln!(
+        "spot interruption: {victim} drained and replaced, 5 pods Running {} s after the warning",
+        interrupted.elapsed().as_secs()
+    );
+
+    // 6. A denied action: the EC2NodeClass says which, and nothing launches for it.
     moto.write("deny.json", &json!(["ec2:DescribeSubnets"]))?;
     let (denied_class, denied_pool) = (unique_name("aws-denied"), unique_name("aws-denied-np"));
     create_class(&client, &denied_class, &discovery, json!({ "instanceProfile": USERS_PROFILE })).await?;
@@ -840,7 +963,7 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
     deployments.delete("denied", &Default::default()).await?;
     moto.write("deny.json", &json!([]))?;
 
-    // 6. Deleting the EC2NodeClass while its NodeClaims run: it stays, held by its finalizer,
+    // 7. Deleting the EC2NodeClass while its NodeClaims run: it stays, held by its finalizer,
     //    and says which NodeClaims it waits for.
     let classes = Api::<DynamicObject>::all_with(client.clone(), &classes_api);
     classes.delete(&class, &Default::default()).await?;

@@ -141,6 +141,8 @@ fn the_chart_lints_renders_and_refuses_bad_values() -> Result<()> {
         "--set",
         "settings.clusterName=demo",
         "--set",
+        "settings.interruptionQueue=demo-interruptions",
+        "--set",
         &format!("serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn={role_arn}"),
     ])?;
     let kinds: Vec<&str> = docs.iter().filter_map(|d| d["kind"].as_str()).collect();
@@ -167,6 +169,15 @@ fn the_chart_lints_renders_and_refuses_bad_values() -> Result<()> {
     ensure!(
         container["env"].as_array().context("env")?.iter().any(|e| e["name"] == "CLUSTER_NAME" && e["value"] == "demo"),
         "no CLUSTER_NAME in {}",
+        container["env"]
+    );
+    ensure!(
+        container["env"]
+            .as_array()
+            .context("env")?
+            .iter()
+            .any(|e| e["name"] == "INTERRUPTION_QUEUE" && e["value"] == "demo-interruptions"),
+        "no INTERRUPTION_QUEUE in {}",
         container["env"]
     );
     ensure!(container["resources"]["requests"]["cpu"] == "1", "requests: {}", container["resources"]);
@@ -232,7 +243,7 @@ fn the_chart_lints_renders_and_refuses_bad_values() -> Result<()> {
     refused(&["--set", "replicas=two"], "replicas")?;
     refused(&[], "settings.clusterName")?;
     refused(
-        &["--set", "settings.clusterName=demo", "--set", "settings.interruptionQueue=q"],
+        &["--set", "settings.cloudProvider=kwok", "--set", "settings.interruptionQueue=q"],
         "settings.interruptionQueue",
     )?;
     refused(&["--set", "settings.clusterName=demo", "--set", "settings.cloudProvider=gce"], "cloudProvider")?;

@@ -22,15 +22,23 @@
 //!   its legacy name (RemoveRoleFromInstanceProfile, DeleteInstanceProfile), then its launch
 //!   templates (DescribeLaunchTemplates by the cluster and NodeClass tags, DeleteLaunchTemplate).
 //!   Every 30 minutes, the cluster's profiles nothing uses are deleted (ListInstanceProfiles).
+//! - Tagging: once a NodeClaim's Node registered, its instance gets `Name`,
+//!   `karpenter.sh/nodeclaim` and `eks:eks-cluster-name` where it lacks them (CreateTags, at most
+//!   one call a second).
+//!
+//! - Interruption (`--interruption-queue`): while the leader runs, one SQS long poll (20 s, 10
+//!   messages) is kept in flight; core parses each message and says what it asks
+//!   ([`carpentry_core::providers::interruption`]); a handled or malformed message is deleted.
 //!
 //! Not done yet (the issue stays open, docs/controller.md lists them): bootstrap user data,
 //! dry-run validation, the instance-type and pricing refresh from EC2 (the embedded catalogue
-//! prices every decision), interruption, tagging after registration, reserved capacity.
+//! prices every decision), DescribeInstanceStatus, reserved capacity.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::types as ec2;
 use carpentry_core::api::ec2nodeclass::EC2NodeClassStatus;
@@ -46,7 +54,7 @@ use carpentry_core::providers::instanceprofile::{self, ExistingProfile, ManagedP
 use carpentry_core::providers::{self, Filter, Lookup, LookupError, UnavailableOfferings};
 use tracing::{info, warn};
 
-use super::{CloudProvider, CreateError, Deletion};
+use super::{CloudProvider, CreateError, Deletion, QueuedMessage};
 
 /// Every IAM action this provider needs: the ones it calls, and the ones AWS authorizes with
 /// them (CreateFleet launches through RunInstances, tags through CreateTags and passes the
@@ -72,6 +80,9 @@ pub const IAM_ACTIONS: &[&str] = &[
     "iam:PassRole",
     "iam:RemoveRoleFromInstanceProfile",
     "iam:TagInstanceProfile",
+    "sqs:DeleteMessage",
+    "sqs:GetQueueUrl",
+    "sqs:ReceiveMessage",
     "ssm:GetParameter",
 ];
 
@@ -110,10 +121,46 @@ fn tag_spec(resource: ec2::ResourceType, map: &std::collections::BTreeMap<String
     ec2::TagSpecification::builder().resource_type(resource).set_tags(Some(tags_of(map))).build()
 }
 
+/// The interruption queue (upstream `pkg/providers/sqs`).
+#[derive(Default)]
+struct Interruption {
+    queue: String,
+    url: tokio::sync::Mutex<Option<String>>,
+    poll: tokio::sync::Mutex<Option<tokio::task::JoinHandle<anyhow::Result<Vec<QueuedMessage>>>>>,
+}
+
+/// upstream `GetSQSMessages`: a long poll of up to 20 s for at most 10 messages, each hidden from
+/// other readers for 20 s (it comes back if it is not deleted by then).
+async fn receive(sqs: aws_sdk_sqs::Client, url: String) -> anyhow::Result<Vec<QueuedMessage>> {
+    let answer = sqs
+        .receive_message()
+        .queue_url(url)
+        .max_number_of_messages(10)
+        .visibility_timeout(20)
+        .wait_time_seconds(20)
+        .send()
+        .await
+        .map_err(|e| sdk_error("sqs:ReceiveMessage", e))?;
+    Ok(answer
+        .messages()
+        .iter()
+        .filter_map(|m| {
+            Some(QueuedMessage {
+                receipt: m.receipt_handle()?.to_string(),
+                body: m.body().unwrap_or_default().to_string(),
+            })
+        })
+        .collect())
+}
+
 pub struct Aws {
     ec2: aws_sdk_ec2::Client,
     ssm: aws_sdk_ssm::Client,
     iam: aws_sdk_iam::Client,
+    sqs: aws_sdk_sqs::Client,
+    /// The interruption queue's name, its URL once GetQueueUrl answered, and the long poll in
+    /// flight.
+    interruption: Option<Interruption>,
     kube: kube::Client,
     cluster: String,
     region: String,
@@ -133,7 +180,12 @@ impl Aws {
     /// The provider for cluster `cluster` in `region`, with credentials from the standard chain
     /// (environment, profile, IRSA web identity, EKS Pod Identity, IMDS) and `AWS_ENDPOINT_URL`
     /// honoured, over HTTPS on rustls with ring.
-    pub async fn new(kube: kube::Client, region: &str, cluster: String) -> anyhow::Result<Aws> {
+    pub async fn new(
+        kube: kube::Client,
+        region: &str,
+        cluster: String,
+        interruption_queue: Option<String>,
+    ) -> anyhow::Result<Aws> {
         use aws_smithy_http_client::tls;
         let http = aws_smithy_http_client::Builder::new()
             .tls_provider(tls::Provider::Rustls(tls::rustls_provider::CryptoMode::Ring))
@@ -149,6 +201,8 @@ impl Aws {
             ec2: aws_sdk_ec2::Client::new(&config),
             ssm: aws_sdk_ssm::Client::new(&config),
             iam: aws_sdk_iam::Client::new(&config),
+            sqs: aws_sdk_sqs::Client::new(&config),
+            interruption: interruption_queue.map(|queue| Interruption { queue, ..Default::default() }),
             kube,
             cluster,
             region: region.to_string(),
@@ -814,6 +868,80 @@ impl CloudProvider for Aws {
         match providers::parse_provider_id(provider_id) {
             Some((_, id)) => self.terminate(id).await,
             None => Ok(Deletion::Gone),
+        }
+    }
+
+    async fn interruption_messages(&self) -> anyhow::Result<Vec<QueuedMessage>> {
+        let Some(interruption) = &self.interruption else { return Ok(Vec::new()) };
+        let mut poll = interruption.poll.lock().await;
+        if poll.as_ref().is_some_and(|p| !p.is_finished()) {
+            return Ok(Vec::new());
+        }
+        let received = match poll.take() {
+            Some(done) => done.await.map_err(|e| anyhow::anyhow!("the interruption queue's poll stopped: {e}"))?,
+            None => Ok(Vec::new()),
+        };
+        let url = {
+            let mut url = interruption.url.lock().await;
+            match url.as_ref() {
+                Some(u) => u.clone(),
+                None => {
+                    let answer = self
+                        .sqs
+                        .get_queue_url()
+                        .queue_name(&interruption.queue)
+                        .send()
+                        .await
+                        .map_err(|e| sdk_error("sqs:GetQueueUrl", e))
+                        .with_context(|| format!("the interruption queue {}", interruption.queue))?;
+                    let found = answer.queue_url().unwrap_or_default().to_string();
+                    info!(queue = %interruption.queue, url = %found, "aws: watching the interruption queue");
+                    *url = Some(found.clone());
+                    found
+                }
+            }
+        };
+        *poll = Some(tokio::spawn(receive(self.sqs.clone(), url)));
+        received
+    }
+
+    async fn delete_message(&self, receipt: &str) -> anyhow::Result<()> {
+        let Some(interruption) = &self.interruption else { return Ok(()) };
+        let Some(url) = interruption.url.lock().await.clone() else { return Ok(()) };
+        self.sqs
+            .delete_message()
+            .queue_url(url)
+            .receipt_handle(receipt)
+            .send()
+            .await
+            .map_err(|e| sdk_error("sqs:DeleteMessage", e))?;
+        Ok(())
+    }
+
+    fn mark_unavailable(&self, instance_type: &str, zone: &str, capacity_type: &str) {
+        if let Ok(mut unavailable) = self.unavailable.lock() {
+            unavailable.mark(instance_type, zone, capacity_type, crate::clock::now_seconds());
+        }
+    }
+
+    const TAGS_INSTANCES: bool = true;
+
+    async fn tag_instance(&self, nodeclaim: &NodeClaim) -> anyhow::Result<bool> {
+        let provider_id = nodeclaim.status.as_ref().map(|s| s.provider_id.as_str()).unwrap_or_default();
+        let Some((_, id)) = providers::parse_provider_id(provider_id) else { return Ok(false) };
+        let Some(instance) = self.instance(id).await? else { return Ok(false) };
+        let has = |key: &str| instance.tags().iter().any(|t| t.key() == Some(key));
+        let tags = providers::tagging::registration_tags(nodeclaim, &self.cluster, has);
+        if tags.is_empty() {
+            return Ok(true);
+        }
+        match self.ec2.create_tags().resources(id).set_tags(Some(tags_of(&tags))).send().await {
+            Ok(_) => {
+                info!(nodeclaim = %nodeclaim.name(), instance = %id, tags = ?tags, "aws: tagged the registered instance");
+                Ok(true)
+            }
+            Err(e) if e.code() == Some("InvalidInstanceID.NotFound") => Ok(false),
+            Err(e) => Err(sdk_error("ec2:CreateTags", e)),
         }
     }
 

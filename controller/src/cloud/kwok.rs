@@ -219,6 +219,24 @@ impl CloudProvider for Kwok {
         }
     }
 
+    /// KWOK Nodes are not tagged.
+    const TAGS_INSTANCES: bool = false;
+
+    async fn tag_instance(&self, _nodeclaim: &NodeClaim) -> anyhow::Result<bool> {
+        Ok(true)
+    }
+
+    /// KWOK has no interruption queue.
+    async fn interruption_messages(&self) -> anyhow::Result<Vec<super::QueuedMessage>> {
+        Ok(Vec::new())
+    }
+
+    async fn delete_message(&self, _receipt: &str) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    fn mark_unavailable(&self, _instance_type: &str, _zone: &str, _capacity_type: &str) {}
+
     /// KWOK Nodes need no instance profile or launch template.
     const FINALIZES_NODECLASSES: bool = false;
 

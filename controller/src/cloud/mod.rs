@@ -43,6 +43,13 @@ impl CreateError {
     }
 }
 
+/// A message of the interruption queue: its receipt handle (to delete it) and its body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueuedMessage {
+    pub receipt: String,
+    pub body: String,
+}
+
 /// Where an instance is after `delete`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Deletion {
@@ -87,6 +94,24 @@ pub trait CloudProvider: Send + Sync + 'static {
 
     /// Terminates an instance no NodeClaim has (garbage collection), by providerID.
     fn delete_instance(&self, provider_id: &str) -> impl Future<Output = anyhow::Result<Deletion>> + Send;
+
+    /// Whether the provider tags an instance once its Node registered (upstream AWS
+    /// `nodeclaim.tagging`).
+    const TAGS_INSTANCES: bool;
+
+    /// Adds the registration tags [`carpentry_core::providers::tagging`] names to the instance of
+    /// `nodeclaim`; `false` when the instance is gone.
+    fn tag_instance(&self, nodeclaim: &NodeClaim) -> impl Future<Output = anyhow::Result<bool>> + Send;
+
+    /// The interruption messages received since the last call, without waiting (upstream AWS
+    /// `interruption`: an SQS long poll is kept in flight while the leader asks).
+    fn interruption_messages(&self) -> impl Future<Output = anyhow::Result<Vec<QueuedMessage>>> + Send;
+
+    /// Deletes a handled interruption message from its queue.
+    fn delete_message(&self, receipt: &str) -> impl Future<Output = anyhow::Result<()>> + Send;
+
+    /// Marks an offering unavailable (a spot interruption's), as an insufficient-capacity answer does.
+    fn mark_unavailable(&self, instance_type: &str, zone: &str, capacity_type: &str);
 
     /// Whether the provider makes cloud resources for an EC2NodeClass (instance profiles, launch
     /// templates), so that each carries the `karpenter.k8s.aws/termination` finalizer and a deleted

@@ -5,9 +5,13 @@
 //! - `nodeclass` (upstream AWS `nodeclass` and `instanceprofile.garbagecollection`): the
 //!   EC2NodeClass's status from the provider, its `karpenter.k8s.aws/termination` finalizer
 //!   ([`carpentry_core::providers::termination`]), unused instance profiles collected;
+//! - `interruption` (upstream AWS `interruption`): the interruption queue's messages, core's
+//!   decision for each ([`carpentry_core::providers::interruption`]);
 //! - `lifecycle` (upstream `nodeclaim.lifecycle`): the termination finalizer, launch through the
 //!   cloud provider with the result cached by NodeClaim UID, registration, initialization,
 //!   liveness ([`carpentry_core::nodeclaim::lifecycle`]);
+//! - `tagging` (upstream AWS `nodeclaim.tagging`): a registered NodeClaim's instance tagged with
+//!   its Node's and NodeClaim's names ([`carpentry_core::providers::tagging`]);
 //! - `consistency` (upstream `nodeclaim.consistency`): each Node's capacity against its
 //!   NodeClaim's, every 10 minutes ([`carpentry_core::nodeclaim::consistency`]);
 //! - `termination` (upstream `node.termination` and the NodeClaim finalizer): the disrupted
@@ -33,10 +37,12 @@ pub mod act;
 mod consistency;
 mod disruption;
 mod garbagecollection;
+mod interruption;
 mod lifecycle;
 mod nodeclass;
 mod nodepool;
 mod provisioning;
+mod tagging;
 mod termination;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -85,6 +91,8 @@ pub struct Reconciler<P: CloudProvider> {
     /// Drained nodes whose instance waits for volume attachments (the decision is logged once).
     awaiting_volumes: HashSet<String>,
     nodeclass: nodeclass::State,
+    tagging: tagging::State,
+    interruption: interruption::State,
 }
 
 impl<P: CloudProvider> Reconciler<P> {
@@ -109,6 +117,8 @@ impl<P: CloudProvider> Reconciler<P> {
             registration_health: HashMap::new(),
             awaiting_volumes: HashSet::new(),
             nodeclass: nodeclass::State::default(),
+            tagging: tagging::State::default(),
+            interruption: interruption::State::default(),
         }
     }
 
@@ -156,6 +166,7 @@ impl<P: CloudProvider> Reconciler<P> {
         self.launched.retain(|_, (_, at)| at.elapsed() < LAUNCH_CACHE_TTL);
         self.launch_failures.retain(|uid, _| m.nodeclaims.iter().any(|nc| nc.metadata.uid.as_deref() == Some(uid)));
         self.nodeclasses(m).await;
+        self.interruptions(m).await;
         self.nodepools(m, &live.invalid_nodepools, now).await;
         for nc in &m.nodeclaims {
             if nc.metadata.deletion_timestamp.is_some() {
@@ -164,6 +175,7 @@ impl<P: CloudProvider> Reconciler<P> {
                 self.lifecycle(m, nc, now).await;
             }
         }
+        self.tag_instances(m).await;
         self.consistency(m, now).await;
         self.awaiting_volumes.retain(|n| m.nodes.iter().any(|node| node.metadata.name.as_deref() == Some(n)));
         for node in &m.nodes {

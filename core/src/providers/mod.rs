@@ -14,18 +14,22 @@
 //! | `nodeclass.rs` | `pkg/controllers/nodeclass/{controller,readiness}.go`: the status conditions |
 //! | `launchtemplate.rs` | `pkg/providers/launchtemplate/launchtemplate.go` (grouping, naming, tags) |
 //! | `instance.rs` | `pkg/providers/instance/instance.go`, `instance/filter/filter.go`, `pkg/utils/utils.go` (CreateFleet input, tags, providerID) |
+//! | `interruption.rs` | `pkg/controllers/interruption/{parser,utils}.go`, `messages/*`, `events/events.go` |
 //! | `instanceprofile.rs` | `pkg/controllers/nodeclass/instanceprofile.go`, `pkg/providers/instanceprofile/instanceprofile.go`, `pkg/controllers/nodeclass/garbagecollection/controller.go` |
+//! | `tagging.rs` | `pkg/controllers/nodeclaim/tagging/controller.go` |
 //! | `termination.rs` | `pkg/controllers/nodeclass/controller.go` (the `karpenter.k8s.aws/termination` finalizer), `events.go` |
 //! | `unavailable.rs` | `pkg/cache/unavailableofferings.go`, `pkg/errors/errors.go` (insufficient-capacity codes) |
 
 pub mod amifamily;
 pub mod instance;
 pub mod instanceprofile;
+pub mod interruption;
 pub mod launchtemplate;
 pub mod nodeclass;
 pub mod securitygroup;
 pub mod selectors;
 pub mod subnet;
+pub mod tagging;
 pub mod termination;
 pub mod unavailable;
 

@@ -38,8 +38,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/* Settings this controller version does not read fail the install instead of being ignored. */}}
 {{- define "carpentry.checkSettings" -}}
-{{- if .Values.settings.interruptionQueue -}}
-{{- fail "settings.interruptionQueue: this controller version does not read an interruption queue yet (docs/controller.md, \"Not yet\"); leave it empty" -}}
+{{- if and .Values.settings.interruptionQueue (ne .Values.settings.cloudProvider "aws") -}}
+{{- fail "settings.interruptionQueue: only the aws provider reads an interruption queue (EC2's interruption events); leave it empty with settings.cloudProvider=kwok" -}}
 {{- end -}}
 {{- if .Values.settings.clusterEndpoint -}}
 {{- fail "settings.clusterEndpoint: this controller version does not write nodes' bootstrap data yet (the EC2NodeClass's userData is used as given; docs/controller.md, \"Not yet\"); leave it empty" -}}
