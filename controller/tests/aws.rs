@@ -10,15 +10,18 @@
 //!
 //! Injected (`support/moto_layer.py`, in moto's process; moto lacks each): CreateFleet trying
 //! overrides in `Priority` order; insufficient-capacity answers for offerings the test lists; an
-//! `UnauthorizedOperation` for an action the test denies; the EKS-optimized AMI parameters under
+//! `UnauthorizedOperation` for an action the test denies; a Pricing API answer (moto has no
+//! Pricing service) with one on-demand price, m5.large's; the EKS-optimized AMI parameters under
 //! `/aws/service/eks/` (pointing at moto's own AL2023 images). And the kubelet: moto runs no
 //! machines, so the test's registrar makes each running instance's Node (name = its private DNS
 //! name, providerID `aws:///<zone>/<id>`, the unregistered taint, the capacity the NodeClaim
 //! says, KWOK's annotation so that it becomes Ready) and deletes it once EC2 says terminated, as
 //! the cloud node-lifecycle controller does.
 //!
-//! 1. inflate 0 → 3: three CreateFleet requests, each with the overrides types × the two tagged
-//!    subnets, priorities = the catalogue's prices, on-demand `lowest-price`, upstream's tags and
+//! 1. inflate 0 → 3: the controller's catalogue is refreshed from moto's DescribeInstanceTypes
+//!    and zone-ID offerings; three CreateFleet requests, each with the overrides types × the two
+//!    tagged subnets, priorities = the prices (m5.large's from the Pricing API, the others from
+//!    the embedded table, as the launch log says), on-demand `lowest-price`, upstream's tags and
 //!    a `karpenter.k8s.aws/<hash>` launch template that exists with its tags; 3 instances, 3 Nodes
 //!    Ready, 3 pods Running; the EC2NodeClass's status holds what EC2 answered, and an instance
 //!    profile made for its `role` (IAM path, tags, the role), which its launch template and
@@ -405,6 +408,10 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
     let (ami_x86, _) = seed_ami_parameters(&moto, &kubernetes).await?;
     let (class, nodepool, node_type) = (unique_name("aws-class"), unique_name("aws-np"), unique_name("k"));
     let types = ["m5.large", "c5.large", "m5.xlarge"];
+    // The Pricing API answers one price: m5.large's, below c5.large's table price, so that the
+    // cheapest launch is priced by the API and the rest by the embedded table.
+    const API_PRICED: (&str, f64) = ("m5.large", 0.05);
+    moto.write("pricing.json", &json!({ REGION: { API_PRICED.0: API_PRICED.1.to_string() } }))?;
     // The node role, made by the user; the instance profile the controller makes for it. And a
     // profile of the user's own, which the controller uses as given and never deletes.
     let iamc = moto.iam().await;
@@ -535,14 +542,25 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
     ensure!(claims.values().all(|id| id.starts_with("aws:///")), "{claims:?}");
     let requests = moto.fleet_requests()?;
     ensure!(requests.len() == 3, "{} CreateFleet calls for 3 launches: {requests:#?}", requests.len());
-    // The catalogue's on-demand prices in these zones, as core prices each decision.
+    // The on-demand prices in these zones, as core prices each decision: the Pricing API's where it
+    // answered, the embedded table's otherwise.
     let catalogue_types = carpentry_core::Catalogue::embedded().instance_types_shared(REGION, &Default::default())?;
     let price = |t: &str| {
+        if t == API_PRICED.0 {
+            return Some(API_PRICED.1);
+        }
         catalogue_types
             .iter()
             .find(|it| it.name == t)
             .and_then(|it| it.offerings.iter().find(|o| o.capacity_type.as_str() == "on-demand").map(|o| o.price))
     };
+    // The controller says where its catalogue and each launch's price came from.
+    let said = log();
+    ensure!(said.contains("instance types, offerings and prices refreshed from the cloud"), "{said}");
+    ensure!(said.contains("the Pricing API (GetProducts at"), "a launch priced by the Pricing API:\n{said}");
+    if let Some(line) = said.lines().find(|l| l.contains("refreshed from the cloud")) {
+        eprintln!("catalogue: {line}");
+    }
     for request in &requests {
         eprintln!("CreateFleet: {}", serde_json::to_string(request)?);
         assert_eq!(request["Type"], "instant");

@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, ensure, Context, Result};
 use carpentry_core::catalogue::{
-    Accelerator, Arch, CatalogueFile, Gpu, InstanceTypeInfo, NeuronDevice, Provenance, ProvenanceInput, RegionFile,
+    CatalogueFile, DescribedInstanceType, InstanceTypeInfo, KarpenterTables, Provenance, ProvenanceInput, RegionFile,
     SCHEMA,
 };
 use serde_json::Value;
@@ -227,142 +227,18 @@ fn convert_type(
     bandwidth: &BTreeMap<String, i64>,
     limits: &BTreeMap<String, VpcLimits>,
 ) -> Result<Option<InstanceTypeInfo>> {
-    let ctx = || format!("instance type {name}");
-    let str_list = |v: &Value| -> Vec<String> {
-        v.as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect()).unwrap_or_default()
-    };
-    let virt = str_list(&info["SupportedVirtualizationTypes"]);
-    let archs = str_list(&info["ProcessorInfo"]["SupportedArchitectures"]);
-    if !virt.iter().any(|v| v == "hvm") || !archs.iter().any(|a| a == "x86_64" || a == "arm64") {
-        return Ok(None);
-    }
-    // Upstream maps the first recognised architecture; memory treats the type as Graviton when the
-    // first listed architecture is arm64. Both agree for every type in the data (checked here).
-    let arch = match archs.iter().find(|a| *a == "x86_64" || *a == "arm64").map(String::as_str) {
-        Some("arm64") => {
-            ensure!(archs[0] == "arm64", "{}: arm64 is not the first architecture", ctx());
-            Arch::Arm64
-        }
-        _ => Arch::Amd64,
-    };
-    let u32_of = |v: &Value, what: &str| -> Result<u32> {
-        v.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(|| anyhow!("{}: missing or bad {what}", ctx()))
-    };
-    let net = &info["NetworkInfo"];
-    let default_card = net["DefaultNetworkCardIndex"].as_u64().unwrap_or(0);
-    let cards = net["NetworkCards"].as_array().cloned().unwrap_or_default();
-    let mut card_max: Vec<(u64, u32)> = Vec::new();
-    for c in &cards {
-        card_max.push((
-            c["NetworkCardIndex"].as_u64().unwrap_or(0),
-            u32_of(&c["MaximumNetworkInterfaces"], "NetworkCards[].MaximumNetworkInterfaces")?,
-        ));
-    }
-    card_max.sort();
-    let enis = card_max
-        .iter()
-        .find(|(i, _)| *i == default_card)
-        .map(|(_, n)| *n)
-        .ok_or_else(|| anyhow!("{}: no default network card", ctx()))?;
-    let cards = if card_max.len() > 1 {
-        ensure!(
-            card_max.iter().enumerate().all(|(i, (idx, _))| i as u64 == *idx),
-            "{}: network card indices are not 0..n",
-            ctx()
-        );
-        card_max.iter().map(|(_, n)| *n).collect()
-    } else {
-        Vec::new()
-    };
-
-    let gpus = info["GpuInfo"]["Gpus"]
-        .as_array()
-        .map(|gs| {
-            gs.iter()
-                .map(|g| {
-                    Ok(Gpu {
-                        name: g["Name"].as_str().unwrap_or_default().to_string(),
-                        manufacturer: g["Manufacturer"].as_str().unwrap_or_default().to_string(),
-                        count: u32_of(&g["Count"], "GpuInfo.Gpus[].Count")?,
-                        mem_mib: g["MemoryInfo"]["SizeInMiB"].as_u64().unwrap_or(0),
-                    })
-                })
-                .collect::<Result<Vec<_>>>()
-        })
-        .transpose()?
-        .unwrap_or_default();
-    let accels = info["InferenceAcceleratorInfo"]["Accelerators"]
-        .as_array()
-        .map(|gs| {
-            gs.iter()
-                .map(|g| {
-                    Ok(Accelerator {
-                        name: g["Name"].as_str().unwrap_or_default().to_string(),
-                        manufacturer: g["Manufacturer"].as_str().unwrap_or_default().to_string(),
-                        count: u32_of(&g["Count"], "InferenceAcceleratorInfo.Accelerators[].Count")?,
-                    })
-                })
-                .collect::<Result<Vec<_>>>()
-        })
-        .transpose()?
-        .unwrap_or_default();
-    let neuron = info["NeuronInfo"]["NeuronDevices"]
-        .as_array()
-        .map(|ds| {
-            ds.iter()
-                .map(|d| {
-                    Ok(NeuronDevice {
-                        name: d["Name"].as_str().unwrap_or_default().to_string(),
-                        count: u32_of(&d["Count"], "NeuronDevices[].Count")?,
-                        cores: u32_of(&d["CoreInfo"]["Count"], "NeuronDevices[].CoreInfo.Count")?,
-                    })
-                })
-                .collect::<Result<Vec<_>>>()
-        })
-        .transpose()?
-        .unwrap_or_default();
-
-    let storage = &info["InstanceStorageInfo"];
-    let ebs = &info["EbsInfo"];
-    let ebs_mbps = if ebs["EbsOptimizedSupport"].as_str() == Some("default") {
-        ebs["EbsOptimizedInfo"]["MaximumBandwidthInMbps"].as_u64()
-    } else {
-        None
-    };
+    // The record as EC2 answers it, read by the same rules the controller's live refresh uses.
+    let mut described: DescribedInstanceType =
+        serde_json::from_value(info.clone()).with_context(|| format!("instance type {name}"))?;
+    described.instance_type = name.to_string();
     let limit = limits.get(name);
-    let features = str_list(&info["ProcessorInfo"]["SupportedFeatures"]);
-
-    Ok(Some(InstanceTypeInfo {
-        name: name.to_string(),
-        vcpu: u32_of(&info["VCpuInfo"]["DefaultVCpus"], "VCpuInfo.DefaultVCpus")?,
-        memory_mib: info["MemoryInfo"]["SizeInMiB"].as_u64().ok_or_else(|| anyhow!("{}: no memory", ctx()))?,
-        arch,
-        cpu_manufacturer: info["ProcessorInfo"]["Manufacturer"].as_str().unwrap_or_default().to_string(),
-        sustained_clock_mhz: info["ProcessorInfo"]["SustainedClockSpeedInGhz"]
-            .as_f64()
-            .map(|ghz| (ghz * 1000.0).round() as u32),
-        hypervisor: info["Hypervisor"].as_str().unwrap_or_default().to_string(),
-        bare_metal: info["BareMetal"].as_bool().unwrap_or(false),
-        usage_classes: str_list(&info["SupportedUsageClasses"]),
-        default_card_enis: enis,
-        ipv4_per_eni: u32_of(&net["Ipv4AddressesPerInterface"], "NetworkInfo.Ipv4AddressesPerInterface")?,
-        network_cards: cards,
-        ena: net["EnaSupport"].as_str() != Some("unsupported"),
-        efa_max_interfaces: net["EfaInfo"]["MaximumEfaInterfaces"].as_u64().map(|n| n as u32),
-        gpus,
-        inference_accelerators: accels,
-        neuron_devices: neuron,
-        instance_storage_gb: storage["TotalSizeInGB"].as_u64(),
-        instance_storage_nvme: storage.is_object() && storage["NvmeSupport"].as_str() != Some("unsupported"),
-        ebs_bandwidth_mbps: ebs_mbps,
+    let tables = KarpenterTables {
+        on_demand_price: prices.get(name).copied(),
         network_bandwidth_mbps: bandwidth.get(name).map(|b| *b as u64),
-        encryption_in_transit: net["EncryptionInTransitSupported"].as_bool().unwrap_or(false),
-        nitro_enclaves: info["NitroEnclavesSupport"].as_str() == Some("supported"),
-        nested_virtualization: features.iter().any(|f| f == "nested-virtualization"),
         branch_enis: limit.filter(|l| l.trunking).map(|l| l.branch),
         vpc_ipv4_per_eni: limit.map(|l| l.ipv4),
-        on_demand_price: prices.get(name).copied(),
-    }))
+    };
+    Ok(described.info(&tables)?)
 }
 
 /// Zone IDs in core's canonical order ([`carpentry_core::catalogue::zone_id_sort_key`]), which

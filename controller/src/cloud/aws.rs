@@ -30,12 +30,17 @@
 //!   messages) is kept in flight; core parses each message and says what it asks
 //!   ([`carpentry_core::providers::interruption`]); a handled or malformed message is deleted.
 //!
+//! - Instance types and prices (`refresh_catalogue`, every 12 h from the reconciler):
+//!   DescribeInstanceTypes, DescribeInstanceTypeOfferings by zone ID, DescribeSpotPriceHistory and
+//!   the Pricing API's GetProducts, each SDK answer handed to core field for field
+//!   ([`carpentry_core::Catalogue::live`] applies the rules); a price API that fails leaves its
+//!   last answer, or the embedded catalogue's prices.
+//!
 //! Not done yet (the issue stays open, docs/controller.md lists them): bootstrap user data,
-//! dry-run validation, the instance-type and pricing refresh from EC2 (the embedded catalogue
-//! prices every decision), DescribeInstanceStatus, reserved capacity.
+//! dry-run validation, DescribeInstanceStatus, reserved capacity.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -43,7 +48,7 @@ use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::types as ec2;
 use carpentry_core::api::ec2nodeclass::EC2NodeClassStatus;
 use carpentry_core::api::{EC2NodeClass, NodeClaim};
-use carpentry_core::catalogue::InstanceType;
+use carpentry_core::catalogue::{pricing, DescribedInstanceType, InstanceType, LiveAnswers, LivePrices, SpotRecord};
 use carpentry_core::labels;
 use carpentry_core::manifest::scenario::TimingOverrides;
 use carpentry_core::manifest::Manifests;
@@ -52,6 +57,7 @@ use carpentry_core::nodeclaim::lifecycle::Instance;
 use carpentry_core::providers::amifamily::AmiQuery;
 use carpentry_core::providers::instanceprofile::{self, ExistingProfile, ManagedProfile, ProfilePlan};
 use carpentry_core::providers::{self, Filter, Lookup, LookupError, UnavailableOfferings};
+use carpentry_core::Catalogue;
 use tracing::{info, warn};
 
 use super::{CloudProvider, CreateError, Deletion, QueuedMessage};
@@ -66,9 +72,12 @@ pub const IAM_ACTIONS: &[&str] = &[
     "ec2:CreateTags",
     "ec2:DeleteLaunchTemplate",
     "ec2:DescribeImages",
+    "ec2:DescribeInstanceTypeOfferings",
+    "ec2:DescribeInstanceTypes",
     "ec2:DescribeInstances",
     "ec2:DescribeLaunchTemplates",
     "ec2:DescribeSecurityGroups",
+    "ec2:DescribeSpotPriceHistory",
     "ec2:DescribeSubnets",
     "ec2:RunInstances",
     "ec2:TerminateInstances",
@@ -80,6 +89,7 @@ pub const IAM_ACTIONS: &[&str] = &[
     "iam:PassRole",
     "iam:RemoveRoleFromInstanceProfile",
     "iam:TagInstanceProfile",
+    "pricing:GetProducts",
     "sqs:DeleteMessage",
     "sqs:GetQueueUrl",
     "sqs:ReceiveMessage",
@@ -153,11 +163,22 @@ async fn receive(sqs: aws_sdk_sqs::Client, url: String) -> anyhow::Result<Vec<Qu
         .collect())
 }
 
+/// The last on-demand and spot prices the APIs answered.
+#[derive(Clone, Default)]
+struct KeptPrices {
+    on_demand: Option<Arc<LivePrices>>,
+    spot: Option<Arc<LivePrices>>,
+}
+
 pub struct Aws {
     ec2: aws_sdk_ec2::Client,
     ssm: aws_sdk_ssm::Client,
     iam: aws_sdk_iam::Client,
     sqs: aws_sdk_sqs::Client,
+    /// The Pricing API, in its endpoint region for this region.
+    pricing: aws_sdk_pricing::Client,
+    /// The last prices each API answered (a failed refresh keeps them, as upstream does).
+    live_prices: Mutex<KeptPrices>,
     /// The interruption queue's name, its URL once GetQueueUrl answered, and the long poll in
     /// flight.
     interruption: Option<Interruption>,
@@ -202,6 +223,12 @@ impl Aws {
             ssm: aws_sdk_ssm::Client::new(&config),
             iam: aws_sdk_iam::Client::new(&config),
             sqs: aws_sdk_sqs::Client::new(&config),
+            pricing: aws_sdk_pricing::Client::from_conf(
+                aws_sdk_pricing::config::Builder::from(&config)
+                    .region(aws_config::Region::new(pricing::pricing_api_region(region)))
+                    .build(),
+            ),
+            live_prices: Mutex::default(),
             interruption: interruption_queue.map(|queue| Interruption { queue, ..Default::default() }),
             kube,
             cluster,
@@ -212,6 +239,156 @@ impl Aws {
             templates: Mutex::default(),
             unavailable: Mutex::default(),
         })
+    }
+
+    /// `DescribeInstanceTypes` as upstream asks it (hvm, x86_64 or arm64; pages of 100).
+    async fn described_types(&self) -> anyhow::Result<Vec<DescribedInstanceType>> {
+        let mut pages = self
+            .ec2
+            .describe_instance_types()
+            .filters(ec2::Filter::builder().name("supported-virtualization-type").values("hvm").build())
+            .filters(
+                ec2::Filter::builder()
+                    .name("processor-info.supported-architecture")
+                    .values("x86_64")
+                    .values("arm64")
+                    .build(),
+            )
+            .max_results(100)
+            .into_paginator()
+            .send();
+        let mut out = Vec::new();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| sdk_error("ec2:DescribeInstanceTypes", e))?;
+            out.extend(page.instance_types().iter().map(described));
+        }
+        Ok(out)
+    }
+
+    /// `DescribeInstanceTypeOfferings` by zone ID (pages of 1000): (type, zone ID).
+    async fn zone_offerings(&self) -> anyhow::Result<Vec<(String, String)>> {
+        let mut pages = self
+            .ec2
+            .describe_instance_type_offerings()
+            .location_type(ec2::LocationType::AvailabilityZoneId)
+            .max_results(1000)
+            .into_paginator()
+            .send();
+        let mut out = Vec::new();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| sdk_error("ec2:DescribeInstanceTypeOfferings", e))?;
+            out.extend(
+                page.instance_type_offerings()
+                    .iter()
+                    .filter_map(|o| Some((o.instance_type()?.as_str().to_string(), o.location()?.to_string()))),
+            );
+        }
+        Ok(out)
+    }
+
+    /// The current spot prices (`DescribeSpotPriceHistory` from now, Linux, pages of 2000).
+    async fn spot_prices(&self, now: &str) -> anyhow::Result<Option<LivePrices>> {
+        let mut request = self
+            .ec2
+            .describe_spot_price_history()
+            .start_time(aws_smithy_types::DateTime::from(std::time::SystemTime::now()))
+            .max_results(2000);
+        for d in pricing::SPOT_PRODUCT_DESCRIPTIONS {
+            request = request.product_descriptions(d);
+        }
+        let mut pages = request.into_paginator().send();
+        let mut records = Vec::new();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| sdk_error("ec2:DescribeSpotPriceHistory", e))?;
+            records.extend(page.spot_price_history().iter().filter_map(|p| {
+                Some(SpotRecord {
+                    instance_type: p.instance_type()?.as_str().to_string(),
+                    zone: p.availability_zone()?.to_string(),
+                    price: p.spot_price()?.to_string(),
+                    has_timestamp: p.timestamp().is_some(),
+                })
+            }));
+        }
+        Ok(LivePrices::spot(&records, now))
+    }
+
+    /// On-demand prices from the Pricing API (`GetProducts`, the two queries upstream makes).
+    async fn on_demand_prices(&self, now: &str) -> anyhow::Result<Option<LivePrices>> {
+        if !pricing::asks_pricing_api(&self.region) {
+            return Ok(None);
+        }
+        let mut prices = HashMap::new();
+        for query in pricing::on_demand_queries(&self.region) {
+            let mut request = self.pricing.get_products().service_code("AmazonEC2").max_results(100);
+            for (field, value) in query {
+                request = request.filters(
+                    aws_sdk_pricing::types::Filter::builder()
+                        .r#type(aws_sdk_pricing::types::FilterType::TermMatch)
+                        .field(field)
+                        .value(value)
+                        .build()
+                        .context("a GetProducts filter")?,
+                );
+            }
+            let mut pages = request.into_paginator().send();
+            while let Some(page) = pages.next().await {
+                let page = page.map_err(|e| {
+                    let code = e.code().unwrap_or("-").to_string();
+                    anyhow::anyhow!("pricing:GetProducts failed ({code}): {}", carpentry_core::error_chain(&e))
+                })?;
+                let (found, unreadable) = pricing::on_demand_from_price_list(
+                    page.price_list().iter().map(String::as_str),
+                    pricing::currency(&self.region),
+                );
+                if unreadable > 0 {
+                    warn!(unreadable, "aws: GetProducts answered price documents that are not JSON; they are skipped");
+                }
+                prices.extend(found);
+            }
+        }
+        Ok((!prices.is_empty()).then(|| LivePrices::on_demand(prices, now)))
+    }
+
+    /// The region's catalogue from EC2, priced by the APIs that answer and by `base` otherwise.
+    async fn live_catalogue(&self, base: &Catalogue) -> anyhow::Result<Catalogue> {
+        let now = crate::clock::now_rfc3339();
+        let types = self.described_types().await?;
+        let offerings = self.zone_offerings().await?;
+        let KeptPrices { on_demand: previous_on_demand, spot: previous_spot } =
+            self.live_prices.lock().map(|p| p.clone()).unwrap_or_default();
+        let on_demand = match self.on_demand_prices(&now).await {
+            Ok(Some(p)) => Some(Arc::new(p.merged_over(previous_on_demand.as_deref()))),
+            Ok(None) => previous_on_demand,
+            Err(e) => {
+                warn!(error = %format!("{e:#}"), kept = previous_on_demand.is_some(),
+                    "aws: on-demand prices not refreshed; the last answer or the embedded table prices them");
+                previous_on_demand
+            }
+        };
+        let spot = match self.spot_prices(&now).await {
+            Ok(Some(p)) => Some(Arc::new(p.merged_over(previous_spot.as_deref()))),
+            Ok(None) => {
+                warn!("aws: DescribeSpotPriceHistory found no spot prices; the last answer or synthetic prices stand");
+                previous_spot
+            }
+            Err(e) => {
+                warn!(error = %format!("{e:#}"), kept = previous_spot.is_some(),
+                    "aws: spot prices not refreshed; the last answer or synthetic prices stand");
+                previous_spot
+            }
+        };
+        if let Ok(mut kept) = self.live_prices.lock() {
+            *kept = KeptPrices { on_demand: on_demand.clone(), spot: spot.clone() };
+        }
+        let catalogue = base.live(LiveAnswers {
+            region: &self.region,
+            types: &types,
+            offerings: &offerings,
+            on_demand,
+            spot,
+            fetched_at: &now,
+        })?;
+        Ok(catalogue)
     }
 
     /// The cluster's Kubernetes `major.minor` (for AMI aliases).
@@ -641,6 +818,97 @@ impl Aws {
 }
 
 /// An SDK error as an error naming the IAM action and EC2's code and message.
+/// An SDK `InstanceTypeInfo` as core reads it (field for field; the rules are core's).
+fn described(t: &ec2::InstanceTypeInfo) -> DescribedInstanceType {
+    use carpentry_core::catalogue::described::*;
+    let strings = |v: Vec<&str>| v.into_iter().map(str::to_string).collect::<Vec<_>>();
+    let processor = t.processor_info();
+    let network = t.network_info();
+    let device = |name: Option<&str>, manufacturer: Option<&str>, count: Option<i32>| DescribedDevice {
+        name: name.map(str::to_string),
+        manufacturer: manufacturer.map(str::to_string),
+        count: count.map(i64::from),
+        ..Default::default()
+    };
+    DescribedInstanceType {
+        instance_type: t.instance_type().map(|i| i.as_str().to_string()).unwrap_or_default(),
+        virtualization_types: strings(t.supported_virtualization_types().iter().map(|v| v.as_str()).collect()),
+        processor: DescribedProcessor {
+            architectures: strings(
+                processor.map(|p| p.supported_architectures().iter().map(|a| a.as_str()).collect()).unwrap_or_default(),
+            ),
+            manufacturer: processor.and_then(|p| p.manufacturer()).map(str::to_string),
+            sustained_clock_ghz: processor.and_then(|p| p.sustained_clock_speed_in_ghz()),
+            features: strings(
+                processor.map(|p| p.supported_features().iter().map(|f| f.as_str()).collect()).unwrap_or_default(),
+            ),
+        },
+        vcpu: DescribedVCpu { default_vcpus: t.v_cpu_info().and_then(|v| v.default_v_cpus()).map(i64::from) },
+        memory: DescribedMemory { size_mib: t.memory_info().and_then(|m| m.size_in_mib()) },
+        hypervisor: t.hypervisor().map(|h| h.as_str().to_string()),
+        bare_metal: t.bare_metal(),
+        usage_classes: strings(t.supported_usage_classes().iter().map(|u| u.as_str()).collect()),
+        network: DescribedNetwork {
+            default_card: network.and_then(|n| n.default_network_card_index()).map(i64::from),
+            cards: network
+                .map(|n| {
+                    n.network_cards()
+                        .iter()
+                        .map(|c| DescribedNetworkCard {
+                            index: c.network_card_index().map(i64::from),
+                            max_interfaces: c.maximum_network_interfaces().map(i64::from),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            ipv4_per_interface: network.and_then(|n| n.ipv4_addresses_per_interface()).map(i64::from),
+            ena_support: network.and_then(|n| n.ena_support()).map(|e| e.as_str().to_string()),
+            efa: network
+                .and_then(|n| n.efa_info())
+                .map(|e| DescribedEfa { max_interfaces: e.maximum_efa_interfaces().map(i64::from) }),
+            encryption_in_transit: network.and_then(|n| n.encryption_in_transit_supported()),
+        },
+        gpu: t.gpu_info().map(|g| DescribedGpuInfo {
+            gpus: g
+                .gpus()
+                .iter()
+                .map(|d| DescribedDevice {
+                    memory: DescribedMemory { size_mib: d.memory_info().and_then(|m| m.size_in_mib()).map(i64::from) },
+                    ..device(d.name(), d.manufacturer(), d.count())
+                })
+                .collect(),
+        }),
+        inference_accelerators: t.inference_accelerator_info().map(|a| DescribedAcceleratorInfo {
+            accelerators: a.accelerators().iter().map(|d| device(d.name(), d.manufacturer(), d.count())).collect(),
+        }),
+        neuron: t.neuron_info().map(|n| DescribedNeuronInfo {
+            devices: n
+                .neuron_devices()
+                .iter()
+                .map(|d| DescribedDevice {
+                    cores: DescribedCoreInfo { count: d.core_info().and_then(|c| c.count()).map(i64::from) },
+                    ..device(d.name(), None, d.count())
+                })
+                .collect(),
+        }),
+        instance_storage: t.instance_storage_info().map(|s| DescribedInstanceStorage {
+            total_gb: s.total_size_in_gb(),
+            nvme_support: s.nvme_support().map(|n| n.as_str().to_string()),
+        }),
+        ebs: DescribedEbs {
+            optimized_support: t.ebs_info().and_then(|e| e.ebs_optimized_support()).map(|e| e.as_str().to_string()),
+            optimized: DescribedEbsOptimized {
+                max_bandwidth_mbps: t
+                    .ebs_info()
+                    .and_then(|e| e.ebs_optimized_info())
+                    .and_then(|o| o.maximum_bandwidth_in_mbps())
+                    .map(i64::from),
+            },
+        },
+        nitro_enclaves_support: t.nitro_enclaves_support().map(|n| n.as_str().to_string()),
+    }
+}
+
 fn sdk_error<E>(action: &str, e: aws_sdk_ec2::error::SdkError<E>) -> anyhow::Error
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
@@ -795,9 +1063,18 @@ impl CloudProvider for Aws {
         if let Some(zone_id) = class.status.as_ref().and_then(|s| s.subnets.iter().find(|s| s.zone == zone)) {
             instance.labels.insert(labels::aws::TOPOLOGY_ZONE_ID.into(), zone_id.zone_id.clone());
         }
+        let priced_by = it
+            .and_then(|it| {
+                it.offerings.iter().find(|o| o.zone == zone && o.capacity_type.as_str() == launch.capacity_type)
+            })
+            .map_or_else(|| "an offering the request did not list".to_string(), |o| o.price_source.describe());
         info!(nodeclaim = %nodeclaim.name(), instance = %id, %instance_type, %zone, capacity_type = %launch.capacity_type,
-            price = launch.price, "aws: launched");
+            price = launch.price, %priced_by, "aws: launched");
         Ok(instance)
+    }
+
+    async fn refresh_catalogue(&self, base: &Catalogue) -> Option<anyhow::Result<Catalogue>> {
+        Some(self.live_catalogue(base).await)
     }
 
     /// Upstream's EC2 timings are the simulation's defaults.

@@ -142,6 +142,14 @@ impl CloudProvider for Kwok {
     }
 
     /// Ready without AWS: one subnet per zone of `--region` in the catalogue, saying it is simulated.
+    /// KWOK's instances are the embedded catalogue's: nothing to refresh.
+    async fn refresh_catalogue(
+        &self,
+        _base: &carpentry_core::Catalogue,
+    ) -> Option<anyhow::Result<carpentry_core::Catalogue>> {
+        None
+    }
+
     fn timings(&self) -> TimingOverrides {
         let delay = self.registration_delay.as_millis();
         TimingOverrides {

@@ -16,6 +16,7 @@ use carpentry_core::manifest::Manifests;
 use carpentry_core::nodeclaim::garbagecollection::CloudInstance;
 use carpentry_core::nodeclaim::lifecycle::Instance;
 use carpentry_core::scheduling::NoLaunch;
+use carpentry_core::Catalogue;
 
 /// Why `create` launched nothing.
 #[derive(Debug, thiserror::Error)]
@@ -94,6 +95,11 @@ pub trait CloudProvider: Send + Sync + 'static {
 
     /// Terminates an instance no NodeClaim has (garbage collection), by providerID.
     fn delete_instance(&self, provider_id: &str) -> impl Future<Output = anyhow::Result<Deletion>> + Send;
+
+    /// The region's catalogue as the cloud describes it now, over `base` (upstream AWS
+    /// `providers.instancetype` and `providers.pricing`); `None` when the provider has nothing to
+    /// ask (kwok: the embedded catalogue is its cloud).
+    fn refresh_catalogue(&self, base: &Catalogue) -> impl Future<Output = Option<anyhow::Result<Catalogue>>> + Send;
 
     /// Whether the provider tags an instance once its Node registered (upstream AWS
     /// `nodeclaim.tagging`).

@@ -125,7 +125,7 @@ impl<P: CloudProvider> Reconciler<P> {
     }
 
     fn disruption_view<'a>(&'a self, m: &'a Manifests, now: i64) -> disruption::View<'a> {
-        let nodes = facts::of_objects(m, self.catalogue, &self.region, &self.disruption.nominated);
+        let nodes = facts::of_objects(m, &self.catalogue, &self.region, &self.disruption.nominated);
         disruption::View::new(m, &self.region, now, nodes, Vec::new())
     }
 

@@ -2,6 +2,9 @@
 //! simulation applies them to its world at simulated times. One loop on the leader reads the
 //! cluster view and runs, in upstream's order of concerns:
 //!
+//! - `instancetype` (upstream AWS `providers.instancetype` and `providers.pricing`): the
+//!   region's instance types, zone offerings and prices from the cloud every 12 hours, the
+//!   embedded catalogue until it answers;
 //! - `nodeclass` (upstream AWS `nodeclass` and `instanceprofile.garbagecollection`): the
 //!   EC2NodeClass's status from the provider, its `karpenter.k8s.aws/termination` finalizer
 //!   ([`carpentry_core::providers::termination`]), unused instance profiles collected;
@@ -37,6 +40,7 @@ pub mod act;
 mod consistency;
 mod disruption;
 mod garbagecollection;
+mod instancetype;
 mod interruption;
 mod lifecycle;
 mod nodeclass;
@@ -68,7 +72,8 @@ pub struct Reconciler<P: CloudProvider> {
     pub cloud: P,
     pub leader: LeaderStatus,
     pub region: String,
-    pub catalogue: &'static Catalogue,
+    /// The embedded catalogue until the provider's refresh answers, then the cloud's.
+    pub catalogue: Arc<Catalogue>,
     /// Launch results by NodeClaim UID, so that a failed status write never launches twice.
     launched: HashMap<String, (carpentry_core::nodeclaim::lifecycle::Instance, Instant)>,
     /// Launches that failed for a reason other than capacity, by NodeClaim UID.
@@ -93,6 +98,7 @@ pub struct Reconciler<P: CloudProvider> {
     nodeclass: nodeclass::State,
     tagging: tagging::State,
     interruption: interruption::State,
+    instancetype: instancetype::State,
 }
 
 impl<P: CloudProvider> Reconciler<P> {
@@ -103,7 +109,7 @@ impl<P: CloudProvider> Reconciler<P> {
             cloud,
             leader,
             region,
-            catalogue: Catalogue::embedded(),
+            catalogue: Arc::new(Catalogue::embedded().clone()),
             launched: HashMap::new(),
             launch_failures: HashMap::new(),
             provisioning: provisioning::State::default(),
@@ -119,6 +125,7 @@ impl<P: CloudProvider> Reconciler<P> {
             nodeclass: nodeclass::State::default(),
             tagging: tagging::State::default(),
             interruption: interruption::State::default(),
+            instancetype: instancetype::State::default(),
         }
     }
 
@@ -165,6 +172,7 @@ impl<P: CloudProvider> Reconciler<P> {
         let now = crate::clock::now_seconds();
         self.launched.retain(|_, (_, at)| at.elapsed() < LAUNCH_CACHE_TTL);
         self.launch_failures.retain(|uid, _| m.nodeclaims.iter().any(|nc| nc.metadata.uid.as_deref() == Some(uid)));
+        self.refresh_catalogue().await;
         self.nodeclasses(m).await;
         self.interruptions(m).await;
         self.nodepools(m, &live.invalid_nodepools, now).await;

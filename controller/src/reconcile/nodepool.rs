@@ -66,7 +66,7 @@ impl<P: CloudProvider> Reconciler<P> {
 
     /// What each NodePool's nodes hold, as the limit check counts it.
     fn usage(&self, m: &Manifests) -> Option<BTreeMap<String, ResourceList>> {
-        match carpentry_core::input_from_manifests(m, self.catalogue, Some(&self.region)) {
+        match carpentry_core::input_from_manifests(m, &self.catalogue, Some(&self.region)) {
             Ok(prepared) => Some(carpentry_core::scheduling::nodepool_usage(&prepared.input)),
             Err(e) => {
                 warn!(error = %carpentry_core::error_chain(&e), "NodePool usage cannot be counted");

@@ -91,7 +91,7 @@ impl<P: CloudProvider> Reconciler<P> {
         // to kube-scheduler, as upstream does.
         let mut view = m.clone();
         view.pods.retain(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() || is_provisionable(p));
-        let prepared = match carpentry_core::input_from_manifests(&view, self.catalogue, Some(&self.region)) {
+        let prepared = match carpentry_core::input_from_manifests(&view, &self.catalogue, Some(&self.region)) {
             Ok(p) => p,
             Err(e) => {
                 warn!(error = %carpentry_core::error_chain(&e), "the provisioning round cannot run");

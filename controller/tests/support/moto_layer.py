@@ -13,6 +13,10 @@ them while the server runs):
   `InsufficientInstanceCapacity`, as EC2 answers (moto never reports an error).
 - Denied actions: an action listed in `$MOTO_LAYER_DIR/deny.json` (`ec2:DescribeSubnets`) answers
   HTTP 403 `UnauthorizedOperation` as EC2 does for a missing IAM permission (moto enforces no IAM).
+- On-demand prices: moto has no Pricing service (it answers HTTP 500). While
+  `$MOTO_LAYER_DIR/pricing.json` ({region: {instance type: USD}}) exists, `GetProducts` answers
+  the shared-tenancy query with one price-list document per listed type, in the Pricing API's
+  shape; without it moto's own answer stands.
 - EKS-optimized AMI parameters: `$MOTO_LAYER_DIR/ssm.json` ({name: value}) is served under
   `/aws/service/eks/...`, which moto does not ship and refuses to let a client put.
 - Every CreateFleet request is appended, as parsed, to `$MOTO_LAYER_DIR/create_fleet.jsonl`
@@ -146,7 +150,7 @@ ssm_models.ParameterDict._check_loading_status = check_loading_status
 def action_of(environ, body):
     target = environ.get("HTTP_X_AMZ_TARGET")
     if target:  # JSON protocol: "AmazonSSM.GetParameter"
-        service = {"AmazonSSM": "ssm", "AmazonSQS": "sqs"}.get(target.split(".")[0], target.split(".")[0])
+        service = {"AmazonSSM": "ssm", "AmazonSQS": "sqs", "AWSPriceListService": "pricing"}.get(target.split(".")[0], target.split(".")[0])
         return f"{service}:{target.split('.')[-1]}"
     params = urllib.parse.parse_qs(body.decode("utf-8", "replace"))
     action = params.get("Action", [None])[0]
@@ -189,11 +193,43 @@ def denied(environ, start_response):
     return [payload]
 
 
+def price_list(environ, start_response):
+    """The GetProducts answer from pricing.json, or None to let moto answer."""
+    if environ.get("HTTP_X_AMZ_TARGET") != "AWSPriceListService.GetProducts":
+        return None
+    prices = read("pricing.json", None)
+    if prices is None:
+        return None
+    body = environ["wsgi.input"].read()
+    environ["wsgi.input"] = io.BytesIO(body)
+    request = json.loads(body or b"{}")
+    filters = {f.get("Field"): f.get("Value") for f in request.get("Filters", [])}
+    documents = []
+    if filters.get("tenancy") == "Shared":
+        region = filters.get("regionCode")
+        for instance_type, usd in sorted(prices.get(region, {}).items()):
+            documents.append(json.dumps({
+                "product": {"productFamily": "Compute Instance",
+                            "attributes": {"instanceType": instance_type, "regionCode": region,
+                                           "operatingSystem": "Linux", "tenancy": "Shared"}},
+                "serviceCode": "AmazonEC2",
+                "terms": {"OnDemand": {"T.JRTCKXETXF": {"priceDimensions": {"T.JRTCKXETXF.6YS6EN2CT7": {
+                    "unit": "Hrs", "pricePerUnit": {"USD": str(usd)}}}}}},
+            }))
+    payload = json.dumps({"FormatVersion": "aws_v1", "PriceList": documents}).encode()
+    start_response("200 OK", [("Content-Type", "application/x-amz-json-1.1"),
+                              ("Content-Length", str(len(payload)))])
+    return [payload]
+
+
 original_dispatcher_call = werkzeug_app.DomainDispatcherApplication.__call__
 
 
 def dispatcher_call(self, environ, start_response):
     answer = denied(environ, start_response)
+    if answer is not None:
+        return answer
+    answer = price_list(environ, start_response)
     if answer is not None:
         return answer
     return original_dispatcher_call(self, environ, start_response)

@@ -17,7 +17,9 @@
 
 mod capacity;
 mod data;
-pub(crate) mod pricing;
+pub mod described;
+mod live;
+pub mod pricing;
 pub(crate) mod reservations;
 mod type_requirements;
 mod unavailable;
@@ -38,6 +40,9 @@ pub use data::{
     Accelerator, Arch, CatalogueFile, Gpu, InstanceTypeInfo, NeuronDevice, Provenance, ProvenanceInput, RegionFile,
     SCHEMA,
 };
+pub use described::{DescribedError, DescribedInstanceType, KarpenterTables};
+pub use live::LiveAnswers;
+pub use pricing::{LivePrices, SpotRecord};
 pub use unavailable::UnavailableOffering;
 
 use capacity::{Bdm, FamilyTraits, Settings, Signal};
@@ -64,6 +69,8 @@ pub enum CatalogueError {
     UnknownRegion { region: String, known: String },
     #[error("invalid kubelet setting {field}: {reason}")]
     InvalidKubelet { field: String, reason: String },
+    #[error(transparent)]
+    Described(#[from] DescribedError),
 }
 
 /// One availability zone of a region.
@@ -170,11 +177,30 @@ pub enum PriceSource {
     SyntheticSpot,
     /// No price is known; the offering is unavailable (price 0).
     Unpriced,
+    /// The Pricing API's `GetProducts` answer (the controller's live catalogue).
+    PricingApi(Arc<pricing::LivePrices>),
+    /// EC2's `DescribeSpotPriceHistory` answer (the controller's live catalogue).
+    SpotPriceHistory(Arc<pricing::LivePrices>),
 }
 
 impl PriceSource {
     pub fn is_synthetic(&self) -> bool {
         matches!(self, PriceSource::SyntheticSpot)
+    }
+
+    /// What priced an offering, for a decision's reason: `the Pricing API (GetProducts at …)`.
+    pub fn describe(&self) -> String {
+        match self {
+            PriceSource::Published(p) => {
+                format!("the on-demand table of {} {} ({})", p.package, p.version, p.date)
+            }
+            PriceSource::SyntheticSpot => "a synthetic spot price (no spot price data)".to_string(),
+            PriceSource::Unpriced => "no price".to_string(),
+            PriceSource::PricingApi(l) => format!("the Pricing API (GetProducts at {})", l.fetched_at),
+            PriceSource::SpotPriceHistory(l) => {
+                format!("EC2 spot prices (DescribeSpotPriceHistory at {})", l.fetched_at)
+            }
+        }
     }
 }
 
@@ -305,6 +331,11 @@ pub struct Catalogue {
     /// Sorted by name.
     regions: Vec<Region>,
     on_demand_source: PriceSource,
+    /// On-demand prices from the Pricing API, over the table's (the controller's live catalogue).
+    live_on_demand: Option<Arc<LivePrices>>,
+    /// Spot prices from `DescribeSpotPriceHistory`; when present they replace the synthetic ones,
+    /// and a (type, zone) without one has no spot price (the controller's live catalogue).
+    live_spot: Option<Arc<LivePrices>>,
     /// Aligned with `types`: the requirements that depend on neither the region nor the NodeClass,
     /// built on first use ([`type_requirements::base`]).
     base_requirements: OnceLock<Vec<Requirements>>,
@@ -319,6 +350,8 @@ impl Clone for Catalogue {
             types: self.types.clone(),
             regions: self.regions.clone(),
             on_demand_source: self.on_demand_source.clone(),
+            live_on_demand: self.live_on_demand.clone(),
+            live_spot: self.live_spot.clone(),
             base_requirements: self.base_requirements.clone(),
             cache: Mutex::new(Vec::new()),
         }
@@ -399,6 +432,8 @@ impl Catalogue {
             types: file.types,
             regions,
             on_demand_source,
+            live_on_demand: None,
+            live_spot: None,
             base_requirements: OnceLock::new(),
             cache: Mutex::new(Vec::new()),
         })
@@ -587,6 +622,11 @@ impl Catalogue {
             ),
         };
         let compatible = is_compatible(info, s);
+        // upstream `pricing.OnDemandPrice`: the Pricing API's answer over the table.
+        let on_demand = match self.live_on_demand.as_ref().and_then(|l| l.on_demand.get(&info.name).map(|p| (*p, l))) {
+            Some((price, live)) => Some((price, PriceSource::PricingApi(live.clone()))),
+            None => info.on_demand_price.map(|p| (p, self.on_demand_source.clone())),
+        };
         let mut offerings = Vec::with_capacity(region.zones.len() * 2);
         for (i, (zone, zone_requirements)) in region.zones.iter().zip(offering_requirements).enumerate() {
             let in_zone = mask & (1 << i) != 0;
@@ -594,13 +634,19 @@ impl Catalogue {
                 if !info.supports(ct.as_str()) {
                     continue;
                 }
-                let (price, price_source) = match (ct, info.on_demand_price) {
-                    (_, None) => (0.0, PriceSource::Unpriced),
-                    (CapacityType::Spot, Some(od)) => {
-                        (pricing::synthetic_spot_price(&info.name, &zone.id, od), PriceSource::SyntheticSpot)
-                    }
-                    (_, Some(od)) => (od, self.on_demand_source.clone()),
+                let priced = match (ct, &self.live_spot) {
+                    // upstream `pricing.SpotPrice` once spot data exists: the zone's price or none.
+                    (CapacityType::Spot, Some(live)) => live
+                        .spot
+                        .get(&info.name)
+                        .and_then(|zones| zones.get(&zone.name))
+                        .map(|p| (*p, PriceSource::SpotPriceHistory(live.clone()))),
+                    (CapacityType::Spot, None) => on_demand.as_ref().map(|(od, _)| {
+                        (pricing::synthetic_spot_price(&info.name, &zone.id, *od), PriceSource::SyntheticSpot)
+                    }),
+                    _ => on_demand.clone(),
                 };
+                let (price, price_source) = priced.unwrap_or((0.0, PriceSource::Unpriced));
                 let available = compatible && in_zone && price_source != PriceSource::Unpriced;
                 offerings.push(Offering {
                     zone: zone.name.clone(),

@@ -592,3 +592,155 @@ fn subnets_rename_zones_by_id_and_leave_zones_without_one_unavailable() {
     assert!(plain_m5.available_offerings().any(|o| o.zone_id == "usw2-az1" && o.zone == "us-west-2a"));
     assert!(plain_m5.available_offerings().count() > available.len() * 2);
 }
+
+// ---------------------------------------------------------------------------------------------
+// The live catalogue (what EC2 answers).
+
+/// m5.large as `DescribeInstanceTypes` answers it (the fields carpentry reads, and one it does not).
+const M5_LARGE_DESCRIBED: &str = r#"{
+    "InstanceType": "m5.large", "CurrentGeneration": true,
+    "SupportedUsageClasses": ["on-demand", "spot"], "SupportedVirtualizationTypes": ["hvm"],
+    "BareMetal": false, "Hypervisor": "nitro",
+    "ProcessorInfo": {"SupportedArchitectures": ["x86_64"], "SustainedClockSpeedInGhz": 3.1, "Manufacturer": "Intel"},
+    "VCpuInfo": {"DefaultVCpus": 2, "DefaultCores": 1},
+    "MemoryInfo": {"SizeInMiB": 8192},
+    "EbsInfo": {"EbsOptimizedSupport": "default", "EncryptionSupport": "supported",
+                "EbsOptimizedInfo": {"MaximumBandwidthInMbps": 4750}, "NvmeSupport": "required"},
+    "NetworkInfo": {"NetworkPerformance": "Up to 10 Gigabit", "MaximumNetworkInterfaces": 3,
+                    "NetworkCards": [{"NetworkCardIndex": 0, "MaximumNetworkInterfaces": 3}],
+                    "DefaultNetworkCardIndex": 0, "Ipv4AddressesPerInterface": 10, "EnaSupport": "required",
+                    "EncryptionInTransitSupported": false},
+    "NitroEnclavesSupport": "unsupported"
+}"#;
+
+fn described(json: &str) -> DescribedInstanceType {
+    serde_json::from_str(json).unwrap()
+}
+
+fn live_subnets() -> Vec<Subnet> {
+    [("subnet-a", "us-west-2a", "usw2-az2"), ("subnet-b", "us-west-2b", "usw2-az1")]
+        .into_iter()
+        .map(|(id, zone, zone_id)| Subnet { id: id.into(), zone: zone.into(), zone_id: zone_id.into() })
+        .collect()
+}
+
+#[test]
+fn a_described_type_reads_as_the_embedded_catalogue_has_it() {
+    let m5 = described(M5_LARGE_DESCRIBED);
+    let embedded = cat().info("m5.large").unwrap();
+    let info = m5.info(&KarpenterTables::of(embedded)).unwrap().unwrap();
+    assert_eq!(&info, embedded);
+    // Without the tables EC2 does not answer, they are absent.
+    let bare = m5.info(&KarpenterTables::default()).unwrap().unwrap();
+    assert_eq!((bare.network_bandwidth_mbps, bare.branch_enis, bare.on_demand_price), (None, None, None));
+    // Upstream's filter: hvm, x86_64 or arm64.
+    let mut paravirtual = m5.clone();
+    paravirtual.virtualization_types = vec!["paravirtual".into()];
+    assert_eq!(paravirtual.info(&KarpenterTables::default()), Ok(None));
+    let mut broken = m5.clone();
+    broken.vcpu.default_vcpus = None;
+    let e = broken.info(&KarpenterTables::default()).unwrap_err();
+    assert_eq!(e.to_string(), "instance type m5.large: missing or bad VCpuInfo.DefaultVCpus");
+}
+
+#[test]
+fn a_live_catalogue_computes_as_offline_and_says_what_priced_each_offering() {
+    let mut new_type = described(M5_LARGE_DESCRIBED);
+    new_type.instance_type = "zz9.large".into();
+    let types = [described(M5_LARGE_DESCRIBED), new_type];
+    let offerings: Vec<(String, String)> =
+        [("m5.large", "usw2-az1"), ("m5.large", "usw2-az2"), ("zz9.large", "usw2-az2")]
+            .into_iter()
+            .map(|(t, z)| (t.to_string(), z.to_string()))
+            .collect();
+    let on_demand = LivePrices::on_demand([("m5.large".to_string(), 0.2)].into(), "2026-12-04T10:00:00Z");
+    let spot = LivePrices::spot(
+        &[SpotRecord {
+            instance_type: "m5.large".into(),
+            zone: "us-west-2a".into(),
+            price: "0.031".into(),
+            has_timestamp: true,
+        }],
+        "2026-12-04T10:00:01Z",
+    )
+    .unwrap();
+    let live = cat()
+        .live(LiveAnswers {
+            region: "us-west-2",
+            types: &types,
+            offerings: &offerings,
+            on_demand: Some(Arc::new(on_demand)),
+            spot: Some(Arc::new(spot)),
+            fetched_at: "2026-12-04T10:00:00Z",
+        })
+        .unwrap();
+    assert_eq!(live.regions().collect::<Vec<_>>(), ["us-west-2"]);
+    let spec = EC2NodeClassSpec::default();
+    let subnets = live_subnets();
+    let listed = live.instance_types_in_subnets("us-west-2", &spec, &subnets).unwrap();
+    let offline = cat().instance_types_in_subnets("us-west-2", &spec, &subnets).unwrap();
+    let m5 = listed.iter().find(|t| t.name == "m5.large").unwrap();
+    let m5_offline = offline.iter().find(|t| t.name == "m5.large").unwrap();
+    assert_eq!(m5.capacity, m5_offline.capacity);
+    assert_eq!(m5.allocatable(), m5_offline.allocatable());
+    assert_eq!(m5.requirements, m5_offline.requirements);
+    let offering = |it: &InstanceType, zone: &str, ct: CapacityType| {
+        it.offerings.iter().find(|o| o.zone == zone && o.capacity_type == ct).cloned().unwrap()
+    };
+    let od = offering(m5, "us-west-2a", CapacityType::OnDemand);
+    assert!(od.available && od.price == 0.2 && matches!(od.price_source, PriceSource::PricingApi(_)));
+    assert_eq!(od.price_source.describe(), "the Pricing API (GetProducts at 2026-12-04T10:00:00Z)");
+    let spot_a = offering(m5, "us-west-2a", CapacityType::Spot);
+    assert!(spot_a.available && spot_a.price == 0.031);
+    assert_eq!(spot_a.price_source.describe(), "EC2 spot prices (DescribeSpotPriceHistory at 2026-12-04T10:00:01Z)");
+    // Spot data exists but not for this zone: no price, so unavailable (upstream `SpotPrice`).
+    let spot_b = offering(m5, "us-west-2b", CapacityType::Spot);
+    assert!(!spot_b.available && spot_b.price_source == PriceSource::Unpriced);
+    // A type the embedded catalogue does not know: no table price, and the API priced none.
+    let zz9 = listed.iter().find(|t| t.name == "zz9.large").unwrap();
+    assert!(zz9.offerings.iter().all(|o| !o.available), "{:?}", zz9.offerings);
+    assert!(offering(zz9, "us-west-2a", CapacityType::OnDemand).price_source == PriceSource::Unpriced);
+
+    // Without API prices: the table prices on-demand, spot is synthetic, as offline.
+    let table = cat()
+        .live(LiveAnswers {
+            region: "us-west-2",
+            types: &types,
+            offerings: &offerings,
+            on_demand: None,
+            spot: None,
+            fetched_at: "2026-12-04T10:00:00Z",
+        })
+        .unwrap();
+    let listed = table.instance_types_in_subnets("us-west-2", &spec, &subnets).unwrap();
+    let m5 = listed.iter().find(|t| t.name == "m5.large").unwrap();
+    let od = offering(m5, "us-west-2a", CapacityType::OnDemand);
+    assert_eq!(od.price, 0.096);
+    assert!(od.price_source.describe().starts_with("the on-demand table of github.com/aws/karpenter-provider-aws"));
+    let spot_a = offering(m5, "us-west-2a", CapacityType::Spot);
+    assert_eq!(spot_a.price, offering(m5_offline, "us-west-2a", CapacityType::Spot).price);
+    assert!(spot_a.price_source.is_synthetic());
+}
+
+#[test]
+fn a_live_catalogue_without_zones_or_types_is_an_error() {
+    let types = [described(M5_LARGE_DESCRIBED)];
+    let answers = |offerings: &'static [(String, String)]| LiveAnswers {
+        region: "us-west-2",
+        types: &[],
+        offerings,
+        on_demand: None,
+        spot: None,
+        fetched_at: "t",
+    };
+    assert!(matches!(cat().live(answers(&[])), Err(CatalogueError::Invalid(_))));
+    let no_zones = cat().live(LiveAnswers {
+        region: "us-west-2",
+        types: &types,
+        offerings: &[],
+        on_demand: None,
+        spot: None,
+        fetched_at: "t",
+    });
+    assert!(matches!(no_zones, Err(CatalogueError::Invalid(m)) if m.contains("listed 0 zones")));
+}

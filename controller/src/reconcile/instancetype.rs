@@ -1,0 +1,53 @@
+//! The instance-type and price refresh (upstream karpenter-provider-aws v1.14.1
+//! `pkg/controllers/providers/instancetype` and `pkg/controllers/providers/pricing`, each every
+//! 12 hours): the provider describes the region's types, zone offerings and prices, core builds
+//! the catalogue from them ([`carpentry_core::Catalogue::live`]), and every later decision uses it.
+//! Until the first answer, and whenever the types cannot be described, the last catalogue stands
+//! (at first the embedded one); a failed refresh is tried again after a minute.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use carpentry_core::Catalogue;
+use tracing::{info, warn};
+
+use super::Reconciler;
+use crate::cloud::CloudProvider;
+
+/// Upstream's cadence for both refreshes.
+const REFRESH: Duration = Duration::from_secs(12 * 60 * 60);
+/// After a failed refresh.
+const RETRY: Duration = Duration::from_secs(60);
+
+#[derive(Default)]
+pub struct State {
+    /// When to ask again; `None` before the first time.
+    next: Option<Instant>,
+    /// The provider has nothing to refresh (kwok).
+    never: bool,
+}
+
+impl<P: CloudProvider> Reconciler<P> {
+    pub(super) async fn refresh_catalogue(&mut self) {
+        let state = &self.instancetype;
+        if state.never || state.next.is_some_and(|at| Instant::now() < at) {
+            return;
+        }
+        match self.cloud.refresh_catalogue(Catalogue::embedded()).await {
+            None => self.instancetype.never = true,
+            Some(Ok(catalogue)) => {
+                let types = catalogue.instance_type_count();
+                let zones = catalogue.zones(&self.region).map_or(0, <[_]>::len);
+                info!(region = %self.region, types, zones, prices = ?catalogue.provenance().notes.last(),
+                    "instance types, offerings and prices refreshed from the cloud");
+                self.catalogue = Arc::new(catalogue);
+                self.instancetype.next = Some(Instant::now() + REFRESH);
+            }
+            Some(Err(e)) => {
+                warn!(error = %format!("{e:#}"), retry_seconds = RETRY.as_secs(),
+                    "instance types not refreshed from the cloud; the last catalogue stands");
+                self.instancetype.next = Some(Instant::now() + RETRY);
+            }
+        }
+    }
+}
