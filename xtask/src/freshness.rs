@@ -17,9 +17,10 @@
 //! written before the build. A file whose content is not the recorded one is touched: its time
 //! becomes now, later than any artifact in the target directory, whatever content that artifact
 //! was built from (a clone's or an editor's time could be older than an artifact built meanwhile
-//! from another checkout). The task holds `xtask-freshness.lock` until it ends, so that no
-//! other task's build (another clone's CI, a developer's `cargo xtask test`) runs between one
-//! task's record and its build. The invariant only holds while every build in the shared target
+//! from another checkout). The task holds `xtask-freshness.lock` while it builds and runs what
+//! it built, so that no other task's build (another clone's CI, a developer's `cargo xtask test`)
+//! runs between one task's record and its build; `play` lets it go before it serves. A task that
+//! finds the lock taken says who holds it and gives up after a bound ([`lock`]). The invariant only holds while every build in the shared target
 //! directory goes through the tasks: a plain `cargo build` there with `CARGO_TARGET_DIR` set to
 //! it could leave an artifact newer than a recorded time, of other content.
 
@@ -41,18 +42,132 @@ pub struct Restored {
 }
 
 /// The lock a task holds while it builds in the shared target directory (released on drop, and by
-/// the system when the process ends).
+/// the system when the process ends: an advisory lock never outlives its holder).
 pub struct Lock(#[allow(dead_code)] std::fs::File);
 
-/// Takes the shared target directory's lock, waiting for another task that holds it.
+const LOCK_FILE: &str = "xtask-freshness.lock";
+/// How long a task waits for another's lock before it gives up, unless [`LOCK_TIMEOUT_VAR`] says.
+const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// Overrides [`DEFAULT_LOCK_TIMEOUT`]: seconds, or a number with `s`, `m` or `h`.
+pub const LOCK_TIMEOUT_VAR: &str = "CARPENTRY_LOCK_TIMEOUT";
+/// How often a waiting task says again who holds the lock.
+const REPORT_EVERY: Duration = Duration::from_secs(60);
+const POLL_EVERY: Duration = Duration::from_millis(250);
+
+/// Takes the shared target directory's lock. When another task holds it, says who (the holder
+/// writes its pid, start time and command line into the lock file), again every minute, and
+/// gives up after [`LOCK_TIMEOUT_VAR`] (30 minutes by default) with an error naming the holder.
 pub fn lock(target: &Path) -> Result<Lock> {
+    let timeout = match std::env::var(LOCK_TIMEOUT_VAR) {
+        Ok(value) if !value.trim().is_empty() => parse_duration(&value)
+            .with_context(|| format!("{LOCK_TIMEOUT_VAR}={value:?}: expected seconds, or a number with s, m or h"))?,
+        _ => DEFAULT_LOCK_TIMEOUT,
+    };
+    lock_within(target, timeout)
+}
+
+fn lock_within(target: &Path, timeout: Duration) -> Result<Lock> {
+    use std::io::{Read, Seek, Write};
     std::fs::create_dir_all(target)?;
-    let file = std::fs::File::create(target.join("xtask-freshness.lock")).context("create the freshness lock")?;
-    if file.try_lock().is_err() {
-        eprintln!("freshness: another task builds in {}; waiting for it", target.display());
-        file.lock().context("take the freshness lock")?;
+    let path = target.join(LOCK_FILE);
+    // Not truncated on open: the holder's line is what a waiting task reports.
+    let mut file = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .with_context(|| format!("open the freshness lock {}", path.display()))?;
+    let started = std::time::Instant::now();
+    let mut reported: Option<std::time::Instant> = None;
+    loop {
+        match file.try_lock() {
+            Ok(()) => break,
+            Err(std::fs::TryLockError::WouldBlock) => {}
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(e).with_context(|| format!("take the freshness lock {}", path.display()))
+            }
+        }
+        let mut holder = String::new();
+        file.seek(std::io::SeekFrom::Start(0)).and_then(|_| file.read_to_string(&mut holder)).ok();
+        let holder = Holder::parse(&holder)
+            .map_or_else(|| "a task that has not yet said who it is".to_string(), |h| h.describe(SystemTime::now()));
+        let waited = started.elapsed();
+        if waited >= timeout {
+            anyhow::bail!(
+                "gave up after {}s waiting for the lock on {} held by {holder}; wait for it to end or stop it \
+                 (a lock whose holder is gone is free at once), or set {LOCK_TIMEOUT_VAR} to wait longer",
+                timeout.as_secs(),
+                target.display()
+            );
+        }
+        if reported.is_none_or(|at| at.elapsed() >= REPORT_EVERY) {
+            eprintln!(
+                "freshness: another task builds in {}: {holder}; waiting for it ({}s so far, giving up after {}s; \
+                 {LOCK_TIMEOUT_VAR} sets the bound)",
+                target.display(),
+                waited.as_secs(),
+                timeout.as_secs()
+            );
+            reported = Some(std::time::Instant::now());
+        }
+        std::thread::sleep(POLL_EVERY.min(timeout - waited));
     }
+    let holder = Holder {
+        pid: std::process::id(),
+        since: SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs(),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+    };
+    file.set_len(0)
+        .and_then(|_| file.seek(std::io::SeekFrom::Start(0)))
+        .and_then(|_| file.write_all(holder.line().as_bytes()))
+        .with_context(|| format!("write the holder into {}", path.display()))?;
     Ok(Lock(file))
+}
+
+/// Who holds the lock, as its holder wrote it: `pid<TAB>unix seconds<TAB>command line`.
+#[derive(Debug, PartialEq)]
+struct Holder {
+    pid: u32,
+    since: u64,
+    command: String,
+}
+
+impl Holder {
+    fn line(&self) -> String {
+        format!("{}\t{}\t{}\n", self.pid, self.since, self.command.replace(['\n', '\t'], " "))
+    }
+
+    fn parse(text: &str) -> Option<Holder> {
+        let mut fields = text.trim_end_matches('\n').splitn(3, '\t');
+        Some(Holder {
+            pid: fields.next()?.parse().ok()?,
+            since: fields.next()?.parse().ok()?,
+            command: fields.next()?.to_string(),
+        })
+    }
+
+    fn describe(&self, now: SystemTime) -> String {
+        let held = now.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs().saturating_sub(self.since);
+        format!("pid {} (`{}`), holding it for {}m{:02}s", self.pid, self.command, held / 60, held % 60)
+    }
+}
+
+/// `90`, `90s`, `30m`, `2h`.
+fn parse_duration(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => text.split_at(i),
+        None => (text, "s"),
+    };
+    let n: u64 = number.parse().ok()?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n.checked_mul(60)?,
+        "h" => n.checked_mul(3600)?,
+        _ => return None,
+    };
+    Some(Duration::from_secs(secs))
 }
 
 /// Gives the unchanged tracked files of the checkout at `root` their recorded times, touches the
@@ -177,5 +292,43 @@ mod tests {
         assert_eq!(fourth.changed, 1);
         assert!(mtime("b.rs") > touched);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_waiting_task_names_the_holder_and_gives_up_after_its_bound() {
+        let target = std::env::temp_dir().join(format!("xtask-lock-{}", std::process::id()));
+        let held = lock_within(&target, Duration::ZERO).unwrap();
+        // flock(2) locks belong to an open file, so a second open in this process is another task.
+        let started = std::time::Instant::now();
+        let err = format!("{:#}", lock_within(&target, Duration::from_millis(600)).err().expect("the lock is held"));
+        assert!(started.elapsed() >= Duration::from_millis(600), "{err}");
+        assert!(err.contains(&format!("pid {}", std::process::id())), "{err}");
+        let command = std::env::args().next().unwrap();
+        assert!(err.contains(&command), "the holder's command line is named: {err}");
+        assert!(err.contains(LOCK_TIMEOUT_VAR), "{err}");
+        // A holder that is gone (a process that ended drops its lock the same way) frees it at once.
+        drop(held);
+        let started = std::time::Instant::now();
+        let again = lock_within(&target, Duration::from_secs(60)).unwrap();
+        assert!(started.elapsed() < Duration::from_secs(30));
+        drop(again);
+        std::fs::remove_dir_all(&target).unwrap();
+    }
+
+    #[test]
+    fn the_holder_line_round_trips_and_bounds_parse() {
+        let holder = Holder { pid: 42, since: 1_000, command: "xtask\tplay\n--port 1".into() };
+        let parsed = Holder::parse(&holder.line()).unwrap();
+        assert_eq!(parsed, Holder { pid: 42, since: 1_000, command: "xtask play --port 1".into() });
+        assert_eq!(
+            parsed.describe(UNIX_EPOCH + Duration::from_secs(1_125)),
+            "pid 42 (`xtask play --port 1`), holding it for 2m05s"
+        );
+        assert_eq!(Holder::parse(""), None);
+        assert_eq!(parse_duration("90"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_duration("30m"), Some(Duration::from_secs(1800)));
+        assert_eq!(parse_duration(" 2h "), Some(Duration::from_secs(7200)));
+        assert_eq!(parse_duration("5 min"), None);
+        assert_eq!(parse_duration("-1"), None);
     }
 }

@@ -60,13 +60,16 @@ struct TestArgs {
 fn main() -> Result<()> {
     let cli = Cli::parse();
     std::env::set_current_dir(workspace_root())?;
-    // The tasks that build in the shared target directory.
-    let _lock = match &cli.task {
+    // The tasks that build in the shared target directory hold its lock while they build and run
+    // what they built; `play` lets it go before it serves (it takes it even with `--prebuilt`,
+    // which builds nothing, so that path is the one a building `play` runs).
+    let lock = match &cli.task {
+        Task::Play(args) if args.prebuilt.is_some() => lock_shared_target()?,
         Task::Play(_) | Task::Test(_) | Task::Fidelity(_) | Task::BenchVsUpstream(_) => restore_freshness()?,
         _ => None,
     };
     match cli.task {
-        Task::Play(args) => play::run(args),
+        Task::Play(args) => play::run(args, lock),
         Task::Test(args) => test(args),
         Task::Catalog(args) => catalog::run(args),
         Task::Crds(args) => crds::run(args),
@@ -81,11 +84,8 @@ fn main() -> Result<()> {
 /// times they had when last built there ([`freshness`]), so a new clone rebuilds only the crates
 /// that changed. A target directory given by `CARGO_TARGET_DIR` is the user's: left alone.
 fn restore_freshness() -> Result<Option<freshness::Lock>> {
-    if std::env::var_os("CARGO_TARGET_DIR").is_some_and(|d| !d.is_empty()) {
-        return Ok(None);
-    }
+    let Some(lock) = lock_shared_target()? else { return Ok(None) };
     let Some(target) = shared_target_dir() else { return Ok(None) };
-    let lock = freshness::lock(&target)?;
     match freshness::restore(&workspace_root(), &target) {
         Ok(r) => eprintln!(
             "freshness: {} files as last built here, {} changed, {} name the checkout's folder (rebuilt)",
@@ -95,6 +95,16 @@ fn restore_freshness() -> Result<Option<freshness::Lock>> {
         Err(e) => eprintln!("freshness: not restored ({e:#}); every workspace crate is rebuilt"),
     }
     Ok(Some(lock))
+}
+
+/// The shared target directory's lock ([`freshness::lock`]); none when `CARGO_TARGET_DIR` names
+/// the user's own.
+fn lock_shared_target() -> Result<Option<freshness::Lock>> {
+    if std::env::var_os("CARGO_TARGET_DIR").is_some_and(|d| !d.is_empty()) {
+        return Ok(None);
+    }
+    let Some(target) = shared_target_dir() else { return Ok(None) };
+    freshness::lock(&target).map(Some)
 }
 
 /// The workspace root: the parent of this crate's manifest directory.
@@ -229,7 +239,7 @@ fn test_steps(args: TestArgs) -> Result<()> {
     // for long stretches), then wasm-bindgen once wasm-bindgen-cli is installed.
     let bundle =
         util::background_with("playground bundle (wasm32 release build, wasm-bindgen)", "playground", move || {
-            let target = target_dir().join("playground");
+            let target = play::playground_target_dir();
             play::build_wasm(&target)?;
             bindgen.wait()?;
             play::package(&target)

@@ -13,12 +13,30 @@ pub struct PlayArgs {
     #[arg(long, default_value_t = 8080)]
     port: u16,
     /// Build the bundle into web/dist and exit without serving.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "prebuilt")]
     build_only: bool,
+    /// Serve a bundle built before (by `--build-only` or `cargo xtask test`, in web/dist) from
+    /// this folder, without building.
+    #[arg(long, value_name = "DIR")]
+    pub prebuilt: Option<PathBuf>,
 }
 
-pub fn run(args: PlayArgs) -> Result<()> {
-    let dist = build_bundle()?;
+/// Builds the bundle under `build_lock` (the shared target directory's, when the task took it),
+/// lets the lock go, then serves until stopped: another task (`cargo xtask test` in another
+/// terminal) builds while the playground stays open.
+pub fn run(args: PlayArgs, build_lock: Option<crate::freshness::Lock>) -> Result<()> {
+    let dist = match args.prebuilt {
+        Some(dir) => {
+            anyhow::ensure!(
+                dir.join("index.html").is_file(),
+                "--prebuilt {}: no index.html there (build one with `cargo xtask play --build-only`)",
+                dir.display()
+            );
+            dir
+        }
+        None => build_bundle()?,
+    };
+    drop(build_lock);
     if args.build_only {
         eprintln!("playground bundle written to {}", dist.display());
         return Ok(());
@@ -27,9 +45,11 @@ pub fn run(args: PlayArgs) -> Result<()> {
 }
 
 /// Builds the wasm crate, runs wasm-bindgen and lays out web/dist. Returns the dist directory.
+/// The wasm build shares `cargo xtask test`'s target directory for it, so after a test run the
+/// playground only relinks.
 pub fn build_bundle() -> Result<PathBuf> {
     util::ensure_rust_toolchain()?;
-    let target = crate::target_dir();
+    let target = playground_target_dir();
     build_wasm(&target)?;
     ensure_wasm_bindgen_cli(&locked_version("wasm-bindgen")?)?;
     package(&target)
@@ -58,6 +78,12 @@ pub fn build_wasm(target: &Path) -> Result<()> {
             ],
         )
     })
+}
+
+/// The target directory of the playground's wasm32 build: a folder of the tasks' own, so that
+/// `cargo xtask test` builds it beside the native builds without waiting for their cargo lock.
+pub fn playground_target_dir() -> PathBuf {
+    crate::target_dir().join("playground")
 }
 
 /// web/dist from the wasm [`build_wasm`] left in `target`: wasm-bindgen's glue, the optimised
@@ -178,7 +204,10 @@ pub fn ensure_wasm_bindgen_cli_in_background() -> Result<util::Background> {
 fn serve(dist: &Path, port: u16) -> Result<()> {
     let server = tiny_http::Server::http(("127.0.0.1", port))
         .map_err(|e| anyhow::anyhow!("cannot listen on 127.0.0.1:{port}: {e}"))?;
-    eprintln!("carpentry playground: http://127.0.0.1:{port}/ (Ctrl-C to stop)");
+    eprintln!(
+        "carpentry playground: http://127.0.0.1:{port}/ (Ctrl-C to stop; the build lock is released, \
+         so `cargo xtask test` can run meanwhile)"
+    );
     for request in server.incoming_requests() {
         let path = request.url().split('?').next().unwrap_or("/").trim_start_matches('/').to_string();
         let path = if path.is_empty() { "index.html".to_string() } else { path };
