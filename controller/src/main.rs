@@ -80,6 +80,16 @@ pub struct Args {
     /// instance stopping drains and replaces its node ahead of time. `--cloud-provider aws` only.
     #[arg(long, env = "INTERRUPTION_QUEUE")]
     pub interruption_queue: Option<String>,
+    /// The API server endpoint nodes join through, written into their bootstrap user data
+    /// (upstream `CLUSTER_ENDPOINT`). Default: EKS DescribeCluster's answer. `--cloud-provider aws`
+    /// only.
+    #[arg(long, env = "CLUSTER_ENDPOINT")]
+    pub cluster_endpoint: Option<String>,
+    /// The cluster's CA bundle (base64 of the PEM) for nodes' bootstrap (upstream
+    /// `CLUSTER_CA_BUNDLE`). Default: the CA this controller's own connection trusts.
+    /// `--cloud-provider aws` only.
+    #[arg(long, env = "CLUSTER_CA_BUNDLE")]
+    pub cluster_ca_bundle: Option<String>,
 }
 
 /// `5s`, `500ms`, `2m`: Go's duration units a flag takes.
@@ -131,7 +141,14 @@ async fn run(args: Args) -> Result<()> {
     if interruption_queue.is_some() && args.cloud_provider != CloudProvider::Aws {
         bail!("--interruption-queue is read by the aws provider only (EC2's interruption events)");
     }
-    let (client, server) = connect(args.kubeconfig.as_deref()).await?;
+    let bootstrap_given =
+        [&args.cluster_endpoint, &args.cluster_ca_bundle].iter().any(|a| a.as_deref().is_some_and(|v| !v.is_empty()));
+    if bootstrap_given && args.cloud_provider != CloudProvider::Aws {
+        bail!(
+            "--cluster-endpoint and --cluster-ca-bundle are read by the aws provider only (nodes' bootstrap user data)"
+        );
+    }
+    let (client, server, trusted_ca) = connect(args.kubeconfig.as_deref()).await?;
     info!(server = %server, dry_run = args.dry_run, region = %args.region, "carpentry-controller starting");
     match args.cloud_provider {
         CloudProvider::Kwok => {
@@ -139,7 +156,12 @@ async fn run(args: Args) -> Result<()> {
             drive(args, client, server, kwok).await
         }
         CloudProvider::Aws => {
-            let aws = cloud::aws::Aws::new(client.clone(), &args.region, cluster_name, interruption_queue).await?;
+            let bootstrap = cloud::aws::BootstrapSettings {
+                cluster_endpoint: args.cluster_endpoint.clone(),
+                cluster_ca_bundle: args.cluster_ca_bundle.clone().filter(|c| !c.is_empty()).or(trusted_ca),
+            };
+            let aws =
+                cloud::aws::Aws::new(client.clone(), &args.region, cluster_name, interruption_queue, bootstrap).await?;
             drive(args, client, server, aws).await
         }
     }
@@ -194,8 +216,9 @@ async fn drive<P: cloud::CloudProvider>(args: Args, client: kube::Client, server
 }
 
 /// The client for `kubeconfig`, else the in-cluster configuration, else the default kubeconfig;
-/// and the server's URL, for logs and the snapshot's header.
-async fn connect(kubeconfig: Option<&std::path::Path>) -> Result<(kube::Client, String)> {
+/// the server's URL, for logs and the snapshot's header; and the CA certificates the connection
+/// trusts, as base64 of their PEM (upstream `GetCABundle`: nodes' bootstrap trusts the same CA).
+async fn connect(kubeconfig: Option<&std::path::Path>) -> Result<(kube::Client, String, Option<String>)> {
     let config = match kubeconfig {
         Some(path) => {
             let file = kube::config::Kubeconfig::read_from(path)
@@ -207,8 +230,24 @@ async fn connect(kubeconfig: Option<&std::path::Path>) -> Result<(kube::Client, 
         None => kube::Config::infer().await.context("no in-cluster configuration and no usable kubeconfig")?,
     };
     let server = config.cluster_url.to_string();
+    let trusted_ca = config.root_cert.as_deref().filter(|certs| !certs.is_empty()).map(|certs| {
+        let pem: String = certs.iter().map(|der| pem_certificate(der)).collect();
+        aws_smithy_types::base64::encode(pem)
+    });
     let client = kube::Client::try_from(config).context("cannot build the Kubernetes client")?;
-    Ok((client, server))
+    Ok((client, server, trusted_ca))
+}
+
+/// One DER certificate as PEM (base64 in lines of 64).
+fn pem_certificate(der: &[u8]) -> String {
+    let body = aws_smithy_types::base64::encode(der);
+    let mut pem = String::from("-----BEGIN CERTIFICATE-----\n");
+    for line in body.as_bytes().chunks(64) {
+        pem.push_str(std::str::from_utf8(line).unwrap_or_default());
+        pem.push('\n');
+    }
+    pem.push_str("-----END CERTIFICATE-----\n");
+    pem
 }
 
 /// The namespace the controller's pod runs in (the service account's), else `default`.

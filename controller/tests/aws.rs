@@ -70,6 +70,8 @@ const TIMEOUT: Duration = Duration::from_secs(90);
 const REGION: &str = "us-west-2";
 /// The EC2NodeClass's user data, which the launch template carries base64-encoded.
 const USER_DATA: &str = "#!/bin/bash\necho carpentry aws test\n";
+/// The cluster's service CIDR, as EKS answers it.
+const SERVICE_CIDR: &str = "10.96.0.0/16";
 /// The controller's access key ID, by which the layer tells its calls from the test's.
 const CONTROLLER_KEY: &str = "carpentry-controller";
 /// An instance profile the user made (named in `spec.instanceProfile`), not the controller's.
@@ -143,6 +145,10 @@ impl Moto {
 
     async fn sqs(&self) -> aws_sdk_sqs::Client {
         aws_sdk_sqs::Client::new(&self.config().await)
+    }
+
+    async fn eks(&self) -> aws_sdk_eks::Client {
+        aws_sdk_eks::Client::new(&self.config().await)
     }
 }
 
@@ -379,6 +385,59 @@ fn number(v: &Value) -> Option<f64> {
     v.as_f64().or_else(|| v.as_str()?.parse().ok())
 }
 
+/// The `kube-system/kube-dns` Service's cluster IP, the Service made when the testenv has none.
+async fn kube_dns(client: &Client) -> Result<String> {
+    let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(client.clone(), "kube-system");
+    if services.get_opt("kube-dns").await?.is_none() {
+        let service = serde_json::from_value(json!({
+            "metadata": { "name": "kube-dns" },
+            "spec": { "ports": [{ "name": "dns", "port": 53, "protocol": "UDP" }] },
+        }))?;
+        match services.create(&PostParams::default(), &service).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let service = services.get("kube-dns").await?;
+    service.spec.and_then(|s| s.cluster_ip).filter(|ip| !ip.is_empty()).context("kube-dns has no cluster IP")
+}
+
+/// The launch template's user data, as an AL2023 node reads it: the user's script first, then
+/// the nodeadm NodeConfig that joins the cluster (its endpoint, CA, service CIDR, DNS, max pods,
+/// the unregistered taint, the NodeClaim's labels).
+fn check_node_config(user_data: &str, cluster: &str, endpoint: &str, dns: &str, label: &str, pods: u64) -> Result<()> {
+    let parts: Vec<&str> = user_data.split("\n--//\n").collect();
+    ensure!(parts.len() == 3, "a MIME archive of 2 parts, boundary //:\n{user_data}");
+    ensure!(parts[0].starts_with("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"//\""), "{user_data}");
+    ensure!(
+        parts[1] == format!("Content-Type: text/x-shellscript; charset=\"us-ascii\"\n\n{USER_DATA}"),
+        "{user_data}"
+    );
+    let (headers, yaml) = parts[2].split_once("\n\n").context("the NodeConfig part has no body")?;
+    ensure!(headers == "Content-Type: application/node.eks.aws", "{user_data}");
+    let yaml = yaml.strip_suffix("\n--//--\n").context("no closing delimiter")?;
+    let config: Value = serde_yaml::from_str(yaml)?;
+    ensure!(config["kind"] == "NodeConfig" && config["apiVersion"] == "node.eks.aws/v1alpha1", "{yaml}");
+    let spec = &config["spec"];
+    ensure!(spec["cluster"]["name"] == cluster && spec["cluster"]["apiServerEndpoint"] == endpoint, "{yaml}");
+    ensure!(spec["cluster"]["cidr"] == SERVICE_CIDR, "{yaml}");
+    // The CA this controller's connection trusts: the testenv's, as PEM.
+    let ca = aws_smithy_types::base64::decode(spec["cluster"]["certificateAuthority"].as_str().unwrap_or_default())?;
+    ensure!(String::from_utf8(ca)?.starts_with("-----BEGIN CERTIFICATE-----\n"), "{yaml}");
+    let kubelet = &spec["kubelet"]["config"];
+    ensure!(kubelet["clusterDNS"] == json!([dns]), "{yaml}");
+    ensure!(kubelet["maxPods"] == pods, "maxPods {pods}:\n{yaml}");
+    ensure!(
+        kubelet["registerWithTaints"] == json!([{ "effect": "NoExecute", "key": "karpenter.sh/unregistered" }]),
+        "{yaml}"
+    );
+    let flags = spec["kubelet"]["flags"][0].as_str().unwrap_or_default();
+    ensure!(flags.starts_with("--node-labels=\"") && flags.contains(label), "{yaml}");
+    ensure!(flags.contains("karpenter.sh/capacity-type=on-demand"), "{yaml}");
+    Ok(())
+}
+
 fn tags_of(request: &Value, resource_type: &str) -> BTreeMap<String, String> {
     request["TagSpecifications"]
         .as_array()
@@ -403,6 +462,26 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
     let cluster = unique_name("cluster");
     let discovery = unique_name("disc");
     let (subnets, group) = seed_network(&ec2c, &discovery).await?;
+    // The EKS cluster, as the user made it: DescribeCluster (real moto) answers its endpoint and
+    // service CIDR for the nodes' bootstrap. The cluster DNS address is the kube-dns Service's.
+    let eksc = moto.eks().await;
+    eksc.create_cluster()
+        .name(&cluster)
+        .role_arn("arn:aws:iam::123456789012:role/eks-cluster")
+        .resources_vpc_config(
+            aws_sdk_eks::types::VpcConfigRequest::builder()
+                .set_subnet_ids(Some(subnets.iter().map(|(id, _)| id.clone()).collect()))
+                .build(),
+        )
+        .kubernetes_network_config(
+            aws_sdk_eks::types::KubernetesNetworkConfigRequest::builder().service_ipv4_cidr(SERVICE_CIDR).build(),
+        )
+        .send()
+        .await?;
+    let described = eksc.describe_cluster().name(&cluster).send().await?;
+    let cluster_endpoint =
+        described.cluster().and_then(|c| c.endpoint()).context("moto's cluster has no endpoint")?.to_string();
+    let kube_dns_ip = kube_dns(&client).await?;
     let version = client.apiserver_version().await?;
     let kubernetes = format!("{}.{}", version.major, version.minor.trim_end_matches('+'));
     let (ami_x86, _) = seed_ami_parameters(&moto, &kubernetes).await?;
@@ -605,7 +684,18 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
         assert_eq!(data.image_id(), Some(ami_x86.as_str()));
         assert_eq!(data.security_group_ids(), std::slice::from_ref(&group));
         assert_eq!(data.iam_instance_profile().and_then(|p| p.name()), Some(profile_name.as_str()));
-        assert_eq!(data.user_data(), Some(aws_smithy_types::base64::encode(USER_DATA).as_str()));
+        let user_data = String::from_utf8(aws_smithy_types::base64::decode(data.user_data().unwrap_or_default())?)?;
+        let nodepool_label = format!("karpenter.sh/nodepool={nodepool}");
+        // The template's max pods: its types' (the first one's, as they share it).
+        let first_type =
+            request["LaunchTemplateConfigs"][0]["Overrides"][0]["InstanceType"].as_str().unwrap_or_default();
+        let pods = catalogue_types
+            .iter()
+            .find(|it| it.name == first_type)
+            .and_then(|it| it.capacity.get("pods"))
+            .map(|q| q.value() as u64)
+            .context("the launched type is not in the catalogue")?;
+        check_node_config(&user_data, &cluster, &cluster_endpoint, &kube_dns_ip, &nodepool_label, pods)?;
         // The cheapest override was launched (the layer honours Priority).
         let cheapest = overrides(request).into_iter().map(|o| o.3).fold(f64::INFINITY, f64::min);
         let launched_price = number(&request["Launched"]["Priority"]);

@@ -56,7 +56,9 @@ use carpentry_core::nodeclaim::garbagecollection::CloudInstance;
 use carpentry_core::nodeclaim::lifecycle::Instance;
 use carpentry_core::providers::amifamily::AmiQuery;
 use carpentry_core::providers::instanceprofile::{self, ExistingProfile, ManagedProfile, ProfilePlan};
-use carpentry_core::providers::{self, Filter, Lookup, LookupError, UnavailableOfferings};
+use carpentry_core::providers::{
+    self, ClusterBootstrap, Filter, FleetError, Lookup, LookupError, UnavailableOfferings,
+};
 use carpentry_core::Catalogue;
 use tracing::{info, warn};
 
@@ -81,6 +83,7 @@ pub const IAM_ACTIONS: &[&str] = &[
     "ec2:DescribeSubnets",
     "ec2:RunInstances",
     "ec2:TerminateInstances",
+    "eks:DescribeCluster",
     "iam:AddRoleToInstanceProfile",
     "iam:CreateInstanceProfile",
     "iam:DeleteInstanceProfile",
@@ -98,6 +101,9 @@ pub const IAM_ACTIONS: &[&str] = &[
 
 /// How often a NodeClass's subnets, security groups and AMIs are looked up again.
 const NODECLASS_REFRESH: Duration = Duration::from_secs(60);
+/// How soon a cluster fact the nodes' bootstrap lacks (the endpoint and service CIDR from
+/// DescribeCluster, the kube-dns address) is asked again.
+const BOOTSTRAP_RETRY: Duration = Duration::from_secs(60);
 /// How often the API server's Kubernetes version is read again (upstream `providers.version`).
 const VERSION_REFRESH: Duration = Duration::from_secs(5 * 60);
 
@@ -163,6 +169,23 @@ async fn receive(sqs: aws_sdk_sqs::Client, url: String) -> anyhow::Result<Vec<Qu
         .collect())
 }
 
+/// What the nodes' bootstrap user data says about the cluster, and when a missing part was last
+/// asked for.
+struct BootstrapFacts {
+    known: ClusterBootstrap,
+    asked_eks: Option<Instant>,
+    asked_dns: Option<Instant>,
+}
+
+/// The node bootstrap settings the operator gives (upstream `CLUSTER_ENDPOINT`,
+/// `CLUSTER_CA_BUNDLE`); what is not given is discovered.
+#[derive(Debug, Clone, Default)]
+pub struct BootstrapSettings {
+    pub cluster_endpoint: Option<String>,
+    /// Base64 of the PEM bundle.
+    pub cluster_ca_bundle: Option<String>,
+}
+
 /// The last on-demand and spot prices the APIs answered.
 #[derive(Clone, Default)]
 struct KeptPrices {
@@ -175,6 +198,9 @@ pub struct Aws {
     ssm: aws_sdk_ssm::Client,
     iam: aws_sdk_iam::Client,
     sqs: aws_sdk_sqs::Client,
+    eks: aws_sdk_eks::Client,
+    /// The cluster as the nodes' user data describes it.
+    bootstrap: tokio::sync::Mutex<BootstrapFacts>,
     /// The Pricing API, in its endpoint region for this region.
     pricing: aws_sdk_pricing::Client,
     /// The last prices each API answered (a failed refresh keeps them, as upstream does).
@@ -200,12 +226,14 @@ pub struct Aws {
 impl Aws {
     /// The provider for cluster `cluster` in `region`, with credentials from the standard chain
     /// (environment, profile, IRSA web identity, EKS Pod Identity, IMDS) and `AWS_ENDPOINT_URL`
-    /// honoured, over HTTPS on rustls with ring.
+    /// honoured, over HTTPS on rustls with ring. The nodes' bootstrap takes `bootstrap`'s
+    /// endpoint and CA bundle where given.
     pub async fn new(
         kube: kube::Client,
         region: &str,
         cluster: String,
         interruption_queue: Option<String>,
+        bootstrap: BootstrapSettings,
     ) -> anyhow::Result<Aws> {
         use aws_smithy_http_client::tls;
         let http = aws_smithy_http_client::Builder::new()
@@ -223,6 +251,18 @@ impl Aws {
             ssm: aws_sdk_ssm::Client::new(&config),
             iam: aws_sdk_iam::Client::new(&config),
             sqs: aws_sdk_sqs::Client::new(&config),
+            eks: aws_sdk_eks::Client::new(&config),
+            bootstrap: tokio::sync::Mutex::new(BootstrapFacts {
+                known: ClusterBootstrap {
+                    name: cluster.clone(),
+                    endpoint: bootstrap.cluster_endpoint.filter(|e| !e.is_empty()),
+                    ca_bundle: bootstrap.cluster_ca_bundle.filter(|c| !c.is_empty()),
+                    cidr: None,
+                    kube_dns_ip: None,
+                },
+                asked_eks: None,
+                asked_dns: None,
+            }),
             pricing: aws_sdk_pricing::Client::from_conf(
                 aws_sdk_pricing::config::Builder::from(&config)
                     .region(aws_config::Region::new(pricing::pricing_api_region(region)))
@@ -239,6 +279,51 @@ impl Aws {
             templates: Mutex::default(),
             unavailable: Mutex::default(),
         })
+    }
+
+    /// The cluster as the nodes' user data describes it: the endpoint and service CIDR from EKS
+    /// DescribeCluster where not given (upstream `ResolveClusterEndpoint`, `ResolveClusterCIDR`),
+    /// the cluster DNS address from the `kube-system/kube-dns` Service (upstream `KubeDNSIP`);
+    /// what is missing is asked again after [`BOOTSTRAP_RETRY`], what was found is kept.
+    async fn cluster_bootstrap(&self) -> ClusterBootstrap {
+        let mut facts = self.bootstrap.lock().await;
+        let due = |at: Option<Instant>| at.is_none_or(|t| t.elapsed() >= BOOTSTRAP_RETRY);
+        if (facts.known.endpoint.is_none() || facts.known.cidr.is_none()) && due(facts.asked_eks) {
+            facts.asked_eks = Some(Instant::now());
+            match self.eks.describe_cluster().name(&self.cluster).send().await {
+                Ok(answer) => {
+                    let found = answer.cluster();
+                    if facts.known.endpoint.is_none() {
+                        facts.known.endpoint = found.and_then(|c| c.endpoint()).map(str::to_string);
+                    }
+                    let network = found.and_then(|c| c.kubernetes_network_config());
+                    facts.known.cidr =
+                        network.and_then(|n| n.service_ipv4_cidr().or(n.service_ipv6_cidr())).map(str::to_string);
+                    info!(endpoint = ?facts.known.endpoint, cidr = ?facts.known.cidr,
+                        "aws: the cluster's endpoint and service CIDR (eks:DescribeCluster)");
+                }
+                Err(e) => warn!(error = %format!("{:#}", sdk_error("eks:DescribeCluster", e)),
+                    "aws: the cluster's endpoint and service CIDR are not known; nodes' user data needs them"),
+            }
+        }
+        if facts.known.kube_dns_ip.is_none() && due(facts.asked_dns) {
+            facts.asked_dns = Some(Instant::now());
+            let services: kube::Api<k8s_openapi::api::core::v1::Service> =
+                kube::Api::namespaced(self.kube.clone(), "kube-system");
+            match services.get_opt("kube-dns").await {
+                Ok(found) => {
+                    let ip = found.and_then(|s| s.spec).and_then(|s| s.cluster_ip);
+                    facts.known.kube_dns_ip = ip.filter(|ip| ip.parse::<std::net::IpAddr>().is_ok());
+                    if facts.known.kube_dns_ip.is_none() {
+                        warn!(
+                            "aws: no kube-system/kube-dns Service with a cluster IP; nodes get the AMI's DNS default"
+                        );
+                    }
+                }
+                Err(e) => warn!(error = %e, "aws: cannot read kube-system/kube-dns for the nodes' cluster DNS"),
+            }
+        }
+        facts.known.clone()
     }
 
     /// `DescribeInstanceTypes` as upstream asks it (hvm, x86_64 or arm64; pages of 100).
@@ -939,16 +1024,19 @@ impl CloudProvider for Aws {
                 .unwrap_or_else(|| "its status is not resolved yet".into());
             return Err(CreateError::NodeClassNotReady { nodeclass: class.name().to_string(), why });
         }
+        let cluster = self.cluster_bootstrap().await;
         let now = crate::clock::now_seconds();
         let request = {
             let unavailable = self
                 .unavailable
                 .lock()
                 .map_err(|_| CreateError::cloud("the unavailable-offerings cache is poisoned"))?;
-            let ctx = providers::LaunchContext { cluster: &self.cluster, class };
-            providers::fleet_request(nodeclaim, instance_types, ctx, |t, z, c| {
-                unavailable.is_unavailable(t, z, c, now)
-            })?
+            let ctx = providers::LaunchContext { cluster: &cluster, class };
+            providers::fleet_request(nodeclaim, instance_types, ctx, |t, z, c| unavailable.is_unavailable(t, z, c, now))
+                .map_err(|e| match e {
+                    FleetError::NoLaunch(no) => CreateError::NoLaunch(no),
+                    FleetError::UserData { nodeclass, source } => CreateError::UserData { nodeclass, source },
+                })?
         };
         for lt in &request.launch_templates {
             self.ensure_template(&lt.template).await.map_err(CreateError::Cloud)?;

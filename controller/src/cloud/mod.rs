@@ -33,6 +33,14 @@ pub enum CreateError {
     /// The NodeClaim's EC2NodeClass is not Ready: nothing is launched until it is.
     #[error("EC2NodeClass {nodeclass} is not ready: {why}")]
     NodeClassNotReady { nodeclass: String, why: String },
+    /// The launch templates' user data cannot be written (the cluster's endpoint or service CIDR
+    /// not known yet, a `spec.userData` that does not merge): tried again later.
+    #[error("EC2NodeClass {nodeclass}: its nodes' user data cannot be written")]
+    UserData {
+        nodeclass: String,
+        #[source]
+        source: carpentry_core::providers::BootstrapError,
+    },
     /// A cloud call failed; the launch is tried again later.
     #[error(transparent)]
     Cloud(anyhow::Error),

@@ -231,6 +231,35 @@ impl Act {
         )
     }
 
+    /// Patches `nodeclaim`'s metadata with `metadata`, then its status with `status`, in upstream's
+    /// order (lifecycle `controller.go`, v1.14.1: the object before its status), so that no reader
+    /// sees a step marked done (a providerID, `Launched`) on a NodeClaim still without the labels
+    /// that step wrote. Both under optimistic locks: the metadata under the resourceVersion the
+    /// step was decided on, the status under the one the first patch returned.
+    pub async fn patch_nodeclaim_then_status(&self, nodeclaim: &NodeClaim, metadata: Value, status: Value) -> bool {
+        let name = nodeclaim.name();
+        let mut first = serde_json::json!({"metadata": metadata});
+        first["metadata"]["resourceVersion"] = serde_json::json!(nodeclaim.metadata.resource_version);
+        if self.would(&format!("patch NodeClaim {name}"), &first) {
+            self.would(&format!("patch NodeClaim {name} status"), &serde_json::json!({"status": status}));
+            return false;
+        }
+        let what = format!("patch NodeClaim {name}");
+        let patched = match self.nodeclaims().patch(name, &PatchParams::default(), &Patch::Merge(&first)).await {
+            Ok(object) => object,
+            Err(e) => {
+                self.failed(&what, &e);
+                return false;
+            }
+        };
+        let patch = serde_json::json!({"metadata": {"resourceVersion": patched.metadata.resource_version},
+            "status": status});
+        self.applied(
+            &format!("patch NodeClaim {name} status"),
+            self.nodeclaims().patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await,
+        )
+    }
+
     /// Patches `nodeclaim`'s status with `status`, under the resourceVersion it was decided on
     /// (upstream `MergeFromWithOptimisticLock`): a merge patch replaces a whole condition list, so
     /// one made from a stale view would drop conditions written meanwhile; it fails with 409

@@ -37,6 +37,8 @@ use crate::cloud::CloudProvider;
 const COMMAND_TIMEOUT_SECONDS: i64 = 10 * 60;
 /// How long a replacement this controller created may take to appear in the view.
 const AWAIT_CREATED_SECONDS: i64 = 30;
+/// How long a NodeClaim deletion this controller asked for may take to appear in the view.
+const AWAIT_DELETED_SECONDS: i64 = 30;
 
 #[derive(Debug, Default)]
 pub(super) struct State {
@@ -51,6 +53,10 @@ pub(super) struct State {
     pod_marks: Option<PodMarks>,
     /// Node → until when a provisioning round nominated pods onto it (epoch seconds).
     pub(super) nominated: BTreeMap<String, i64>,
+    /// Candidates whose NodeClaims a command deleted, with when: upstream marks them for deletion
+    /// in its cluster state at once; until the view shows the deletion their disrupted taint is
+    /// no stale one.
+    deleted: BTreeMap<String, i64>,
 }
 
 #[derive(Debug)]
@@ -77,7 +83,7 @@ impl<P: CloudProvider> Reconciler<P> {
         self.disruption_conditions(m, now).await;
         self.expire(m, now).await;
         self.progress_commands(m, now).await;
-        self.remove_stale_taints(m).await;
+        self.remove_stale_taints(m, now).await;
         // upstream: the loop waits for cluster state to be synced, every NodeClaim launched (a
         // pass on a view missing capacity could disrupt what a launch is about to need).
         if !self.synced(m) {
@@ -126,7 +132,7 @@ impl<P: CloudProvider> Reconciler<P> {
 
     fn disruption_view<'a>(&'a self, m: &'a Manifests, now: i64) -> disruption::View<'a> {
         let nodes = facts::of_objects(m, &self.catalogue, &self.region, &self.disruption.nominated);
-        disruption::View::new(m, &self.region, now, nodes, Vec::new())
+        disruption::View::new(m, &self.catalogue, &self.region, now, nodes, Vec::new())
     }
 
     /// upstream `nodeclaim.podevents`.
@@ -201,9 +207,26 @@ impl<P: CloudProvider> Reconciler<P> {
         }
     }
 
-    async fn remove_stale_taints(&mut self, m: &Manifests) {
-        let queued: BTreeSet<String> =
-            self.disruption.executing.iter().flat_map(|e| e.command.candidates.iter().cloned()).collect();
+    async fn remove_stale_taints(&mut self, m: &Manifests, now: i64) {
+        let pending: BTreeSet<String> = self
+            .disruption
+            .deleted
+            .iter()
+            .filter(|(node, at)| {
+                let deletion_seen =
+                    self.nodeclaim_of_node(m, node).is_none_or(|nc| nc.metadata.deletion_timestamp.is_some());
+                !deletion_seen && now - **at < AWAIT_DELETED_SECONDS
+            })
+            .map(|(node, _)| node.clone())
+            .collect();
+        self.disruption.deleted.retain(|node, _| pending.contains(node));
+        let queued: BTreeSet<String> = self
+            .disruption
+            .executing
+            .iter()
+            .flat_map(|e| e.command.candidates.iter().cloned())
+            .chain(self.disruption.deleted.keys().cloned())
+            .collect();
         for name in orchestration::stale_disrupted(m, &queued) {
             let Some(node) = m.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(name)) else { continue };
             self.act.decided("DisruptedTaintRemoved", &json!({"node": name}));
@@ -295,7 +318,7 @@ impl<P: CloudProvider> Reconciler<P> {
                 "replacements": replacement_types, "savingsPerHour": cmd.savings_per_hour, "why": cmd.why}),
         );
         if cmd.replacements.is_empty() {
-            self.delete_candidates(m, &cmd).await;
+            self.delete_candidates(m, &cmd, now).await;
             return;
         }
         let mut replacements = Vec::new();
@@ -334,7 +357,7 @@ impl<P: CloudProvider> Reconciler<P> {
         self.disruption.executing.push(Executing { command: cmd, replacements, started: now });
     }
 
-    async fn delete_candidates(&mut self, m: &Manifests, cmd: &Command) {
+    async fn delete_candidates(&mut self, m: &Manifests, cmd: &Command, now: i64) {
         let decision = if cmd.replacements.is_empty() { "Delete" } else { "Replace" };
         for node_name in &cmd.candidates {
             let Some(nc) = self.nodeclaim_of_node(m, node_name) else { continue };
@@ -344,6 +367,7 @@ impl<P: CloudProvider> Reconciler<P> {
             }
             info!(node = %node_name, nodeclaim = %nc.name(), method = ?cmd.method, "disrupting");
             self.act.delete_nodeclaim(nc.name()).await;
+            self.disruption.deleted.insert(node_name.clone(), now);
         }
     }
 
@@ -401,7 +425,7 @@ impl<P: CloudProvider> Reconciler<P> {
                 })
                 .collect();
             match orchestration::progress(states) {
-                Progress::Ready => self.delete_candidates(m, &e.command).await,
+                Progress::Ready => self.delete_candidates(m, &e.command, now).await,
                 Progress::Abandoned => {
                     self.abandon(m, &e.command, "a replacement NodeClaim was deleted before it was ready".into()).await
                 }

@@ -132,7 +132,10 @@ impl<P: CloudProvider> Reconciler<P> {
                     Err(e) => {
                         // Tried again after a backoff (5 s doubling to 5 min), so that a denied or
                         // failing call is not repeated every pass; said once per distinct error.
-                        let why = format!("{e:#}");
+                        let why = match &e {
+                            CreateError::Cloud(cloud) => format!("{cloud:#}"),
+                            other => carpentry_core::error_chain(other),
+                        };
                         let failure = self.launch_failures.entry(uid).or_insert_with(|| LaunchFailure {
                             retry_at: std::time::Instant::now(),
                             backoff: LAUNCH_BACKOFF_MIN / 2,
@@ -161,12 +164,11 @@ impl<P: CloudProvider> Reconciler<P> {
                 "zone": instance.labels.get(labels::TOPOLOGY_ZONE),
                 "capacityType": instance.labels.get(labels::CAPACITY_TYPE)}),
         );
-        // Status first: the providerID is what marks the launch done (the cache covers a failure).
-        if self.act.patch_nodeclaim_status(nc, json!(launched.status)).await {
-            let metadata = json!({"metadata": {"labels": launched.metadata.labels,
-                "annotations": launched.metadata.annotations}});
-            self.act.patch_nodeclaim(&name, metadata).await;
-        }
+        // The labels first, then the providerID that marks the launch done: a launched NodeClaim
+        // is never seen without its instance type and zone (drift would call that
+        // RequirementsDrifted). A failure in between is covered by the provider's launch cache.
+        let metadata = json!({"labels": launched.metadata.labels, "annotations": launched.metadata.annotations});
+        self.act.patch_nodeclaim_then_status(nc, metadata, json!(launched.status)).await;
     }
 
     /// upstream `registration.go`.

@@ -1,6 +1,6 @@
 """moto_server with a thin, test-owned layer for what moto 5.2.5 does not do (controller/tests/aws.rs).
 
-Real moto: every EC2, SSM and IAM call, its state (VPCs, subnets, security groups, images, launch
+Real moto: every EC2, SSM, IAM, SQS and EKS call, its state (VPCs, subnets, security groups, images, launch
 templates, instances, tags) and its answers.
 
 Injected here, each switched by a file the test writes (read on every request, so a test changes
@@ -148,6 +148,13 @@ ssm_models.ParameterDict._check_loading_status = check_loading_status
 # --- Denied actions ------------------------------------------------------------------------------
 
 def action_of(environ, body):
+    auth = environ.get("HTTP_AUTHORIZATION", "")
+    service = auth.split("/")[3] if auth.count("/") >= 4 else "ec2"
+    path = environ.get("PATH_INFO", "")
+    if service == "eks":  # REST: GET /clusters/NAME
+        if environ.get("REQUEST_METHOD") == "GET" and path.startswith("/clusters/") and path.count("/") == 2:
+            return "eks:DescribeCluster"
+        return f"eks:{environ.get('REQUEST_METHOD')} {path}"
     target = environ.get("HTTP_X_AMZ_TARGET")
     if target:  # JSON protocol: "AmazonSSM.GetParameter"
         service = {"AmazonSSM": "ssm", "AmazonSQS": "sqs", "AWSPriceListService": "pricing"}.get(target.split(".")[0], target.split(".")[0])
@@ -156,14 +163,12 @@ def action_of(environ, body):
     action = params.get("Action", [None])[0]
     if not action:
         return None
-    auth = environ.get("HTTP_AUTHORIZATION", "")
-    service = auth.split("/")[3] if auth.count("/") >= 4 else "ec2"
     return f"{service}:{action}"
 
 
 def denied(environ, start_response):
     """Records the action; the 403 answer for a denied one, or None to let moto answer."""
-    if environ.get("REQUEST_METHOD") != "POST":
+    if environ.get("REQUEST_METHOD") not in ("POST", "GET"):
         return None
     length = int(environ.get("CONTENT_LENGTH") or 0)
     body = environ["wsgi.input"].read(length) if length else b""
@@ -181,7 +186,7 @@ def denied(environ, start_response):
                f"arn:aws:sts::123456789012:assumed-role/KarpenterController/test is not "
                f"authorized to perform: {action} because no identity-based policy allows "
                f"the {action} action")
-    if environ.get("HTTP_X_AMZ_TARGET"):
+    if environ.get("HTTP_X_AMZ_TARGET") or action.startswith("eks:"):
         payload = json.dumps({"__type": "AccessDeniedException", "message": message}).encode()
         start_response("400 Bad Request", [("Content-Type", "application/x-amz-json-1.1"),
                                            ("Content-Length", str(len(payload)))])

@@ -67,6 +67,9 @@ pub struct NodeFacts {
 pub struct View<'a> {
     /// Objects with workloads expanded into pods (as a provisioning round reads them).
     pub objects: &'a Manifests,
+    /// The instance types and prices the pass simulates with (the controller's live catalogue,
+    /// the simulation's own).
+    pub catalogue: &'a crate::catalogue::Catalogue,
     pub region: &'a str,
     /// Epoch seconds.
     pub now: i64,
@@ -87,6 +90,7 @@ pub struct View<'a> {
 impl<'a> View<'a> {
     pub fn new(
         objects: &'a Manifests,
+        catalogue: &'a crate::catalogue::Catalogue,
         region: &'a str,
         now: i64,
         nodes: Vec<NodeFacts>,
@@ -100,6 +104,7 @@ impl<'a> View<'a> {
         }
         View {
             objects,
+            catalogue,
             region,
             now,
             nodes,
@@ -122,11 +127,7 @@ impl<'a> View<'a> {
     pub fn input(&self) -> Result<std::cell::RefMut<'_, crate::state::Input>, crate::state::StateError> {
         let mut cell = self.input.borrow_mut();
         if cell.is_none() {
-            let prepared = crate::state::input_from_manifests(
-                self.objects,
-                crate::catalogue::Catalogue::embedded(),
-                Some(self.region),
-            )?;
+            let prepared = crate::state::input_from_manifests(self.objects, self.catalogue, Some(self.region))?;
             let mut input = prepared.input;
             input.unavailable_offerings = self.unavailable.clone();
             input.options.now = Some(self.now);

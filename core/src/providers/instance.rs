@@ -22,7 +22,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::launchtemplate::{launch_templates, LaunchTemplate};
+use super::bootstrap::{BootstrapError, ClusterBootstrap};
+use super::launchtemplate::{launch_templates, LaunchTemplate, TemplateFor};
 use super::subnet::zonal_subnets;
 use crate::api::{EC2NodeClass, NodeClaim};
 use crate::catalogue::{CapacityType, InstanceType, Offering, OfferingCompatibility};
@@ -51,7 +52,8 @@ pub fn parse_provider_id(provider_id: &str) -> Option<(&str, &str)> {
 /// What the launch is for.
 #[derive(Debug, Clone, Copy)]
 pub struct LaunchContext<'a> {
-    pub cluster: &'a str,
+    /// The cluster the node joins (its name tags the launch; the rest is the node's bootstrap).
+    pub cluster: &'a ClusterBootstrap,
     /// The NodeClaim's EC2NodeClass, its status resolved.
     pub class: &'a EC2NodeClass,
 }
@@ -165,6 +167,21 @@ fn is_exotic(it: &InstanceType) -> bool {
         || it.requirements.get_ref(aws::INSTANCE_SIZE).is_some_and(|r| r.values().any(|v| v.contains("metal")))
 }
 
+/// Why a NodeClaim gets no CreateFleet request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FleetError {
+    /// Nothing to launch (upstream `InsufficientCapacityError`).
+    #[error(transparent)]
+    NoLaunch(#[from] NoLaunch),
+    /// The launch templates' user data cannot be written.
+    #[error("the user data of EC2NodeClass {nodeclass}'s launch templates cannot be written")]
+    UserData {
+        nodeclass: String,
+        #[source]
+        source: BootstrapError,
+    },
+}
+
 /// The CreateFleet input for `nodeclaim` among its NodePool's `instance_types`; `unavailable`
 /// says which offerings (type, zone, capacity type) are known to have no capacity now.
 pub fn fleet_request(
@@ -172,7 +189,7 @@ pub fn fleet_request(
     instance_types: &[InstanceType],
     ctx: LaunchContext<'_>,
     unavailable: impl Fn(&str, &str, &str) -> bool,
-) -> Result<FleetRequest, NoLaunch> {
+) -> Result<FleetRequest, FleetError> {
     let requirements = Requirements::from_node_selector_requirements(&nodeclaim.spec.requirements)
         .map_err(|e| NoLaunch::InvalidRequirements(e.to_string()))?;
     let status = ctx.class.status.clone().unwrap_or_default();
@@ -194,7 +211,7 @@ pub fn fleet_request(
     } else if has(CapacityType::OnDemand) {
         CapacityType::OnDemand
     } else {
-        return Err(NoLaunch::InsufficientCapacity { types: fits.len() });
+        return Err(NoLaunch::InsufficientCapacity { types: fits.len() }.into());
     };
     let mut types: Vec<(&InstanceType, f64)> = fits.iter().filter_map(|it| Some((*it, price_of(it, ct)?))).collect();
     if ct == CapacityType::Spot {
@@ -208,9 +225,14 @@ pub fn fleet_request(
     types.sort_by(|(a, pa), (b, pb)| pa.total_cmp(pb).then_with(|| a.name.cmp(&b.name)));
     types.truncate(MAX_INSTANCE_TYPES);
     let ordered: Vec<&InstanceType> = types.iter().map(|(it, _)| *it).collect();
-    let tags = launch_tags(ctx.class, nodeclaim, ctx.cluster);
+    let tags = launch_tags(ctx.class, nodeclaim, &ctx.cluster.name);
+    let launch = TemplateFor { nodeclaim, capacity_type: ct.as_str(), cluster: ctx.cluster, launch_tags: &tags };
+    let built = launch_templates(ctx.class, &ordered, launch).map_err(|source| FleetError::UserData {
+        nodeclass: ctx.class.metadata.name.clone().unwrap_or_default(),
+        source,
+    })?;
     let mut templates = Vec::new();
-    for template in launch_templates(ctx.class, &ordered, ctx.cluster, &tags) {
+    for template in built {
         let mut overrides = Vec::new();
         for name in &template.instance_types {
             let Some(it) = ordered.iter().find(|it| it.name == *name) else { continue };
@@ -232,7 +254,7 @@ pub fn fleet_request(
         }
     }
     if templates.is_empty() {
-        return Err(NoLaunch::InsufficientCapacity { types: fits.len() });
+        return Err(NoLaunch::InsufficientCapacity { types: fits.len() }.into());
     }
     Ok(FleetRequest {
         capacity_type: ct.as_str().to_string(),

@@ -4,16 +4,18 @@
 //! has one launch template, named `karpenter.k8s.aws/<hash of its options>` so that identical
 //! options share one template, tagged for the cluster and the NodeClass.
 //!
-//! Not done yet (docs/controller.md, "Not yet"): carpentry writes no bootstrap user data (the node's
-//! nodeadm/bootstrap configuration: cluster endpoint, CA, kubelet flags, labels, taints), so an
-//! EKS node launched by it does not join by itself; `spec.userData` is passed through as given.
-//! Block devices are the NodeClass's, else the AMI family's default.
+//! Each template's user data is the node's bootstrap configuration for its AMI family merged with
+//! `spec.userData` ([`super::bootstrap`]): the NodeClaim's labels, taints and capacity type and
+//! the group's max pods are in it, so templates differ by those as upstream's do. Block devices
+//! are the NodeClass's, else the AMI family's default.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::bootstrap::{BootstrapError, ClusterBootstrap, Options};
 use crate::api::ec2nodeclass::{AmiFamily, EC2NodeClass};
+use crate::api::NodeClaim;
 use crate::catalogue::InstanceType;
 use crate::requirements::{AllowUndefined, Requirements};
 
@@ -62,6 +64,7 @@ pub struct LaunchTemplate {
     pub detailed_monitoring: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub associate_public_ip_address: Option<bool>,
+    /// The user data as text (EC2 takes it base64-encoded).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub user_data: Option<String>,
     /// The template's own tags (upstream: the launch's, with `eks:eks-cluster-name` and
@@ -129,16 +132,25 @@ fn metadata_options(class: &EC2NodeClass) -> MetadataOptions {
     }
 }
 
+/// What a launch's templates are for: the NodeClaim launched, as which capacity type, in which
+/// cluster, with which tags (upstream's `GetTags`).
+#[derive(Debug, Clone, Copy)]
+pub struct TemplateFor<'a> {
+    pub nodeclaim: &'a NodeClaim,
+    pub capacity_type: &'a str,
+    pub cluster: &'a ClusterBootstrap,
+    pub launch_tags: &'a BTreeMap<String, String>,
+}
+
 /// The launch templates of a launch of `instance_types` with `class` (its status resolved), for
-/// cluster `cluster`, tagged with the launch's tags (`launch_tags`, upstream's `GetTags`) and the
-/// cluster's and NodeClass's: one per (AMI, max pods) group, in AMI order then max pods. Types no
-/// AMI's requirements admit are in no template.
+/// `launch`'s cluster, tagged with the launch's tags and the cluster's and NodeClass's: one per
+/// (AMI, max pods) group, in AMI order then max pods. Types no AMI's requirements admit are in no
+/// template. Fails when the user data cannot be written (see [`BootstrapError`]).
 pub fn launch_templates(
     class: &EC2NodeClass,
     instance_types: &[&InstanceType],
-    cluster: &str,
-    launch_tags: &BTreeMap<String, String>,
-) -> Vec<LaunchTemplate> {
+    launch: TemplateFor<'_>,
+) -> Result<Vec<LaunchTemplate>, BootstrapError> {
     let status = class.status.clone().unwrap_or_default();
     let amis: Vec<(String, Requirements)> = status
         .amis
@@ -154,14 +166,26 @@ pub fn launch_templates(
         let pods = it.capacity.get(crate::resources::PODS).map_or(0, |q| q.value() as i64);
         groups.entry((ami, pods)).or_default().push(it.name.clone());
     }
-    let mut tags = launch_tags.clone();
-    tags.insert(crate::labels::aws::EKS_CLUSTER_NAME_TAG.into(), cluster.to_string());
+    let mut tags = launch.launch_tags.clone();
+    tags.insert(crate::labels::aws::EKS_CLUSTER_NAME_TAG.into(), launch.cluster.name.clone());
     tags.insert(crate::labels::aws::EC2_NODE_CLASS.into(), class.metadata.name.clone().unwrap_or_default());
     let mut security_group_ids: Vec<String> = status.security_groups.iter().map(|g| g.id.clone()).collect();
     security_group_ids.sort();
+    let family = class.spec.resolved_ami_family();
     groups
         .into_iter()
         .map(|((ami, pods), types)| {
+            let user_data = Options::for_launch(
+                launch.cluster,
+                family,
+                class.spec.kubelet.as_ref(),
+                launch.nodeclaim,
+                launch.capacity_type,
+                pods,
+                class.spec.user_data.as_deref(),
+                class.spec.instance_store_policy,
+            )
+            .user_data(family)?;
             let mut lt = LaunchTemplate {
                 name: String::new(),
                 image_id: amis[ami].0.clone(),
@@ -171,12 +195,12 @@ pub fn launch_templates(
                 metadata_options: metadata_options(class),
                 detailed_monitoring: class.spec.detailed_monitoring.unwrap_or(false),
                 associate_public_ip_address: class.spec.associate_public_ip_address,
-                user_data: class.spec.user_data.clone(),
+                user_data,
                 tags: tags.clone(),
                 instance_types: types,
             };
             lt.name = format!("{NAME_PREFIX}{}", options_hash(&lt, pods));
-            lt
+            Ok(lt)
         })
         .collect()
 }

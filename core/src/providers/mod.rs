@@ -12,6 +12,7 @@
 //! | `securitygroup.rs` | `pkg/controllers/nodeclass/securitygroup.go` |
 //! | `amifamily.rs` | `pkg/providers/amifamily/{ami,al2,al2023,bottlerocket,windows}.go`, `pkg/controllers/nodeclass/ami.go` |
 //! | `nodeclass.rs` | `pkg/controllers/nodeclass/{controller,readiness}.go`: the status conditions |
+//! | `bootstrap/` | `pkg/providers/amifamily/bootstrap/*` (user data per AMI family; its own table) |
 //! | `launchtemplate.rs` | `pkg/providers/launchtemplate/launchtemplate.go` (grouping, naming, tags) |
 //! | `instance.rs` | `pkg/providers/instance/instance.go`, `instance/filter/filter.go`, `pkg/utils/utils.go` (CreateFleet input, tags, providerID) |
 //! | `interruption.rs` | `pkg/controllers/interruption/{parser,utils}.go`, `messages/*`, `events/events.go` |
@@ -21,6 +22,7 @@
 //! | `unavailable.rs` | `pkg/cache/unavailableofferings.go`, `pkg/errors/errors.go` (insufficient-capacity codes) |
 
 pub mod amifamily;
+pub mod bootstrap;
 pub mod instance;
 pub mod instanceprofile;
 pub mod interruption;
@@ -37,11 +39,13 @@ pub mod unavailable;
 mod tests;
 
 pub use amifamily::{alias_parameters, ami_queries, choose_amis, AliasError, AliasParameter, Image};
+pub use bootstrap::{BootstrapError, ClusterBootstrap};
 pub use instance::{
-    fleet_request, parse_provider_id, provider_id, FleetLaunchTemplate, FleetOverride, FleetRequest, LaunchContext,
+    fleet_request, parse_provider_id, provider_id, FleetError, FleetLaunchTemplate, FleetOverride, FleetRequest,
+    LaunchContext,
 };
 pub use instanceprofile::{profile_plan, ExistingProfile, ManagedProfile, ProfilePlan, INSTANCE_PROFILE_ANNOTATION};
-pub use launchtemplate::{launch_templates, LaunchTemplate};
+pub use launchtemplate::{launch_templates, LaunchTemplate, TemplateFor};
 pub use nodeclass::{nodeclass_status, Lookup, LookupError, Resolved};
 pub use securitygroup::{security_group_status, DiscoveredSecurityGroup};
 pub use selectors::{security_group_queries, subnet_queries, Filter};

@@ -178,6 +178,17 @@ spec:
     .unwrap()
 }
 
+/// The cluster the tests' nodes join.
+fn cluster(name: &str) -> ClusterBootstrap {
+    ClusterBootstrap {
+        name: name.into(),
+        endpoint: Some("https://ABCD.gr7.us-west-2.eks.amazonaws.com".into()),
+        ca_bundle: Some("Y2EtYnVuZGxl".into()),
+        cidr: Some("10.100.0.0/16".into()),
+        kube_dns_ip: Some("10.100.0.10".into()),
+    }
+}
+
 fn types_for(class: &EC2NodeClass) -> std::sync::Arc<Vec<crate::catalogue::InstanceType>> {
     let subnets: &[Subnet] = class.status.as_ref().map_or(&[], |s| s.subnets.as_slice());
     Catalogue::embedded().instance_types_in_subnets("us-west-2", &class.spec, subnets).unwrap()
@@ -188,7 +199,8 @@ fn a_fleet_request_offers_types_times_zonal_subnets_cheapest_first_with_upstream
     let class = resolved_class();
     let types = types_for(&class);
     let nc = nodeclaim(&["m5.large", "c5.large", "m5.xlarge", "p3.2xlarge"], &["on-demand"]);
-    let ctx = LaunchContext { cluster: "test-cluster", class: &class };
+    let cluster = cluster("test-cluster");
+    let ctx = LaunchContext { cluster: &cluster, class: &class };
     let request = fleet_request(&nc, &types, ctx, |_, _, _| false).unwrap();
     assert_eq!((request.capacity_type.as_str(), request.allocation_strategy.as_str()), ("on-demand", "lowest-price"));
     // One AMI, one max-pods group per distinct pod count: each template's overrides are its types
@@ -239,7 +251,7 @@ fn a_fleet_request_offers_types_times_zonal_subnets_cheapest_first_with_upstream
     let mut other = class.clone();
     other.status.as_mut().unwrap().security_groups.pop();
     let changed =
-        fleet_request(&nc, &types, LaunchContext { cluster: "test-cluster", class: &other }, |_, _, _| false).unwrap();
+        fleet_request(&nc, &types, LaunchContext { cluster: &cluster, class: &other }, |_, _, _| false).unwrap();
     assert_ne!(changed.launch_templates[0].template.name, lt.name);
     // The launch EC2 reports carries the override's price.
     let launched = request.launched("m5.large", "us-west-2b").unwrap();
@@ -251,7 +263,8 @@ fn unavailable_offerings_leave_the_request_and_spot_wins_when_allowed() {
     let class = resolved_class();
     let types = types_for(&class);
     let nc = nodeclaim(&["m5.large"], &["on-demand", "spot"]);
-    let ctx = LaunchContext { cluster: "c", class: &class };
+    let cluster = cluster("c");
+    let ctx = LaunchContext { cluster: &cluster, class: &class };
     let request = fleet_request(&nc, &types, ctx, |_, _, _| false).unwrap();
     assert_eq!(
         (request.capacity_type.as_str(), request.allocation_strategy.as_str()),

@@ -1080,11 +1080,23 @@ mod review {
             );
             node(name, &labels, "4", "")
         };
+        // upstream `StateNode.Managed`: a node is Karpenter's when a NodeClaim is paired with it.
+        let claim = |node: &str| -> crate::api::nodeclaim::NodeClaim {
+            serde_yaml::from_str(&format!(
+                "apiVersion: karpenter.sh/v1\nkind: NodeClaim\nmetadata: {{name: default-{node}}}\nspec:\n  nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}\n  requirements: []\nstatus: {{nodeName: {node}}}"
+            ))
+            .unwrap()
+        };
         // "a" sorts first by name but is not initialized: the initialized "b" is tried first.
         let mut i = input(vec![np.clone()], small_types(), vec![pod("p", "1", "1Gi", "")]);
         i.nodes = vec![managed("a", false), managed("b", true)];
+        i.nodeclaims = vec![claim("a"), claim("b")];
         let r = schedule(&i);
         assert_eq!(r.existing_nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), ["b"], "{r:#?}");
+        // Without its NodeClaim, "a" is not Karpenter's, so initialized whatever its labels say.
+        i.nodeclaims = vec![claim("b")];
+        let r = schedule(&i);
+        assert_eq!(r.existing_nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), ["a"], "{r:#?}");
         // Both initialized: by name.
         let mut i = input(vec![np], small_types(), vec![pod("p", "1", "1Gi", "")]);
         i.nodes = vec![managed("d", true), managed("c", true)];

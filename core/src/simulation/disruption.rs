@@ -188,6 +188,7 @@ impl Simulation {
     fn view(&self) -> View<'_> {
         let mut view = View::new(
             &self.objects,
+            self.catalogue,
             &self.region,
             self.clock.epoch_seconds(self.now),
             self.facts(),

@@ -41,8 +41,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if and .Values.settings.interruptionQueue (ne .Values.settings.cloudProvider "aws") -}}
 {{- fail "settings.interruptionQueue: only the aws provider reads an interruption queue (EC2's interruption events); leave it empty with settings.cloudProvider=kwok" -}}
 {{- end -}}
-{{- if .Values.settings.clusterEndpoint -}}
-{{- fail "settings.clusterEndpoint: this controller version does not write nodes' bootstrap data yet (the EC2NodeClass's userData is used as given; docs/controller.md, \"Not yet\"); leave it empty" -}}
+{{- if and (ne .Values.settings.cloudProvider "aws") (or .Values.settings.clusterEndpoint .Values.settings.clusterCABundle) -}}
+{{- fail "settings.clusterEndpoint, settings.clusterCABundle: only the aws provider writes nodes' bootstrap data; leave them empty with settings.cloudProvider=kwok" -}}
 {{- end -}}
 {{- if and (eq .Values.settings.cloudProvider "aws") (not .Values.settings.clusterName) -}}
 {{- fail "settings.clusterName: the EKS cluster's name is required with settings.cloudProvider=aws (instances are tagged with it)" -}}

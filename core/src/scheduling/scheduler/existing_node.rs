@@ -62,20 +62,23 @@ pub(super) fn existing_nodes(
             deleting.push(name);
             continue;
         }
-        let mut node_labels = node.metadata.labels.clone().unwrap_or_default();
+        // upstream `StateNode`: a node is managed when a NodeClaim is paired with it (whatever its
+        // labels say yet); until registration writes `karpenter.sh/registered`, it has its
+        // NodeClaim's labels and taints (a provisioning round racing registration sees the
+        // NodeClaim's NodePool labels, not a bare kubelet's).
+        let managed = claim.is_some();
+        let node_labels_now = node.metadata.labels.as_ref();
+        let label_true = |key: &str| node_labels_now.and_then(|l| l.get(key)).map(String::as_str) == Some("true");
+        let registered = !managed || label_true(labels::NODE_REGISTERED);
+        let initialized = !managed || label_true(labels::NODE_INITIALIZED);
+        let (node_labels, mut node_taints) = match claim {
+            Some(c) if !registered => (c.metadata.labels.clone().unwrap_or_default(), c.spec.taints.clone()),
+            _ => (
+                node.metadata.labels.clone().unwrap_or_default(),
+                node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default(),
+            ),
+        };
         let nodepool = node_labels.get(labels::NODEPOOL).cloned();
-        let managed = nodepool.is_some();
-        let registered = !managed || node_labels.get(labels::NODE_REGISTERED).map(String::as_str) == Some("true");
-        let initialized = !managed || node_labels.get(labels::NODE_INITIALIZED).map(String::as_str) == Some("true");
-        let mut node_taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-        if managed && !registered {
-            // an unregistered managed node looks like its NodeClaim.
-            if let Some(c) = claim {
-                node_labels.extend(c.metadata.labels.clone().unwrap_or_default());
-                node_taints = c.spec.taints.clone();
-                node_taints.extend(c.spec.startup_taints.iter().cloned());
-            }
-        }
         if managed && !initialized {
             let startup = claim.map(|c| c.spec.startup_taints.as_slice()).unwrap_or(&[]);
             node_taints.retain(|t| {
