@@ -9,7 +9,8 @@
 //! TerminateInstances, roles and instance profiles (paths, tags, the role they hold).
 //!
 //! Injected (`support/moto_layer.py`, in moto's process; moto lacks each): CreateFleet trying
-//! overrides in `Priority` order; insufficient-capacity answers for offerings the test lists; an
+//! overrides in `Priority` order; insufficient-capacity answers for offerings the test lists, and
+//! a fleet whose every override fails with one code; an
 //! `UnauthorizedOperation` for an action the test denies; a Pricing API answer (moto has no
 //! Pricing service) with one on-demand price, m5.large's; the EKS-optimized AMI parameters under
 //! `/aws/service/eks/` (pointing at moto's own AL2023 images). And the kubelet: moto runs no
@@ -29,6 +30,10 @@
 //!    names and its NodeClaim annotated `karpenter.k8s.aws/tagged`.
 //! 2. The cheapest offering has no capacity: the next is launched, the first is cached
 //!    unavailable (the next launch does not offer it; CreateFleet calls = launches).
+//!    2b. Every override failing with `UnauthorizedOperation` (a node role the controller may not
+//!    pass): the NodeClaim stays with `Launched` Unknown, reason `Unauthorized` and upstream's
+//!    message, a `LaunchFailed` event naming the code, a few CreateFleet tries in 25 s (a
+//!    backoff, no create → delete loop); once allowed, that same NodeClaim launches.
 //! 3. A deleted NodeClaim's instance is terminated; an instance tagged for the cluster that no
 //!    NodeClaim has is collected after its 30 s grace; an instance terminated behind the
 //!    controller's back takes its NodeClaim with it.
@@ -779,6 +784,96 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
         "the unavailable offering {cheap_type}/{cheap_zone} is offered again within 3 minutes: {fifth:?}"
     );
     moto.write("ice.json", &json!([]))?;
+
+    // 2b. A fleet that fails for another reason than capacity (the node role may not be passed):
+    //     the NodeClaim stays, says why on `Launched` (upstream's reason), is tried again after a
+    //     backoff (no create → CreateFleet → delete loop), and launches once the cause is gone.
+    moto.write(
+        "fleet_error.json",
+        &json!([
+            "UnauthorizedOperation",
+            "You are not authorized to perform this operation. User is not authorized to perform: iam:PassRole"
+        ]),
+    )?;
+    let calls_before = moto.fleet_requests()?.len();
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
+    let patch = json!({ "spec": { "replicas": 6 } });
+    deployments.patch("inflate", &Default::default(), &kube::api::Patch::Merge(&patch)).await?;
+    let unlaunched = || async {
+        let list = nodeclaims_api.list(&Default::default()).await?.items;
+        Ok::<_, anyhow::Error>(
+            list.into_iter()
+                .filter(|nc| {
+                    nc.metadata.labels.as_ref().and_then(|l| l.get("karpenter.sh/nodepool")) == Some(&nodepool)
+                })
+                .filter(|nc| nc.data["status"]["providerID"].as_str().unwrap_or_default().is_empty())
+                .collect::<Vec<_>>(),
+        )
+    };
+    let (failing, launched_condition) =
+        wait_for("a NodeClaim whose Launched condition says Unauthorized", TIMEOUT, || async {
+            Ok(unlaunched().await?.into_iter().find_map(|nc| {
+                let conditions = nc.data["status"]["conditions"].as_array()?;
+                let c = conditions.iter().find(|c| c["type"] == "Launched" && c["reason"] == "Unauthorized")?;
+                Some((nc.metadata.name.clone()?, c.clone()))
+            }))
+        })
+        .await
+        .with_context(|| format!("controller log:\n{}", log()))?;
+    eprintln!("failing launch: {failing}: {launched_condition}");
+    assert_eq!(launched_condition["status"], "Unknown");
+    assert_eq!(
+        launched_condition["message"],
+        "User is not authorized to perform this operation because no identity-based policy allows it"
+    );
+    // Given time for several tries, it is still the one NodeClaim, and CreateFleet was tried
+    // a few times, not once a pass.
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let still: Vec<String> = unlaunched().await?.into_iter().filter_map(|nc| nc.metadata.name).collect();
+    ensure!(still == [failing.clone()], "the failing NodeClaim was replaced: {still:?} (was {failing})");
+    let tries = moto.fleet_requests()?.len() - calls_before;
+    ensure!((2..=4).contains(&tries), "{tries} CreateFleet calls in about 25 s of a failing launch");
+    let event = events
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .find(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(failing.as_str())
+                && e.reason.as_deref() == Some("LaunchFailed")
+        })
+        .context("no LaunchFailed event on the failing NodeClaim")?;
+    let note = event.note.unwrap_or_default();
+    ensure!(note.contains("UnauthorizedOperation: You are not authorized"), "the event names the code: {note}");
+    moto.write("fleet_error.json", &json!(null))?;
+    wait_for("6 inflate pods Running", Duration::from_secs(150), || running(6))
+        .await
+        .with_context(|| format!("controller log:\n{}", log()))?;
+    ensure!(launched(&client, &nodepool).await?.contains_key(&failing), "the failing NodeClaim itself launched");
+    // Back to 5 pods on 5 nodes for what follows (the NodePool never consolidates): the node the
+    // scale-down emptied goes with its NodeClaim.
+    let patch = json!({ "spec": { "replicas": 5 } });
+    deployments.patch("inflate", &Default::default(), &kube::api::Patch::Merge(&patch)).await?;
+    let busy: BTreeSet<String> = wait_for("5 inflate pods Running", Duration::from_secs(60), || running(5))
+        .await?
+        .into_iter()
+        .map(|(_, node)| node)
+        .collect();
+    let empty = nodeclaims_api
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|nc| nc.metadata.labels.as_ref().and_then(|l| l.get("karpenter.sh/nodepool")) == Some(&nodepool))
+        .find(|nc| nc.data["status"]["nodeName"].as_str().is_some_and(|n| !busy.contains(n)))
+        .and_then(|nc| nc.metadata.name)
+        .context("no NodeClaim left empty by the scale-down")?;
+    nodeclaims_api.delete(&empty, &Default::default()).await?;
+    wait_for("the emptied NodeClaim to go", TIMEOUT, || async {
+        Ok(nodeclaims_api.get_opt(&empty).await?.is_none().then_some(()))
+    })
+    .await
+    .with_context(|| format!("controller log:\n{}", log()))?;
 
     // 3. Deleting a NodeClaim terminates its instance.
     let claims = launched(&client, &nodepool).await?;

@@ -1103,30 +1103,41 @@ impl CloudProvider for Aws {
         let answer = match fleet.send().await {
             Ok(a) => a,
             Err(e) => {
-                if e.code() == Some("InvalidLaunchTemplateName.NotFoundException") {
+                let code = e.code().unwrap_or_default().to_string();
+                if providers::fleet::is_launch_template_not_found(&code) {
                     // Deleted behind our back: found or made again on the next try.
                     if let Ok(mut t) = self.templates.lock() {
                         t.clear();
                     }
                 }
-                return Err(CreateError::Cloud(sdk_error("ec2:CreateFleet", e)));
+                let Some(message) = e.message().map(str::to_string) else {
+                    return Err(CreateError::Cloud(sdk_error("ec2:CreateFleet", e)));
+                };
+                return Err(providers::fleet_call_failure(&code, &message).into());
             }
         };
-        let mut marked = Vec::new();
-        if let Ok(mut unavailable) = self.unavailable.lock() {
-            for error in answer.errors() {
-                let code = error.error_code().unwrap_or_default();
-                let Some(o) = error.launch_template_and_overrides().and_then(|l| l.overrides()) else { continue };
-                let (Some(t), Some(z)) = (o.instance_type(), o.availability_zone()) else { continue };
-                if providers::is_insufficient_capacity(code) {
-                    unavailable.mark(t.as_str(), z, &request.capacity_type, now);
-                    marked.push(format!("{}/{z}/{} ({code})", t.as_str(), request.capacity_type));
+        let errors: Vec<providers::FleetErrorEntry> = answer
+            .errors()
+            .iter()
+            .map(|error| {
+                let o = error.launch_template_and_overrides().and_then(|l| l.overrides());
+                providers::FleetErrorEntry {
+                    code: error.error_code().unwrap_or_default().to_string(),
+                    message: error.error_message().unwrap_or_default().to_string(),
+                    instance_type: o.and_then(|o| o.instance_type()).map(|t| t.as_str().to_string()),
+                    zone: o.and_then(|o| o.availability_zone()).map(str::to_string),
+                }
+            })
+            .collect();
+        let marks = providers::unavailable_marks(&errors, &request.capacity_type);
+        if !marks.is_empty() {
+            if let Ok(mut unavailable) = self.unavailable.lock() {
+                for mark in &marks {
+                    mark.apply(&mut unavailable, now);
                 }
             }
-        }
-        if !marked.is_empty() {
-            warn!(nodeclaim = %nodeclaim.name(), unavailable = ?marked,
-                "aws: CreateFleet reported insufficient capacity; the offerings are unavailable for 3 minutes");
+            warn!(nodeclaim = %nodeclaim.name(), unavailable = ?marks,
+                "aws: CreateFleet reported insufficient capacity; unavailable for 3 minutes");
         }
         let launched = answer.instances().iter().find_map(|i| {
             let id = i.instance_ids().first()?;
@@ -1139,7 +1150,7 @@ impl CloudProvider for Aws {
             ))
         });
         let Some((id, instance_type, zone, image)) = launched else {
-            return Err(CreateError::InsufficientCapacity { unavailable: marked });
+            return Err(providers::fleet_failure(&errors).into());
         };
         let launch = request.launched(&instance_type, &zone).ok_or_else(|| {
             CreateError::cloud(format!("EC2 launched {instance_type} in {zone}, which the request did not offer"))

@@ -25,11 +25,12 @@ pub enum CreateError {
     /// deleted and its pods are provisioned again.
     #[error(transparent)]
     NoLaunch(#[from] NoLaunch),
-    /// The cloud had no capacity for any offering the launch asked for (upstream
-    /// `InsufficientCapacityError` from CreateFleet): those offerings are now unavailable, the
-    /// NodeClaim is deleted and its pods are provisioned again.
-    #[error("the cloud has no capacity for any offering of the launch ({})", unavailable.join(", "))]
-    InsufficientCapacity { unavailable: Vec<String> },
+    /// The cloud launched nothing, for the reason core read from its answer
+    /// ([`carpentry_core::providers::fleet_failure`]): insufficient capacity deletes the NodeClaim
+    /// (its offerings are now unavailable and its pods are provisioned again); any other error
+    /// leaves `Launched` Unknown with upstream's reason and is tried again after a backoff.
+    #[error(transparent)]
+    Launch(#[from] carpentry_core::providers::LaunchFailure),
     /// The NodeClaim's EC2NodeClass is not Ready: nothing is launched until it is.
     #[error("EC2NodeClass {nodeclass} is not ready: {why}")]
     NodeClassNotReady { nodeclass: String, why: String },
@@ -49,6 +50,28 @@ pub enum CreateError {
 impl CreateError {
     pub fn cloud(message: impl Into<String>) -> CreateError {
         CreateError::Cloud(anyhow::anyhow!(message.into()))
+    }
+
+    /// upstream `launch.go`: insufficient capacity deletes the NodeClaim (a new round provisions
+    /// its pods); every other failure keeps it.
+    pub fn deletes_nodeclaim(&self) -> bool {
+        match self {
+            CreateError::NoLaunch(_) => true,
+            CreateError::Launch(failure) => failure.deletes_nodeclaim(),
+            CreateError::NodeClassNotReady { .. } | CreateError::UserData { .. } | CreateError::Cloud(_) => false,
+        }
+    }
+
+    /// The `Launched` condition's reason and message for a failure that keeps the NodeClaim:
+    /// upstream's `CreateError` reason where core read one, else `LaunchFailed` with the error
+    /// (`why`, as rendered for the log).
+    pub fn launched_condition(&self, why: &str) -> (&'static str, String) {
+        match self {
+            CreateError::Launch(carpentry_core::providers::LaunchFailure::Create { reason, message, .. }) => {
+                (reason, message.clone())
+            }
+            _ => ("LaunchFailed", why.to_string()),
+        }
     }
 }
 

@@ -91,13 +91,11 @@ impl<P: CloudProvider> Reconciler<P> {
         let instance = match self.launched.get(&uid) {
             Some((instance, _)) => instance.clone(),
             None => {
-                let nodepool_name = nc.metadata.labels.as_ref().and_then(|l| l.get(labels::NODEPOOL));
-                let Some(nodepool) = nodepool_name.and_then(|n| m.nodepools.iter().find(|p| p.name() == n)) else {
-                    debug!(nodeclaim = %name, "no NodePool for the NodeClaim yet; not launched");
-                    return;
-                };
-                let Some(class) = m.nodeclass_for(nodepool) else {
-                    debug!(nodeclaim = %name, "no EC2NodeClass for the NodeClaim's NodePool yet; not launched");
+                // The class the NodeClaim names, not its NodePool's now (an edit since must not
+                // change what an existing NodeClaim launches).
+                let Some(class) = m.nodeclass_of(nc) else {
+                    debug!(nodeclaim = %name, nodeclass = %nc.spec.node_class_ref.name,
+                        "the NodeClaim's EC2NodeClass is not there (yet); not launched");
                     return;
                 };
                 if self.launch_failures.get(&uid).is_some_and(|f| f.retry_at > std::time::Instant::now()) {
@@ -121,7 +119,7 @@ impl<P: CloudProvider> Reconciler<P> {
                         self.launched.insert(uid, (instance.clone(), std::time::Instant::now()));
                         instance
                     }
-                    Err(e @ (CreateError::NoLaunch(_) | CreateError::InsufficientCapacity { .. })) => {
+                    Err(e) if e.deletes_nodeclaim() => {
                         let why = carpentry_core::error_chain(&e);
                         self.act.decided("LaunchFailed", &json!({"nodeclaim": name, "why": why}));
                         let note = format!("{why}: deleting the NodeClaim; its pods are provisioned again");
@@ -131,11 +129,19 @@ impl<P: CloudProvider> Reconciler<P> {
                     }
                     Err(e) => {
                         // Tried again after a backoff (5 s doubling to 5 min), so that a denied or
-                        // failing call is not repeated every pass; said once per distinct error.
+                        // failing call is not repeated every pass; said once per distinct error,
+                        // and on the NodeClaim's `Launched` condition (upstream: Unknown, with the
+                        // error's reason).
                         let why = match &e {
                             CreateError::Cloud(cloud) => format!("{cloud:#}"),
                             other => carpentry_core::error_chain(other),
                         };
+                        let (reason, message) = e.launched_condition(&why);
+                        if let Some(status) =
+                            lifecycle::launch_failed(nc, reason, &message, &crate::clock::now_rfc3339())
+                        {
+                            self.act.patch_nodeclaim_status(nc, json!(status)).await;
+                        }
                         let failure = self.launch_failures.entry(uid).or_insert_with(|| LaunchFailure {
                             retry_at: std::time::Instant::now(),
                             backoff: LAUNCH_BACKOFF_MIN / 2,

@@ -11,6 +11,10 @@ them while the server runs):
 - Insufficient capacity: overrides whose (instance type, zone, capacity type) is listed in
   `$MOTO_LAYER_DIR/ice.json` are not launched, and each comes back in the response's `Errors` with
   `InsufficientInstanceCapacity`, as EC2 answers (moto never reports an error).
+- A failing fleet: while `$MOTO_LAYER_DIR/fleet_error.json` holds `[code, message]`, every
+  override of every CreateFleet comes back in `Errors` with that code and nothing launches, as EC2
+  answers an instant fleet it cannot launch at all (`UnauthorizedOperation` for a role the caller
+  may not pass, `InvalidParameterValue`, ...).
 - Denied actions: an action listed in `$MOTO_LAYER_DIR/deny.json` (`ec2:DescribeSubnets`) answers
   HTTP 403 `UnauthorizedOperation` as EC2 does for a missing IAM permission (moto enforces no IAM).
 - On-demand prices: moto has no Pricing service (it answers HTTP 500). While
@@ -63,12 +67,20 @@ def create_fleet(self):
     self.error_on_dryrun()
     capacity_type = target.get("DefaultTargetCapacityType", "on-demand")
     ice = {tuple(x) for x in read("ice.json", [])}
+    fleet_error = read("fleet_error.json", None)
     errors, kept = [], []
     for config in configs:
         overrides = sorted(config.get("Overrides", []), key=lambda o: float(o.get("Priority", "inf")))
         spec = config.get("LaunchTemplateSpecification", {})
         for o in overrides:
-            if (o.get("InstanceType"), o.get("AvailabilityZone"), capacity_type) in ice:
+            if fleet_error:
+                errors.append({
+                    "ErrorCode": fleet_error[0],
+                    "ErrorMessage": fleet_error[1],
+                    "LaunchTemplateAndOverrides": {"LaunchTemplateSpecification": spec, "Overrides": o},
+                    "Lifecycle": capacity_type,
+                })
+            elif (o.get("InstanceType"), o.get("AvailabilityZone"), capacity_type) in ice:
                 errors.append({
                     "ErrorCode": "InsufficientInstanceCapacity",
                     "ErrorMessage": f"We currently do not have sufficient {o.get('InstanceType')} capacity "

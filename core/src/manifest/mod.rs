@@ -322,8 +322,18 @@ impl Manifests {
 
     /// The NodeClass a NodePool refers to, if it was part of the input.
     pub fn nodeclass_for(&self, nodepool: &NodePool) -> Option<&EC2NodeClass> {
-        let name = &nodepool.spec.template.spec.node_class_ref.name;
-        self.nodeclasses.iter().find(|nc| nc.metadata.name.as_deref() == Some(name.as_str()))
+        self.nodeclass_named(&nodepool.spec.template.spec.node_class_ref.name)
+    }
+
+    /// The NodeClass a NodeClaim was made with (its own `spec.nodeClassRef`, upstream
+    /// `resolveNodeClassFromNodeClaim`): a NodePool edited since points elsewhere, and what is
+    /// launched for the NodeClaim must not follow it.
+    pub fn nodeclass_of(&self, nodeclaim: &crate::api::NodeClaim) -> Option<&EC2NodeClass> {
+        self.nodeclass_named(&nodeclaim.spec.node_class_ref.name)
+    }
+
+    fn nodeclass_named(&self, name: &str) -> Option<&EC2NodeClass> {
+        self.nodeclasses.iter().find(|nc| nc.metadata.name.as_deref() == Some(name))
     }
 }
 

@@ -72,6 +72,18 @@ fn loads_a_mix_of_kinds_across_documents() {
     let pods = m.all_pods();
     assert_eq!(pods.iter().map(|p| p.metadata.name.clone().unwrap()).collect::<Vec<_>>(), ["inflate-0", "inflate-1"]);
     assert!(m.nodeclass_for(&m.nodepools[0]).is_some());
+    // A NodeClaim launches with the class it names, whatever its NodePool says now.
+    let mut other = m.nodeclasses[0].clone();
+    other.metadata.name = Some("other".into());
+    let mut m2 = m.clone();
+    m2.nodeclasses.push(other);
+    let mut claim: crate::api::NodeClaim = serde_yaml::from_str(
+        "spec: {nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: other}, requirements: []}",
+    )
+    .unwrap();
+    assert_eq!(m2.nodeclass_of(&claim).and_then(|c| c.metadata.name.as_deref()), Some("other"));
+    claim.spec.node_class_ref.name = "gone".into();
+    assert!(m2.nodeclass_of(&claim).is_none());
     let origin = &m.origins[&ObjectRef { kind: "EC2NodeClass".into(), namespace: None, name: "default".into() }];
     assert_eq!(origin.document, 2);
     assert!(m.warnings.is_empty());

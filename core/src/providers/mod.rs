@@ -13,6 +13,7 @@
 //! | `amifamily.rs` | `pkg/providers/amifamily/{ami,al2,al2023,bottlerocket,windows}.go`, `pkg/controllers/nodeclass/ami.go` |
 //! | `nodeclass.rs` | `pkg/controllers/nodeclass/{controller,readiness}.go`: the status conditions |
 //! | `bootstrap/` | `pkg/providers/amifamily/bootstrap/*` (user data per AMI family; its own table) |
+//! | `fleet.rs` | `pkg/providers/instance/instance.go` (`combineFleetErrors`, `updateUnavailableOfferingsCache`), `pkg/errors/errors.go` (`ToReasonMessage`) |
 //! | `launchtemplate.rs` | `pkg/providers/launchtemplate/launchtemplate.go` (grouping, naming, tags) |
 //! | `instance.rs` | `pkg/providers/instance/instance.go`, `instance/filter/filter.go`, `pkg/utils/utils.go` (CreateFleet input, tags, providerID) |
 //! | `interruption.rs` | `pkg/controllers/interruption/{parser,utils}.go`, `messages/*`, `events/events.go` |
@@ -23,6 +24,7 @@
 
 pub mod amifamily;
 pub mod bootstrap;
+pub mod fleet;
 pub mod instance;
 pub mod instanceprofile;
 pub mod interruption;
@@ -40,6 +42,9 @@ mod tests;
 
 pub use amifamily::{alias_parameters, ami_queries, choose_amis, AliasError, AliasParameter, Image};
 pub use bootstrap::{BootstrapError, ClusterBootstrap};
+pub use fleet::{
+    fleet_call_failure, fleet_failure, unavailable_marks, FleetErrorEntry, LaunchFailure, UnavailableMark,
+};
 pub use instance::{
     fleet_request, parse_provider_id, provider_id, FleetError, FleetLaunchTemplate, FleetOverride, FleetRequest,
     LaunchContext,

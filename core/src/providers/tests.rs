@@ -340,3 +340,109 @@ fn nodeclass_status_rolls_lookups_into_ready_and_names_a_denied_action() {
     // The subnets last found stay, as upstream leaves the status on an error.
     assert_eq!(status.subnets.len(), 1);
 }
+
+fn entry(code: &str, message: &str, it: &str, zone: &str) -> FleetErrorEntry {
+    FleetErrorEntry {
+        code: code.into(),
+        message: message.into(),
+        instance_type: Some(it.into()),
+        zone: Some(zone.into()),
+    }
+}
+
+#[test]
+fn a_fleet_is_out_of_capacity_only_when_every_error_is_about_capacity() {
+    let ice = entry("InsufficientInstanceCapacity", "no c5.large capacity", "c5.large", "us-west-2a");
+    let quota = entry("MaxSpotInstanceCountExceeded", "spot quota", "m5.large", "us-west-2b");
+    let failure = fleet_failure(&[ice.clone(), quota.clone(), ice.clone()]);
+    assert_eq!(
+        failure,
+        LaunchFailure::InsufficientCapacity {
+            errors: "InsufficientInstanceCapacity: no c5.large capacity; MaxSpotInstanceCountExceeded: spot quota"
+                .into()
+        }
+    );
+    assert!(failure.deletes_nodeclaim());
+    // A denied PassRole beside capacity errors is a create error, with upstream's reason.
+    let denied =
+        entry("UnauthorizedOperation", "You are not authorized to perform: iam:PassRole", "c5.large", "us-west-2b");
+    let failure = fleet_failure(&[ice.clone(), denied]);
+    let LaunchFailure::Create { reason, message, .. } = &failure else { panic!("{failure:?}") };
+    assert_eq!(*reason, "Unauthorized");
+    assert_eq!(message, "User is not authorized to perform this operation because no identity-based policy allows it");
+    assert!(!failure.deletes_nodeclaim());
+    assert!(failure.to_string().contains("UnauthorizedOperation: You are not authorized"), "{failure}");
+    // Other codes each have upstream's reason; an unknown one is LaunchFailed.
+    for (code, message, want) in [
+        ("InvalidParameterValue", "sg-1 and subnet-1 belong to different networks", "SecurityGroupSubnetVPCMismatch"),
+        ("InvalidParameterValue", "bad value", "LaunchFailed"),
+        ("InvalidLaunchTemplateName.NotFoundException", "no template", "LaunchFailed"),
+        ("InvalidAMIID.NotFound", "ami-1 does not exist", "AMINotFound"),
+        ("RequestLimitExceeded", "slow down", "RequestLimitExceeded"),
+        ("SomethingNew", "?", "LaunchFailed"),
+    ] {
+        let failure = fleet_failure(&[entry(code, message, "c5.large", "us-west-2a")]);
+        assert!(matches!(failure, LaunchFailure::Create { reason, .. } if reason == want), "{code}: {failure:?}");
+    }
+    // The spot service-linked role counts as capacity (and names its own reason in a mixed set).
+    let slr = entry("AuthFailure.ServiceLinkedRoleCreationNotPermitted", "no role", "c5.large", "us-west-2a");
+    assert!(fleet_failure(&[slr.clone(), quota]).deletes_nodeclaim());
+    assert!(matches!(
+        fleet_failure(&[slr, entry("X", "y", "a", "b")]),
+        LaunchFailure::Create { reason: "SpotSLRCreationFailed", .. }
+    ));
+    // No instance and no error: upstream's batcher says so, as a create error.
+    let failure = fleet_failure(&[]);
+    assert!(matches!(&failure, LaunchFailure::Create { reason: "LaunchFailed", .. }), "{failure:?}");
+    assert!(failure.to_string().contains("too few instances returned"));
+}
+
+#[test]
+fn the_call_failing_is_a_create_error_with_its_context() {
+    let failure = fleet_call_failure("UnauthorizedOperation", "not allowed: ec2:CreateFleet");
+    assert_eq!(failure.to_string(), "creating fleet request, UnauthorizedOperation: not allowed: ec2:CreateFleet");
+    let LaunchFailure::Create { reason, message, .. } = &failure else { panic!() };
+    assert_eq!((*reason, message.as_str()), ("Unauthorized",
+        "Error creating fleet request: User is not authorized to perform this operation because no identity-based policy allows it"));
+    let failure = fleet_call_failure("InvalidLaunchTemplateName.NotFoundException", "gone");
+    assert!(failure.to_string().starts_with("launch templates not found when creating fleet request, "));
+    assert!(fleet::is_launch_template_not_found("InvalidLaunchTemplateName.NotFoundException"));
+}
+
+#[test]
+fn capacity_errors_mark_offerings_and_the_spot_role_marks_all_spot() {
+    let errors = [
+        entry("InsufficientInstanceCapacity", "a", "c5.large", "us-west-2a"),
+        entry("InsufficientInstanceCapacity", "b", "c5.large", "us-west-2a"),
+        entry("UnauthorizedOperation", "c", "m5.large", "us-west-2a"),
+        entry("MaxSpotInstanceCountExceeded", "d", "m5.large", "us-west-2b"),
+        FleetErrorEntry {
+            code: "InsufficientInstanceCapacity".into(),
+            message: "no override".into(),
+            instance_type: None,
+            zone: None,
+        },
+        entry("AuthFailure.ServiceLinkedRoleCreationNotPermitted", "e", "c5.large", "us-west-2b"),
+    ];
+    let offering = |it: &str, zone: &str| UnavailableMark::Offering {
+        instance_type: it.into(),
+        zone: zone.into(),
+        capacity_type: "spot".into(),
+    };
+    assert_eq!(
+        unavailable_marks(&errors, "spot"),
+        [
+            offering("c5.large", "us-west-2a"),
+            offering("m5.large", "us-west-2b"),
+            UnavailableMark::CapacityType("spot".into())
+        ]
+    );
+    let mut cache = UnavailableOfferings::default();
+    for mark in unavailable_marks(&errors, "spot") {
+        mark.apply(&mut cache, 100);
+    }
+    assert!(cache.is_unavailable("c5.large", "us-west-2a", "spot", 101));
+    assert!(cache.is_unavailable("r5.large", "us-west-2c", "spot", 101), "every spot offering");
+    assert!(!cache.is_unavailable("r5.large", "us-west-2c", "on-demand", 101));
+    assert!(!cache.is_unavailable("r5.large", "us-west-2c", "spot", 100 + UNAVAILABLE_OFFERING_TTL_SECONDS));
+}

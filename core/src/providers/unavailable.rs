@@ -28,10 +28,12 @@ pub fn is_insufficient_capacity(code: &str) -> bool {
     INSUFFICIENT_CAPACITY_CODES.contains(&code)
 }
 
-/// Offerings marked unavailable, each until an expiry (seconds).
+/// Offerings marked unavailable, each until an expiry (seconds); and whole capacity types
+/// (upstream `MarkCapacityTypeUnavailable`, for spot without its service-linked role).
 #[derive(Debug, Clone, Default)]
 pub struct UnavailableOfferings {
     until: BTreeMap<UnavailableOffering, i64>,
+    capacity_types: BTreeMap<String, i64>,
 }
 
 impl UnavailableOfferings {
@@ -45,16 +47,23 @@ impl UnavailableOfferings {
         self.until.insert(key, now + UNAVAILABLE_OFFERING_TTL_SECONDS);
     }
 
+    /// Marks every offering of `capacity_type` unavailable from `now` for the TTL.
+    pub fn mark_capacity_type(&mut self, capacity_type: &str, now: i64) {
+        self.capacity_types.insert(capacity_type.to_string(), now + UNAVAILABLE_OFFERING_TTL_SECONDS);
+    }
+
     /// Whether the offering is unavailable at `now`.
     pub fn is_unavailable(&self, instance_type: &str, zone: &str, capacity_type: &str, now: i64) -> bool {
-        self.until.iter().any(|(k, until)| {
-            *until > now && k.instance_type == instance_type && k.zone == zone && k.capacity_type == capacity_type
-        })
+        self.capacity_types.get(capacity_type).is_some_and(|until| *until > now)
+            || self.until.iter().any(|(k, until)| {
+                *until > now && k.instance_type == instance_type && k.zone == zone && k.capacity_type == capacity_type
+            })
     }
 
     /// Drops expired marks (upstream sweeps every 10 s).
     pub fn sweep(&mut self, now: i64) {
         self.until.retain(|_, until| *until > now);
+        self.capacity_types.retain(|_, until| *until > now);
     }
 
     /// The offerings unavailable at `now`, with when each becomes available again.

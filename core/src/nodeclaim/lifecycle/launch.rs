@@ -1,11 +1,14 @@
 //! upstream `launch.go`: what `CloudProvider.Create` returned is written onto the NodeClaim
 //! (`PopulateNodeClaimDetails`) and `Launched` goes `True`. An insufficient-capacity error deletes
 //! the NodeClaim instead; that is the caller's to carry out (a new round provisions its pods again).
+//! Any other error leaves `Launched` Unknown with the error's reason and message
+//! ([`launch_failed`]) and the launch is tried again.
 
 use std::collections::BTreeMap;
 
 use crate::api::nodeclaim::conditions;
-use crate::api::NodeClaim;
+use crate::api::nodeclaim::NodeClaimStatus;
+use crate::api::{Condition, NodeClaim};
 use crate::catalogue::InstanceType;
 use crate::labels;
 use crate::resources::ResourceList;
@@ -68,4 +71,39 @@ pub fn launched(nodeclaim: &NodeClaim, instance: &Instance, at: &str) -> NodeCla
     status.allocatable = instance.allocatable.clone();
     set_true(&mut status.conditions, conditions::LAUNCHED, at);
     nc
+}
+
+/// upstream `truncateMessage`: a condition message longer than 300 characters is cut there.
+const MAX_MESSAGE_CHARS: usize = 300;
+
+/// upstream `launch.go` on an error that is not insufficient capacity: the NodeClaim's status
+/// with `Launched` Unknown, `reason` and `message` (cut to 300 characters and `...`), its
+/// transition time kept while it stays Unknown (liveness counts from the first); `None` when the
+/// condition says so already (no write).
+pub fn launch_failed(nodeclaim: &NodeClaim, reason: &str, message: &str, at: &str) -> Option<NodeClaimStatus> {
+    let message = match message.char_indices().nth(MAX_MESSAGE_CHARS) {
+        Some((cut, _)) => format!("{}...", &message[..cut]),
+        None => message.to_string(),
+    };
+    let mut status = nodeclaim.status.clone().unwrap_or_default();
+    let existing = status.conditions.iter().position(|c| c.type_ == conditions::LAUNCHED);
+    let transitioned = existing
+        .map(|i| &status.conditions[i])
+        .filter(|c| c.status == "Unknown")
+        .and_then(|c| c.last_transition_time.clone())
+        .unwrap_or_else(|| at.to_string());
+    let condition = Condition {
+        last_transition_time: Some(transitioned),
+        message: Some(message),
+        observed_generation: nodeclaim.metadata.generation,
+        reason: Some(reason.to_string()),
+        status: "Unknown".into(),
+        type_: conditions::LAUNCHED.into(),
+    };
+    match existing {
+        Some(i) if status.conditions[i] == condition => return None,
+        Some(i) => status.conditions[i] = condition,
+        None => status.conditions.push(condition),
+    }
+    Some(status)
 }

@@ -93,6 +93,33 @@ fn launch_copies_the_instance_and_keeps_the_nodeclaims_labels() {
 }
 
 #[test]
+fn a_failed_launch_leaves_launched_unknown_with_its_reason_once() {
+    let nc = nodeclaim();
+    let status = launch_failed(&nc, "Unauthorized", "User is not authorized", T1).expect("a first write");
+    let launched_condition = status.conditions.iter().find(|c| c.type_ == conditions::LAUNCHED).unwrap();
+    assert_eq!(
+        (
+            launched_condition.status.as_str(),
+            launched_condition.reason.as_deref(),
+            launched_condition.message.as_deref()
+        ),
+        ("Unknown", Some("Unauthorized"), Some("User is not authorized"))
+    );
+    let mut failed = nc.clone();
+    failed.status = Some(status);
+    // The same failure again writes nothing; another keeps the first transition time.
+    assert_eq!(launch_failed(&failed, "Unauthorized", "User is not authorized", T2), None);
+    let long = "x".repeat(400);
+    let again = launch_failed(&failed, "LaunchFailed", &long, T2).unwrap();
+    let c = again.conditions.iter().find(|c| c.type_ == conditions::LAUNCHED).unwrap();
+    assert_eq!(c.last_transition_time.as_deref(), Some(T1));
+    assert_eq!(c.message.as_deref().map(str::len), Some(303), "cut to 300 characters and ...");
+    // A launch that then succeeds turns it True.
+    failed.status = Some(again);
+    assert_eq!(condition_time(&launched(&failed, &instance(), T2), conditions::LAUNCHED).as_deref(), Some(T2));
+}
+
+#[test]
 fn registration_finds_the_node_by_provider_id() {
     let nc = nodeclaim();
     assert_eq!(node_for(&nc, []), Err(NotRegistered::NotLaunched));
