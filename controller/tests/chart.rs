@@ -196,6 +196,14 @@ fn the_chart_lints_renders_and_refuses_bad_values() -> Result<()> {
     let pdb = one(&docs, "PodDisruptionBudget")?;
     ensure!(pdb["spec"]["maxUnavailable"] == 1, "PDB: {pdb}");
     ensure!(pdb["spec"]["selector"] == deployment["spec"]["selector"], "the PDB selects other pods: {pdb}");
+    // A minAvailable of the user's replaces the default maxUnavailable: the API server refuses a
+    // PDB with both.
+    for (value, want) in [("1", json!(1)), ("50%", json!("50%"))] {
+        let set = format!("podDisruptionBudget.minAvailable={value}");
+        let docs = helm.template(&["--set", "settings.cloudProvider=kwok", "--set", &set])?;
+        let spec = &one(&docs, "PodDisruptionBudget")?["spec"];
+        ensure!(spec["minAvailable"] == want && spec.get("maxUnavailable").is_none(), "PDB with {set}: {spec}");
+    }
     // The aws provider never creates Node objects; the kwok provider does.
     let node_verbs = |docs: &[Value]| -> Result<Vec<String>> {
         let role = one(docs, "ClusterRole")?;

@@ -45,7 +45,8 @@ impl Drop for Killed {
 #[test]
 fn a_task_waiting_for_the_lock_names_its_holder_and_gives_up_after_the_bound() {
     let cache = scratch("holder");
-    let mut holder = File::options().read(true).write(true).create(true).truncate(true).open(lock_file(&cache)).unwrap();
+    let mut holder =
+        File::options().read(true).write(true).create(true).truncate(true).open(lock_file(&cache)).unwrap();
     holder.lock().unwrap();
     let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() - 125;
     write!(holder, "{}\t{since}\tfake-holder --of the test", std::process::id()).unwrap();
