@@ -67,9 +67,11 @@ pub struct Args {
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub kwok_registration_delay: Duration,
     /// The AWS region (the catalogue's offerings and prices in kwok mode; EC2's region with
-    /// `--cloud-provider aws`).
-    #[arg(long, env = "AWS_REGION", default_value = carpentry_core::manifest::scenario::DEFAULT_REGION)]
-    pub region: String,
+    /// `--cloud-provider aws`). Default: with `aws`, the SDK's region chain (`AWS_DEFAULT_REGION`,
+    /// the profile, instance metadata), and an error when it finds none; with `kwok`, the
+    /// catalogue's default region.
+    #[arg(long, env = "AWS_REGION")]
+    pub region: Option<String>,
     /// The EKS cluster's name (upstream `CLUSTER_NAME`): instances, volumes and launch templates
     /// are tagged with it, and only instances tagged with it are listed and collected. Required
     /// with `--cloud-provider aws`.
@@ -124,10 +126,17 @@ fn init_logging() {
 }
 
 async fn run(args: Args) -> Result<()> {
-    if carpentry_core::Catalogue::embedded().zones(&args.region).is_none() {
+    let given_region = args.region.clone().filter(|r| !r.is_empty());
+    let region = match args.cloud_provider {
+        CloudProvider::Kwok => {
+            given_region.unwrap_or_else(|| carpentry_core::manifest::scenario::DEFAULT_REGION.to_string())
+        }
+        CloudProvider::Aws => cloud::aws::region(given_region).await?,
+    };
+    if carpentry_core::Catalogue::embedded().zones(&region).is_none() {
         bail!(
             "--region {:?} is not in the embedded catalogue (it has: {})",
-            args.region,
+            region,
             carpentry_core::Catalogue::embedded().regions().collect::<Vec<_>>().join(", ")
         );
     }
@@ -149,11 +158,11 @@ async fn run(args: Args) -> Result<()> {
         );
     }
     let (client, server, trusted_ca) = connect(args.kubeconfig.as_deref()).await?;
-    info!(server = %server, dry_run = args.dry_run, region = %args.region, "carpentry-controller starting");
+    info!(server = %server, dry_run = args.dry_run, region = %region, "carpentry-controller starting");
     match args.cloud_provider {
         CloudProvider::Kwok => {
-            let kwok = cloud::kwok::Kwok::new(client.clone(), args.region.clone(), args.kwok_registration_delay);
-            drive(args, client, server, kwok).await
+            let kwok = cloud::kwok::Kwok::new(client.clone(), region.clone(), args.kwok_registration_delay);
+            drive(args, region, client, server, kwok).await
         }
         CloudProvider::Aws => {
             let bootstrap = cloud::aws::BootstrapSettings {
@@ -161,15 +170,21 @@ async fn run(args: Args) -> Result<()> {
                 cluster_ca_bundle: args.cluster_ca_bundle.clone().filter(|c| !c.is_empty()).or(trusted_ca),
             };
             let aws =
-                cloud::aws::Aws::new(client.clone(), &args.region, cluster_name, interruption_queue, bootstrap).await?;
-            drive(args, client, server, aws).await
+                cloud::aws::Aws::new(client.clone(), &region, cluster_name, interruption_queue, bootstrap).await?;
+            drive(args, region, client, server, aws).await
         }
     }
 }
 
 /// Runs the view, the leader election, the reconcilers on `cloud` and the HTTP servers until
 /// SIGTERM.
-async fn drive<P: cloud::CloudProvider>(args: Args, client: kube::Client, server: String, cloud: P) -> Result<()> {
+async fn drive<P: cloud::CloudProvider>(
+    args: Args,
+    region: String,
+    client: kube::Client,
+    server: String,
+    cloud: P,
+) -> Result<()> {
     let (shutdown_tx, shutdown) = tokio::sync::watch::channel(false);
     let view = Arc::new(view::ClusterView::start(client.clone(), args.namespace.as_deref(), shutdown.clone()));
     let leader = leader::Leader::start(
@@ -183,16 +198,9 @@ async fn drive<P: cloud::CloudProvider>(args: Args, client: kube::Client, server
     let act = reconcile::act::Act::new(client.clone(), args.dry_run, identity(), decisions.clone());
     info!(cloud_provider = cloud.name(), "cloud provider ready");
     let timings = cloud.timings();
-    let reconciler = reconcile::Reconciler::new(act, view.clone(), cloud, leader.status(), args.region.clone());
+    let reconciler = reconcile::Reconciler::new(act, view.clone(), cloud, leader.status(), region.clone());
     let reconciling = tokio::spawn(reconciler.run(shutdown.clone()));
-    let state = serve::State {
-        view: view.clone(),
-        leader: leader.status(),
-        region: args.region.clone(),
-        server,
-        decisions,
-        timings,
-    };
+    let state = serve::State { view: view.clone(), leader: leader.status(), region, server, decisions, timings };
     let health = serve::health(state.clone(), SocketAddr::from(([0, 0, 0, 0], args.health_port)), shutdown.clone());
     let metrics = serve::metrics(state, SocketAddr::from(([0, 0, 0, 0], args.metrics_port)), shutdown.clone());
     let (health, metrics) = (tokio::spawn(health), tokio::spawn(metrics));

@@ -676,7 +676,11 @@ async fn inflate_provisions_nodes_and_a_deleted_node_is_replaced() -> Result<()>
     ensure!(!planned.is_empty(), "no DisruptionPlanned event for the emptiness commands");
     for node in &before {
         let naming = planned.iter().filter(|n| n.contains(node.as_str())).count();
-        ensure!(naming == 1, "{naming} emptiness commands name {node}: {planned:?}");
+        ensure!(
+            naming == 1,
+            "{naming} emptiness commands name {node}: {planned:?}\ncontroller log lines naming it:\n{}",
+            controller.log().lines().filter(|l| l.contains(node.as_str())).collect::<Vec<_>>().join("\n")
+        );
     }
     deployments.delete("inflate", &Default::default()).await?;
     nodepools_api.delete(&invalid, &Default::default()).await?;
@@ -686,6 +690,16 @@ async fn inflate_provisions_nodes_and_a_deleted_node_is_replaced() -> Result<()>
 /// The events the acting controller published about `object` (the dry-run test's controller, if
 /// it runs meanwhile, reports too: its notes start with "dry run: ").
 async fn events_about(client: &Client, object: &str) -> Result<Vec<(String, String)>> {
+    Ok(controller_events(client, object)
+        .await?
+        .into_iter()
+        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+        .filter(|(_, note)| !note.starts_with("dry run: "))
+        .collect())
+}
+
+/// The events the controller published about `object`.
+async fn controller_events(client: &Client, object: &str) -> Result<Vec<k8s_openapi::api::events::v1::Event>> {
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
     Ok(events
         .list(&Default::default())
@@ -694,8 +708,6 @@ async fn events_about(client: &Client, object: &str) -> Result<Vec<(String, Stri
         .into_iter()
         .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(object))
         .filter(|e| e.reporting_controller.as_deref() == Some("karpenter"))
-        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
-        .filter(|(_, note)| !note.starts_with("dry run: "))
         .collect())
 }
 

@@ -214,13 +214,37 @@ pub struct Aws {
     /// Instance profiles a NodeClass just made or moved away from, and since when: not collected
     /// for an hour (the view may not show their users yet).
     protected: Mutex<HashMap<String, Instant>>,
-    /// When each NodeClass (by UID) was last looked up, at which generation.
+    /// Each NodeClass (by UID): the generation last looked up, and when it is looked up again.
     looked_up: Mutex<HashMap<String, (Option<i64>, Instant)>>,
     /// The API server's `major.minor`, and when it was read.
     kubernetes: tokio::sync::Mutex<Option<(String, Instant)>>,
     /// Launch templates known to exist.
     templates: Mutex<HashSet<String>>,
     unavailable: Mutex<UnavailableOfferings>,
+}
+
+/// The SDK's HTTPS client: rustls with ring (the project's one TLS stack).
+fn https_client() -> aws_sdk_ec2::config::SharedHttpClient {
+    use aws_smithy_http_client::tls;
+    aws_smithy_http_client::Builder::new()
+        .tls_provider(tls::Provider::Rustls(tls::rustls_provider::CryptoMode::Ring))
+        .build_https()
+}
+
+/// The region the controller works in: `given` (`--region`, `AWS_REGION`), else what the SDK's
+/// region chain finds (`AWS_DEFAULT_REGION`, the profile, instance metadata), as the chart
+/// promises for an empty `settings.region`; an error naming the ways to set it when none does.
+pub async fn region(given: Option<String>) -> anyhow::Result<String> {
+    if let Some(region) = given {
+        return Ok(region);
+    }
+    let config = aws_config::defaults(aws_config::BehaviorVersion::latest()).http_client(https_client()).load().await;
+    config.region().map(|r| r.to_string()).ok_or_else(|| {
+        anyhow::anyhow!(
+            "no AWS region: set --region, AWS_REGION or the chart's settings.region (nor did AWS_DEFAULT_REGION, \
+             the AWS profile or instance metadata name one)"
+        )
+    })
 }
 
 impl Aws {
@@ -235,12 +259,8 @@ impl Aws {
         interruption_queue: Option<String>,
         bootstrap: BootstrapSettings,
     ) -> anyhow::Result<Aws> {
-        use aws_smithy_http_client::tls;
-        let http = aws_smithy_http_client::Builder::new()
-            .tls_provider(tls::Provider::Rustls(tls::rustls_provider::CryptoMode::Ring))
-            .build_https();
         let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .http_client(http)
+            .http_client(https_client())
             .region(aws_config::Region::new(region.to_string()))
             .load()
             .await;
@@ -1184,9 +1204,8 @@ impl CloudProvider for Aws {
     async fn nodeclass_status(&self, class: &EC2NodeClass, now: &str) -> Option<EC2NodeClassStatus> {
         let uid = class.metadata.uid.clone().unwrap_or_default();
         let due = self.looked_up.lock().map_or(true, |l| {
-            l.get(&uid).is_none_or(|(generation, at)| {
-                *generation != class.metadata.generation || at.elapsed() >= NODECLASS_REFRESH
-            })
+            l.get(&uid)
+                .is_none_or(|(generation, next)| *generation != class.metadata.generation || Instant::now() >= *next)
         });
         if !due {
             return None;
@@ -1197,8 +1216,13 @@ impl CloudProvider for Aws {
             images: self.images(class).await,
             instance_profile: self.instance_profile(class).await,
         };
+        let wait = if resolved.has_transient_failure() {
+            Duration::from_secs(providers::nodeclass::RETRY_FAILED_LOOKUP_SECONDS)
+        } else {
+            NODECLASS_REFRESH
+        };
         if let Ok(mut l) = self.looked_up.lock() {
-            l.insert(uid, (class.metadata.generation, Instant::now()));
+            l.insert(uid, (class.metadata.generation, Instant::now() + wait));
         }
         let status = providers::nodeclass_status(class, &resolved, now);
         (class.status.as_ref() != Some(&status)).then_some(status)

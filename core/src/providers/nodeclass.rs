@@ -34,7 +34,10 @@ pub enum LookupError {
     /// `AccessDenied*`).
     #[error("the controller's IAM policy does not allow {action}: {message}")]
     Denied { action: String, message: String },
-    /// Any other failure of `action`.
+    /// Any other failure of `action` (throttling, a 5xx, a timeout, a connection that failed):
+    /// no answer about the NodeClass, so its conditions and status stay as they were (upstream
+    /// returns the error and leaves the status) and the lookup is tried again soon
+    /// ([`RETRY_FAILED_LOOKUP_SECONDS`]).
     #[error("{action} failed: {message}")]
     Failed { action: String, message: String },
     /// What the NodeClass asks for is not something this controller does yet.
@@ -42,7 +45,16 @@ pub enum LookupError {
     Unsupported(String),
 }
 
+/// How soon a NodeClass whose lookup failed without an answer is looked up again (a definite
+/// answer waits for the next refresh).
+pub const RETRY_FAILED_LOOKUP_SECONDS: u64 = 10;
+
 impl LookupError {
+    /// No answer about the NodeClass (see [`LookupError::Failed`]).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, LookupError::Failed { .. })
+    }
+
     fn reason(&self, not_found: &str) -> String {
         match self {
             LookupError::Denied { .. } => "UnauthorizedOperation".into(),
@@ -66,8 +78,24 @@ pub struct Resolved {
     pub instance_profile: Lookup<String>,
 }
 
+impl Resolved {
+    /// Whether a lookup failed without an answer (it is then tried again soon).
+    pub fn has_transient_failure(&self) -> bool {
+        [
+            self.subnets.as_ref().err(),
+            self.security_groups.as_ref().err(),
+            self.images.as_ref().err(),
+            self.instance_profile.as_ref().err(),
+        ]
+        .into_iter()
+        .flatten()
+        .any(LookupError::is_transient)
+    }
+}
+
 /// The status `class` gets from `resolved` at RFC 3339 time `now` (transition times move only
-/// when a condition's status does).
+/// when a condition's status does; a lookup that failed without an answer leaves its part as it
+/// was).
 pub fn nodeclass_status(class: &EC2NodeClass, resolved: &Resolved, now: &str) -> EC2NodeClassStatus {
     let mut status = class.status.clone().unwrap_or_default();
     let created = class.metadata.creation_timestamp.as_ref().map_or_else(|| now.to_string(), |t| t.0.to_string());
@@ -83,6 +111,7 @@ pub fn nodeclass_status(class: &EC2NodeClass, resolved: &Resolved, now: &str) ->
                 status.amis = choose_amis(images);
                 set.set_true(AMIS_READY);
             }
+            Err(e) if e.is_transient() => {}
             Err(e) => set.set_false(AMIS_READY, &e.reason("AMI"), &e.to_string()),
         }
         match &resolved.subnets {
@@ -94,6 +123,7 @@ pub fn nodeclass_status(class: &EC2NodeClass, resolved: &Resolved, now: &str) ->
                 status.subnets = subnet_status(found);
                 set.set_true(SUBNETS_READY);
             }
+            Err(e) if e.is_transient() => {}
             Err(e) => set.set_false(SUBNETS_READY, &e.reason("Subnet"), &e.to_string()),
         }
         match &resolved.security_groups {
@@ -109,6 +139,7 @@ pub fn nodeclass_status(class: &EC2NodeClass, resolved: &Resolved, now: &str) ->
                 status.security_groups = security_group_status(found);
                 set.set_true(SECURITY_GROUPS_READY);
             }
+            Err(e) if e.is_transient() => {}
             Err(e) => set.set_false(SECURITY_GROUPS_READY, &e.reason("SecurityGroup"), &e.to_string()),
         }
         match &resolved.instance_profile {
@@ -116,6 +147,7 @@ pub fn nodeclass_status(class: &EC2NodeClass, resolved: &Resolved, now: &str) ->
                 status.instance_profile = name.clone();
                 set.set_true(INSTANCE_PROFILE_READY);
             }
+            Err(e) if e.is_transient() => {}
             Err(e) => set.set_false(INSTANCE_PROFILE_READY, &e.reason("InstanceProfile"), &e.to_string()),
         }
     }

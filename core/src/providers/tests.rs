@@ -295,10 +295,9 @@ fn provider_ids_round_trip() {
     assert_eq!(parse_provider_id("kwok://node"), None);
 }
 
-#[test]
-fn nodeclass_status_rolls_lookups_into_ready_and_names_a_denied_action() {
-    let c = class("");
-    let found = Resolved {
+/// Every lookup of a NodeClass answered: one subnet, security group, image and the profile.
+fn found_everything() -> Resolved {
+    Resolved {
         subnets: Ok(vec![DiscoveredSubnet {
             id: "subnet-a".into(),
             zone: "us-west-2a".into(),
@@ -315,7 +314,13 @@ fn nodeclass_status_rolls_lookups_into_ready_and_names_a_denied_action() {
             requirements: None,
         }]),
         instance_profile: Ok("profile".into()),
-    };
+    }
+}
+
+#[test]
+fn nodeclass_status_rolls_lookups_into_ready_and_names_a_denied_action() {
+    let c = class("");
+    let found = found_everything();
     let status = nodeclass_status(&c, &found, "2026-01-02T00:00:00Z");
     let get = |s: &crate::api::ec2nodeclass::EC2NodeClassStatus, t: &str| {
         s.conditions.iter().find(|c| c.type_ == t).cloned().unwrap()
@@ -339,6 +344,32 @@ fn nodeclass_status_rolls_lookups_into_ready_and_names_a_denied_action() {
     assert_eq!(get(&status, "Ready").status, "False");
     // The subnets last found stay, as upstream leaves the status on an error.
     assert_eq!(status.subnets.len(), 1);
+}
+
+#[test]
+fn a_lookup_without_an_answer_leaves_a_ready_nodeclass_ready() {
+    let found = found_everything();
+    assert!(!found.has_transient_failure());
+    let mut c = class("");
+    c.status = Some(nodeclass_status(&c, &found, "2026-01-02T00:00:00Z"));
+    let before = c.status.clone().unwrap();
+    assert!(nodeclass::is_ready(&c));
+    let throttled = |action: &str| LookupError::Failed {
+        action: action.into(),
+        message: "Request limit exceeded. (RequestLimitExceeded, after 3 attempts)".into(),
+    };
+    let resolved = Resolved {
+        subnets: Err(throttled("ec2:DescribeSubnets")),
+        security_groups: Err(throttled("ec2:DescribeSecurityGroups")),
+        images: Err(throttled("ec2:DescribeImages")),
+        instance_profile: Err(throttled("iam:GetInstanceProfile")),
+    };
+    assert!(resolved.has_transient_failure());
+    let status = nodeclass_status(&c, &resolved, "2026-01-05T00:00:00Z");
+    assert_eq!(status, before, "throttling is no answer: nothing changes");
+    let mut after = c.clone();
+    after.status = Some(status);
+    assert!(nodeclass::is_ready(&after));
 }
 
 fn entry(code: &str, message: &str, it: &str, zone: &str) -> FleetErrorEntry {
