@@ -43,7 +43,12 @@ pub struct Restored {
 
 /// The lock a task holds while it builds in the shared target directory (released on drop, and by
 /// the system when the process ends: an advisory lock never outlives its holder).
-pub struct Lock(#[allow(dead_code)] std::fs::File);
+pub struct Lock {
+    /// The target directory it guards.
+    pub target: std::path::PathBuf,
+    /// Held while open.
+    _file: std::fs::File,
+}
 
 const LOCK_FILE: &str = "xtask-freshness.lock";
 /// How long a task waits for another's lock before it gives up, unless [`LOCK_TIMEOUT_VAR`] says.
@@ -122,7 +127,7 @@ fn lock_within(target: &Path, timeout: Duration) -> Result<Lock> {
         .and_then(|_| file.seek(std::io::SeekFrom::Start(0)))
         .and_then(|_| file.write_all(holder.line().as_bytes()))
         .with_context(|| format!("write the holder into {}", path.display()))?;
-    Ok(Lock(file))
+    Ok(Lock { target: target.to_path_buf(), _file: file })
 }
 
 /// Who holds the lock, as its holder wrote it: `pid<TAB>unix seconds<TAB>command line`.

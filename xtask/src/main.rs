@@ -85,8 +85,7 @@ fn main() -> Result<()> {
 /// that changed. A target directory given by `CARGO_TARGET_DIR` is the user's: left alone.
 fn restore_freshness() -> Result<Option<freshness::Lock>> {
     let Some(lock) = lock_shared_target()? else { return Ok(None) };
-    let Some(target) = shared_target_dir() else { return Ok(None) };
-    match freshness::restore(&workspace_root(), &target) {
+    match freshness::restore(&workspace_root(), &lock.target) {
         Ok(r) => eprintln!(
             "freshness: {} files as last built here, {} changed, {} name the checkout's folder (rebuilt)",
             r.unchanged, r.changed, r.folder_dependent
