@@ -10,8 +10,11 @@
 //! does).
 //!
 //! Files that name `CARGO_MANIFEST_DIR` are never given an old time: cargo does not track that
-//! variable, so a test built in another folder would keep the old folder's path. The crates that
-//! embed it (test harnesses, xtask) are small and rebuild in each new folder.
+//! variable, so a test built in another folder would keep the old folder's path. When the last
+//! build in the target directory was another checkout's (the record names its folder), they are
+//! touched, so the crates that embed it (test harnesses, xtask) rebuild for this folder: a
+//! long-lived checkout's files are older than another clone's build, and cargo would take that
+//! build as fresh.
 //!
 //! The record (`xtask-freshness.tsv` in the target directory: content hash, time, path) is
 //! written before the build. A file whose content is not the recorded one is touched: its time
@@ -33,6 +36,8 @@ use anyhow::{Context, Result};
 const RECORD: &str = "xtask-freshness.tsv";
 /// Files whose content embeds the checkout's folder.
 const FOLDER_DEPENDENT: &str = "CARGO_MANIFEST_DIR";
+/// The record's first line: `root<TAB>the checkout's folder` of the last restore.
+const ROOT_FIELD: &str = "root";
 
 /// What [`restore`] did.
 pub struct Restored {
@@ -186,8 +191,10 @@ pub fn restore(root: &Path, target: &Path) -> Result<Restored> {
         .context("git ls-files")?;
     anyhow::ensure!(listed.status.success(), "git ls-files: {}", String::from_utf8_lossy(&listed.stderr));
     let record_path = target.join(RECORD);
-    let recorded: HashMap<String, (u64, Duration)> = std::fs::read_to_string(&record_path)
-        .unwrap_or_default()
+    let record_text = std::fs::read_to_string(&record_path).unwrap_or_default();
+    let root_line = format!("{ROOT_FIELD}\t{}", root.display());
+    let same_folder = record_text.lines().next() == Some(root_line.as_str());
+    let recorded: HashMap<String, (u64, Duration)> = record_text
         .lines()
         .filter_map(|line| {
             let mut fields = line.splitn(4, '\t');
@@ -199,13 +206,16 @@ pub fn restore(root: &Path, target: &Path) -> Result<Restored> {
         .collect();
     let mut restored = Restored { unchanged: 0, changed: 0, folder_dependent: 0 };
     let now = SystemTime::now();
-    let mut record = String::new();
+    let mut record = format!("{root_line}\n");
     for path in listed.stdout.split(|b| *b == 0).filter(|p| !p.is_empty()) {
         let path = String::from_utf8_lossy(path).into_owned();
         let file = root.join(&path);
         let Ok(content) = std::fs::read(&file) else { continue }; // a deleted or unreadable file
         if contains(&content, FOLDER_DEPENDENT.as_bytes()) {
             restored.folder_dependent += 1;
+            if !same_folder {
+                set_modified(&file, now).with_context(|| format!("touch {path}"))?;
+            }
             continue;
         }
         let hash = fnv1a(&content);
@@ -270,7 +280,8 @@ mod tests {
         // Nothing recorded yet: each file is touched, and recorded at that time.
         let recorded = mtime("a.rs");
         assert!(recorded > old);
-        assert_eq!(mtime("c.rs"), old);
+        // No record of this folder: the folder-dependent file is touched, to be rebuilt here.
+        assert!(mtime("c.rs") > old);
         // As a new clone: every file new; b.rs's content changed.
         std::fs::write(root.join("b.rs"), "fn b() { 1; }").unwrap();
         std::thread::sleep(Duration::from_millis(20));
@@ -296,6 +307,18 @@ mod tests {
         let fourth = restore(&root, &target).unwrap();
         assert_eq!(fourth.changed, 1);
         assert!(mtime("b.rs") > touched);
+        // The same folder again: the folder-dependent file keeps its time.
+        set_modified(&root.join("c.rs"), old).unwrap();
+        restore(&root, &target).unwrap();
+        assert_eq!(mtime("c.rs"), old);
+        // Another checkout built in the target meanwhile: back here, the file is touched (its
+        // time is older than the other checkout's build of it).
+        let other = dir.join("other");
+        std::fs::create_dir_all(&other).unwrap();
+        assert!(std::process::Command::new("git").args(["init", "-q"]).current_dir(&other).status().unwrap().success());
+        restore(&other, &target).unwrap();
+        restore(&root, &target).unwrap();
+        assert!(mtime("c.rs") > old);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
