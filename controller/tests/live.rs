@@ -14,7 +14,7 @@
 //!   removed by emptiness, a leaked instance garbage-collected;
 //! - a NodePool requirement edit drifts the nodes: replaced under a budget of one node, except the
 //!   nodes a `karpenter.sh/do-not-disrupt` pod and a PDB with `maxUnavailable: 0` hold, which say
-//!   so in `DisruptionBlocked` events.
+//!   so in `DisruptionBlocked` events, each published once, not once a pass.
 //!
 //! Prediction is reality: each test also runs core's simulation of the controller's own
 //! `/snapshot` (which carries the provider's timings) through the same edits, and compares what
@@ -698,6 +698,18 @@ async fn events_about(client: &Client, object: &str) -> Result<Vec<(String, Stri
         .collect())
 }
 
+/// How many times each of the acting controller's `reason` events on `object` was written: 1, or
+/// its series' count.
+async fn publish_counts(client: &Client, object: &str, reason: &str) -> Result<Vec<i32>> {
+    Ok(controller_events(client, object)
+        .await?
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .filter(|e| !e.note.as_deref().unwrap_or_default().starts_with("dry run: "))
+        .map(|e| e.series.map_or(1, |s| s.count))
+        .collect())
+}
+
 /// The events the controller published about `object`.
 async fn controller_events(client: &Client, object: &str) -> Result<Vec<k8s_openapi::api::events::v1::Event>> {
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
@@ -921,12 +933,30 @@ async fn a_requirement_edit_drifts_nodes_at_the_budget_pace_except_those_pods_ho
         .collect();
     ensure!(drifted.len() == 2, "the two held NodeClaims are Drifted (RequirementsDrifted): {drifted:?}");
 
+    // A drain the do-not-disrupt pod holds is decided again every pass; its DisruptionBlocked
+    // event is written once per 2 minutes (upstream's recorder), not once a pass.
+    let pinned_claim = claims
+        .iter()
+        .find(|nc| nc.data["status"]["nodeName"].as_str() == Some(pinned_node.as_str()))
+        .and_then(|nc| nc.metadata.name.clone())
+        .context("the pinned node's NodeClaim")?;
+    nodeclaims_api.delete(&pinned_claim, &Default::default()).await?;
+    wait_for("DisruptionBlocked for the drain", TIMEOUT, || said(pinned_node.clone(), "is not evicted before"))
+        .await
+        .with_context(log)?;
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let counts = publish_counts(&client, &pinned_node, "DisruptionBlocked").await?;
+    ensure!(
+        counts.iter().all(|n| *n == 1),
+        "DisruptionBlocked on {pinned_node} written {counts:?} times (a count per event) within 20 s"
+    );
+
     // Clean up: this pool's NodeClaims and Nodes go before the next acting test.
     for d in ["plain", "guarded"] {
         deployments.delete(d, &Default::default()).await?;
     }
     pods.delete("pinned", &Default::default()).await?;
-    for nc in &claims {
+    for nc in claims.iter().filter(|nc| nc.metadata.name.as_ref() != Some(&pinned_claim)) {
         nodeclaims_api.delete(nc.metadata.name.as_deref().unwrap_or_default(), &Default::default()).await?;
     }
     wait_for("the NodeClaims and their Nodes to go", Duration::from_secs(120), || async {

@@ -36,6 +36,7 @@ pub mod api;
 pub mod catalogue;
 pub mod conversion;
 pub mod disruption;
+pub mod events;
 pub mod labels;
 pub mod manifest;
 pub mod nodeclaim;

@@ -12,10 +12,12 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
 use carpentry_core::api::NodeClaim;
+use carpentry_core::events::{Dedupe, EventKey, Publication};
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use k8s_openapi::api::events::v1::{Event, EventSeries};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, EvictParams, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use serde_json::Value;
@@ -30,7 +32,8 @@ pub type Decisions = Family<Vec<(String, String)>, Counter>;
 pub struct Act {
     client: kube::Client,
     pub dry_run: bool,
-    recorder: Recorder,
+    /// This replica's name, the events' `reportingInstance`.
+    instance: String,
     /// `carpentry_decisions_total{reason}`.
     pub decisions: Decisions,
     nodeclaims: ApiResource,
@@ -38,6 +41,16 @@ pub struct Act {
     nodepools: ApiResource,
     /// Dry run: what was last logged as not written.
     unwritten: Arc<Mutex<Unwritten>>,
+    /// The events written recently, and the API object each became (core's rule decides what is
+    /// written: [`carpentry_core::events`]).
+    published: Arc<Mutex<Dedupe<EventObject>>>,
+}
+
+/// An event object this controller wrote, to count a repeat into its series.
+#[derive(Debug, Clone)]
+struct EventObject {
+    namespace: String,
+    name: String,
 }
 
 /// Dry run: the last unwritten write logged for each target, without its transition times.
@@ -136,10 +149,9 @@ pub fn nodeclaim_ref(nc: &NodeClaim) -> ObjectReference {
 
 impl Act {
     pub fn new(client: kube::Client, dry_run: bool, instance: String, decisions: Decisions) -> Act {
-        let reporter = Reporter { controller: REPORTER.into(), instance: Some(instance) };
         let gvk = GroupVersionKind::gvk("karpenter.sh", "v1", "NodeClaim");
         Act {
-            recorder: Recorder::new(client.clone(), reporter),
+            instance,
             client,
             dry_run,
             decisions,
@@ -153,6 +165,7 @@ impl Act {
                 "nodepools",
             ),
             unwritten: Arc::default(),
+            published: Arc::default(),
         }
     }
 
@@ -166,20 +179,94 @@ impl Act {
         info!(reason, decision = %detail, dry_run = self.dry_run, "decision");
     }
 
-    /// Publishes an event (also in dry-run: events are how a shadow controller reports). Repeats of
-    /// the same reason and message on the same object are counted into one event's series.
+    /// Publishes an event (also in dry-run: events are how a shadow controller reports), as core's
+    /// [`carpentry_core::events`] decides: not again within 2 minutes of the same event on the
+    /// same object, a later repeat counted into the first event's series.
+    ///
+    /// kube-runtime's `Recorder` is not used: it keys its series by object, reason and action
+    /// without the message, so a second message on the same object was written as a repeat of the
+    /// first and never shown.
     pub async fn event(&self, on: &ObjectReference, warning: bool, reason: &str, note: String, action: &str) {
-        let note = if self.dry_run { format!("dry run: {note}") } else { note };
-        let event = Event {
-            type_: if warning { EventType::Warning } else { EventType::Normal },
+        let note: String = if self.dry_run { format!("dry run: {note}") } else { note }.chars().take(1000).collect();
+        let key = EventKey {
+            object: format!(
+                "{}/{}/{}/{}",
+                on.kind.as_deref().unwrap_or_default(),
+                on.namespace.as_deref().unwrap_or_default(),
+                on.name.as_deref().unwrap_or_default(),
+                on.uid.as_deref().unwrap_or_default()
+            ),
             reason: reason.into(),
-            note: Some(note.chars().take(1000).collect()),
-            action: action.into(),
-            secondary: None,
+            message: note.clone(),
         };
-        if let Err(e) = self.recorder.publish(&event, on).await {
-            warn!(reason, object = ?on.name, error = %carpentry_core::error_chain(&e), "cannot publish an event");
+        let published = || self.published.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let now = crate::clock::now_seconds();
+        let publication = published().publication(&key, now);
+        let written = match &publication {
+            Publication::Suppressed => {
+                debug!(reason, object = ?on.name, "the same event was published within 2 minutes; not again");
+                return;
+            }
+            Publication::Repeat { of, count } => match self.count_repeat(of, *count).await {
+                Ok(()) => Ok(of.clone()),
+                // The event is gone (the API server's TTL) or cannot be patched: a new one.
+                Err(e) => {
+                    debug!(reason, object = ?on.name, error = %e, "cannot count a repeat into its event; a new one");
+                    self.create_event(on, warning, reason, note, action).await
+                }
+            },
+            Publication::New => self.create_event(on, warning, reason, note, action).await,
+        };
+        match written {
+            Ok(event) => published().published(key, now, &publication, event),
+            Err(e) => {
+                warn!(reason, object = ?on.name, error = %carpentry_core::error_chain(&e), "cannot publish an event")
+            }
         }
+    }
+
+    /// Writes a new events.k8s.io/v1 Event, in the object's namespace (`default` for a
+    /// cluster-scoped one), named as client-go names events (`<object>.<time in hex>`).
+    async fn create_event(
+        &self,
+        on: &ObjectReference,
+        warning: bool,
+        reason: &str,
+        note: String,
+        action: &str,
+    ) -> Result<EventObject, kube::Error> {
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let namespace = on.namespace.clone().unwrap_or_else(|| "default".into());
+        let event = Event {
+            metadata: ObjectMeta {
+                name: Some(format!("{}.{:x}", on.name.as_deref().unwrap_or(REPORTER), now.as_nanosecond())),
+                namespace: Some(namespace.clone()),
+                ..Default::default()
+            },
+            action: Some(action.into()),
+            reason: Some(reason.into()),
+            note: Some(note),
+            type_: Some(if warning { "Warning" } else { "Normal" }.into()),
+            event_time: Some(MicroTime(now)),
+            regarding: Some(on.clone()),
+            reporting_controller: Some(REPORTER.into()),
+            reporting_instance: Some(self.instance.clone()),
+            ..Default::default()
+        };
+        let events: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
+        let created = events.create(&PostParams::default(), &event).await?;
+        Ok(EventObject { namespace, name: created.metadata.name.unwrap_or_default() })
+    }
+
+    /// Counts a repeat into `event`'s series.
+    async fn count_repeat(&self, event: &EventObject, count: u32) -> Result<(), kube::Error> {
+        let series = EventSeries {
+            count: i32::try_from(count).unwrap_or(i32::MAX),
+            last_observed_time: MicroTime(k8s_openapi::jiff::Timestamp::now()),
+        };
+        let events: Api<Event> = Api::namespaced(self.client.clone(), &event.namespace);
+        let patch = serde_json::json!({ "series": series });
+        events.patch(&event.name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(|_| ())
     }
 
     /// Logs a failed write: a stale view quietly (the next pass decides again), else loudly.
