@@ -13,7 +13,9 @@
 //! a fleet whose every override fails with one code; an
 //! `UnauthorizedOperation` for an action the test denies; a Pricing API answer (moto has no
 //! Pricing service) with one on-demand price, m5.large's; the EKS-optimized AMI parameters under
-//! `/aws/service/eks/` (pointing at moto's own AL2023 images). And the kubelet: moto runs no
+//! `/aws/service/eks/` (pointing at moto's own AL2023 images); an instance that stays
+//! `shutting-down` for some seconds after TerminateInstances (moto terminates at once). And the
+//! kubelet: moto runs no
 //! machines, so the test's registrar makes each running instance's Node (name = its private DNS
 //! name, providerID `aws:///<zone>/<id>`, the unregistered taint, the capacity the NodeClaim
 //! says, KWOK's annotation so that it becomes Ready) and deletes it once EC2 says terminated, as
@@ -34,7 +36,8 @@
 //!    pass): the NodeClaim stays with `Launched` Unknown, reason `Unauthorized` and upstream's
 //!    message, a `LaunchFailed` event naming the code, a few CreateFleet tries in 25 s (a
 //!    backoff, no create → delete loop); once allowed, that same NodeClaim launches.
-//! 3. A deleted NodeClaim's instance is terminated; an instance tagged for the cluster that no
+//! 3. A deleted NodeClaim's instance is terminated, and its Node and NodeClaim stay until EC2 says
+//!    terminated (10 s of `shutting-down`); an instance tagged for the cluster that no
 //!    NodeClaim has is collected after its 30 s grace; an instance terminated behind the
 //!    controller's back takes its NodeClaim with it.
 //! 4. An AMI change (`amiSelectorTerms` pinned to another image id): every NodeClaim drifts
@@ -875,23 +878,50 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
     .await
     .with_context(|| format!("controller log:\n{}", log()))?;
 
-    // 3. Deleting a NodeClaim terminates its instance.
+    // 3. Deleting a NodeClaim terminates its instance. EC2 (the layer) keeps it shutting-down for
+    // 10 s: the Node and the NodeClaim keep their finalizers until it is terminated (upstream
+    // `awaitInstanceTermination`), so nothing takes the node for gone while it may still run.
+    moto.write("shutting_down.json", &json!(10))?;
     let claims = launched(&client, &nodepool).await?;
     let (victim, victim_id) = claims.iter().next().map(|(n, id)| (n.clone(), id.clone())).context("no NodeClaim")?;
     let victim_instance = victim_id.rsplit('/').next().unwrap_or_default().to_string();
     let nodeclaims =
         Api::<DynamicObject>::all_with(client.clone(), &resource("karpenter.sh", "NodeClaim", "nodeclaims"));
+    let victim_node = nodeclaims.get(&victim).await?.data["status"]["nodeName"]
+        .as_str()
+        .context("the victim has no nodeName")?
+        .to_string();
     nodeclaims.delete(&victim, &Default::default()).await?;
+    let state_of_victim = || async {
+        let all = instances(&ec2c, &cluster).await?;
+        anyhow::Ok(all.into_iter().find(|(id, _, _, _)| *id == victim_instance).map(|(_, _, _, s)| s))
+    };
+    wait_for("the deleted NodeClaim's instance to be shutting down", TIMEOUT, || async {
+        Ok((state_of_victim().await?.as_deref() == Some("shutting-down")).then_some(()))
+    })
+    .await
+    .with_context(|| format!("controller log:\n{}", log()))?;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    ensure!(state_of_victim().await?.as_deref() == Some("shutting-down"), "the layer's 10 s ran out early");
+    let nodes_api: Api<Node> = Api::all(client.clone());
+    ensure!(
+        nodes_api.get_opt(&victim_node).await?.is_some(),
+        "the Node went while its instance was shutting down:\n{}",
+        log()
+    );
+    ensure!(nodeclaims.get_opt(&victim).await?.is_some(), "the NodeClaim went while its instance was shutting down");
     wait_for("the deleted NodeClaim's instance to be terminated", TIMEOUT, || async {
         let all = instances(&ec2c, &cluster).await?;
         Ok(all.iter().any(|(id, _, _, state)| *id == victim_instance && state == "terminated").then_some(()))
     })
     .await
     .with_context(|| format!("controller log:\n{}", log()))?;
-    wait_for("the deleted NodeClaim to go", TIMEOUT, || async {
-        Ok(nodeclaims.get_opt(&victim).await?.is_none().then_some(()))
+    wait_for("the deleted NodeClaim and its Node to go", TIMEOUT, || async {
+        let gone = nodeclaims.get_opt(&victim).await?.is_none() && nodes_api.get_opt(&victim_node).await?.is_none();
+        Ok(gone.then_some(()))
     })
     .await?;
+    moto.write("shutting_down.json", &json!(null))?;
 
     // An instance tagged for the cluster that no NodeClaim has: terminated after its grace.
     let leak = ec2c

@@ -57,10 +57,14 @@ impl Kwok {
     async fn delete_node(&self, node_name: &str) -> anyhow::Result<Deletion> {
         let nodes: Api<Node> = Api::all(self.client.clone());
         match nodes.get_opt(node_name).await.context("kwok: read the Node")? {
+            // The instance is the Node: once it is deleting, the instance is gone (upstream's
+            // kwok provider, v1.14.1: `Get` takes a deleting Node as not found, and `Delete`
+            // answers "instance terminated" as soon as it deleted the Node). Waiting for the
+            // Node to go would wait on its own finalizer.
             None => Ok(Deletion::Gone),
-            Some(n) if n.metadata.deletion_timestamp.is_some() => Ok(Deletion::Terminating),
+            Some(n) if n.metadata.deletion_timestamp.is_some() => Ok(Deletion::Gone),
             Some(_) => match nodes.delete(node_name, &DeleteParams::default()).await {
-                Ok(_) => Ok(Deletion::Terminating),
+                Ok(_) => Ok(Deletion::Gone),
                 Err(kube::Error::Api(e)) if e.code == 404 => Ok(Deletion::Gone),
                 Err(e) => Err(e).context("kwok: delete the Node"),
             },

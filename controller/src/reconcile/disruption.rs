@@ -53,9 +53,9 @@ pub(super) struct State {
     pod_marks: Option<PodMarks>,
     /// Node → until when a provisioning round nominated pods onto it (epoch seconds).
     pub(super) nominated: BTreeMap<String, i64>,
-    /// Candidates whose NodeClaims a command deleted, with when: upstream marks them for deletion
-    /// in its cluster state at once; until the view shows the deletion their disrupted taint is
-    /// no stale one.
+    /// Nodes whose NodeClaims a command or expiration deleted, with when: upstream marks them for
+    /// deletion in its cluster state at once. Until the view shows the deletion, budgets count
+    /// them as disrupting and their disrupted taint is no stale one.
     deleted: BTreeMap<String, i64>,
 }
 
@@ -131,7 +131,8 @@ impl<P: CloudProvider> Reconciler<P> {
     }
 
     fn disruption_view<'a>(&'a self, m: &'a Manifests, now: i64) -> disruption::View<'a> {
-        let nodes = facts::of_objects(m, &self.catalogue, &self.region, &self.disruption.nominated);
+        let marked: BTreeSet<String> = self.disruption.deleted.keys().cloned().collect();
+        let nodes = facts::of_objects(m, &self.catalogue, &self.region, &self.disruption.nominated, &marked);
         disruption::View::new(m, &self.catalogue, &self.region, now, nodes, Vec::new())
     }
 
@@ -203,7 +204,12 @@ impl<P: CloudProvider> Reconciler<P> {
             let reason = Reason::Expired { after: nc.spec.expire_after.as_str().to_string() };
             self.act.decided("Expired", &json!({"nodeclaim": name, "expireAfter": nc.spec.expire_after.as_str()}));
             self.act.event(&nodeclaim_ref(nc), false, "Expired", note(&reason), "Delete").await;
-            self.act.delete_nodeclaim(&name).await;
+            if self.act.delete_nodeclaim(&name).await {
+                // This pass's budgets count it as disrupting (the view is from before the delete).
+                if let Some(node) = facts::node_of(m, nc).and_then(|n| n.metadata.name.clone()) {
+                    self.disruption.deleted.insert(node, now);
+                }
+            }
         }
     }
 

@@ -82,8 +82,12 @@ pub struct Reconciler<P: CloudProvider> {
     disruption: disruption::State,
     gc: garbagecollection::State,
     consistency: consistency::State,
-    /// Pods a PodDisruptionBudget refused to evict: when to try again, and the backoff.
+    /// Pods a PodDisruptionBudget refused to evict: when to try again, and the backoff (pruned to
+    /// the pods that still exist).
     evictions: HashMap<carpentry_core::pod::PodRef, (Instant, Duration)>,
+    /// Instances the cloud said are still terminating, by provider ID: when to ask again (epoch
+    /// seconds; pruned to the NodeClaims that exist).
+    instance_checks: HashMap<String, i64>,
     /// When the loop started (the batcher's clock counts milliseconds from it).
     epoch: Instant,
     /// When NodePool usage was last counted (epoch seconds).
@@ -117,6 +121,7 @@ impl<P: CloudProvider> Reconciler<P> {
             gc: garbagecollection::State::default(),
             consistency: consistency::State::default(),
             evictions: HashMap::new(),
+            instance_checks: HashMap::new(),
             epoch: Instant::now(),
             nodepool_counted: i64::MIN / 2,
             skipped: BTreeMap::new(),
@@ -186,6 +191,13 @@ impl<P: CloudProvider> Reconciler<P> {
         self.tag_instances(m).await;
         self.consistency(m, now).await;
         self.awaiting_volumes.retain(|n| m.nodes.iter().any(|node| node.metadata.name.as_deref() == Some(n)));
+        if !self.evictions.is_empty() {
+            let pods: HashSet<carpentry_core::pod::PodRef> =
+                m.pods.iter().map(carpentry_core::pod::PodRef::of).collect();
+            self.evictions.retain(|r, _| pods.contains(r));
+        }
+        self.instance_checks
+            .retain(|id, _| m.nodeclaims.iter().any(|nc| nc.status.as_ref().is_some_and(|s| s.provider_id == *id)));
         for node in &m.nodes {
             let name = node.metadata.name.as_deref().unwrap_or_default();
             // A node with a pod or volume attachment that does not load is not drained: that pod

@@ -20,7 +20,7 @@ use carpentry_core::api::NodeClaim;
 use carpentry_core::labels;
 use carpentry_core::manifest::Manifests;
 use carpentry_core::pod::PodRef;
-use carpentry_core::termination::controller::{Stage, Volumes};
+use carpentry_core::termination::controller::{Stage, Volumes, INSTANCE_TERMINATION_RECHECK_SECONDS};
 use carpentry_core::termination::{self};
 use k8s_openapi::api::core::v1::Node;
 use serde_json::json;
@@ -56,6 +56,27 @@ fn without_finalizer(finalizers: &Option<Vec<String>>) -> Vec<String> {
 }
 
 impl<P: CloudProvider> Reconciler<P> {
+    /// Whether the instance `provider_id` is due to be asked about (again).
+    fn instance_check_due(&self, provider_id: &str, now: i64) -> bool {
+        self.instance_checks.get(provider_id).is_none_or(|due| now >= *due)
+    }
+
+    /// Asks the cloud to delete `nc`'s instance; while it answers that the instance is still
+    /// terminating, the next ask waits [`INSTANCE_TERMINATION_RECHECK_SECONDS`].
+    async fn delete_instance(&mut self, nc: &NodeClaim, now: i64) -> anyhow::Result<Deletion> {
+        let deletion = self.cloud.delete(nc).await;
+        let id = provider_id(nc).to_string();
+        match &deletion {
+            Ok(Deletion::Terminating) => {
+                self.instance_checks.insert(id, now + INSTANCE_TERMINATION_RECHECK_SECONDS);
+            }
+            Ok(Deletion::Gone) | Err(_) => {
+                self.instance_checks.remove(&id);
+            }
+        }
+        deletion
+    }
+
     /// Writes the NodeClaim's termination conditions when `stage` changes them.
     async fn termination_conditions(&self, nc: &NodeClaim, stage: Stage, now: i64) {
         if let Some(list) = termination::controller::conditions(nc, stage, now) {
@@ -80,10 +101,10 @@ impl<P: CloudProvider> Reconciler<P> {
             }
             return; // the Node's termination drains it; the NodeClaim waits for it to go
         }
-        if self.act.dry_run {
+        if self.act.dry_run || !self.instance_check_due(id, now) {
             return;
         }
-        let deletion = self.cloud.delete(nc).await;
+        let deletion = self.delete_instance(nc, now).await;
         if deletion.is_ok() {
             self.termination_conditions(nc, Stage::InstanceTerminating(None), now).await;
         }
@@ -174,7 +195,10 @@ impl<P: CloudProvider> Reconciler<P> {
                     let note = format!("evicting pod {r}: {message} (kubectl karpenter explain node {name})");
                     self.act.event(&node_ref(node), true, "FailedDraining", note, "Evict").await;
                 }
-                Some(Eviction::Gone) | None => {}
+                Some(Eviction::Gone) => {
+                    self.evictions.remove(r);
+                }
+                None => {}
             }
         }
         // upstream `awaitDrain`: also at least MinDrainTime since the drain began.
@@ -203,9 +227,18 @@ impl<P: CloudProvider> Reconciler<P> {
             return;
         }
         self.awaiting_volumes.remove(&name);
+        // upstream `awaitInstanceTermination`: the finalizer stays until the instance is gone.
         if let Some(nc) = nodeclaim {
-            match self.cloud.delete(nc).await {
-                Ok(_) => self.termination_conditions(nc, Stage::InstanceTerminating(Some(volumes)), now).await,
+            if !self.instance_check_due(provider_id(nc), now) {
+                return;
+            }
+            match self.delete_instance(nc, now).await {
+                Ok(deletion) => {
+                    self.termination_conditions(nc, Stage::InstanceTerminating(Some(volumes)), now).await;
+                    if deletion == Deletion::Terminating {
+                        return;
+                    }
+                }
                 Err(e) => {
                     warn!(node = %name, error = %format!("{e:#}"), "instance deletion failed; retried");
                     self.termination_conditions(nc, Stage::Drained(volumes), now).await;

@@ -23,6 +23,9 @@ them while the server runs):
   shape; without it moto's own answer stands.
 - EKS-optimized AMI parameters: `$MOTO_LAYER_DIR/ssm.json` ({name: value}) is served under
   `/aws/service/eks/...`, which moto does not ship and refuses to let a client put.
+- Termination that takes a while: while `$MOTO_LAYER_DIR/shutting_down.json` holds a number of
+  seconds, an instance TerminateInstances ends stays `shutting-down` that long before it is
+  `terminated`, as EC2's instances do (moto terminates at once).
 - Every CreateFleet request is appended, as parsed, to `$MOTO_LAYER_DIR/create_fleet.jsonl`
   (with what was launched), so the test asserts the request the controller sent; every call's
   caller (access key ID) and IAM action (`ec2:CreateFleet`) to `$MOTO_LAYER_DIR/actions.log`.
@@ -35,9 +38,11 @@ import json
 import os
 import sys
 import threading
+import time
 import urllib.parse
 
 from moto.ec2.responses import fleets as fleet_responses
+from moto.ec2.models import instances as instance_models
 from moto.ec2.utils import random_fleet_id
 from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 from moto.moto_server import werkzeug_app
@@ -237,6 +242,42 @@ def price_list(environ, start_response):
     start_response("200 OK", [("Content-Type", "application/x-amz-json-1.1"),
                               ("Content-Length", str(len(payload)))])
     return [payload]
+
+
+# --- Termination that takes a while -----------------------------------------------------------------
+
+original_terminate = instance_models.Instance.terminate
+
+
+def terminate(self):
+    previous = original_terminate(self)
+    seconds = read("shutting_down.json", None)
+    if seconds:
+        until = getattr(self, "_layer_shutting_down_until", None)
+        if until is None:
+            until = self._layer_shutting_down_until = time.time() + float(seconds)
+        if time.time() < until:
+            self._state.name, self._state.code = "shutting-down", 32
+    return previous
+
+
+original_all_reservations = instance_models.InstanceBackend.all_reservations
+
+
+def all_reservations(self, filters=None):
+    # Every instance read goes through here: a shutting-down instance whose time is up is
+    # terminated before anyone sees it.
+    now = time.time()
+    for reservation in self.reservations.values():
+        for instance in reservation.instances:
+            until = getattr(instance, "_layer_shutting_down_until", None)
+            if until is not None and now >= until and instance._state.name == "shutting-down":
+                instance._state.name, instance._state.code = "terminated", 48
+    return original_all_reservations(self, filters)
+
+
+instance_models.Instance.terminate = terminate
+instance_models.InstanceBackend.all_reservations = all_reservations
 
 
 original_dispatcher_call = werkzeug_app.DomainDispatcherApplication.__call__

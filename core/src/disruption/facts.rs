@@ -4,7 +4,7 @@
 //! time for `expireAfter`). The simulation keeps these facts itself as its world changes; the
 //! controller and a snapshot read them from the objects here.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Node;
 
@@ -32,12 +32,15 @@ fn condition_true<'a>(nodeclaim: &'a NodeClaim, type_: &str) -> Option<&'a crate
 
 /// The facts of every NodeClaim that has a Node. `nominated_until`: node → until when a
 /// provisioning round nominated pods onto it (epoch seconds; the controller keeps these, as
-/// upstream's cluster state does in memory).
+/// upstream's cluster state does in memory). `marked_for_deletion`: nodes whose NodeClaim the
+/// caller deleted and the objects may not show deleting yet (upstream's cluster state
+/// `MarkForDeletion`): they are deleting, so that budgets count them at once.
 pub fn of_objects(
     objects: &Manifests,
     catalogue: &Catalogue,
     region: &str,
     nominated_until: &BTreeMap<String, i64>,
+    marked_for_deletion: &BTreeSet<String>,
 ) -> Vec<NodeFacts> {
     let mut out = Vec::new();
     for nc in &objects.nodeclaims {
@@ -56,7 +59,8 @@ pub fn of_objects(
             initialized: initialized.is_some(),
             deleting: nc.metadata.deletion_timestamp.is_some()
                 || node.metadata.deletion_timestamp.is_some()
-                || crate::scheduling::taints::is_disrupted(node),
+                || crate::scheduling::taints::is_disrupted(node)
+                || marked_for_deletion.contains(&node_name),
             nominated_until: nominated_until.get(&node_name).copied(),
             termination_grace_period: nc.spec.termination_grace_period.is_some(),
             price: launch.as_ref().map_or(0.0, |l| l.price),
@@ -75,4 +79,50 @@ pub fn of_objects(
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn objects() -> Manifests {
+        let mut m = Manifests::default();
+        for name in ["a", "b"] {
+            m.nodeclaims.push(
+                serde_yaml::from_str(&format!(
+                    "apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata: {{name: {name}, labels: {{karpenter.sh/nodepool: default}}}}
+spec: {{nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}, requirements: []}}
+status:
+  providerID: 'kwok://{name}'
+  nodeName: {name}
+  conditions: [{{type: Initialized, status: 'True', reason: Initialized, lastTransitionTime: '2026-01-01T00:00:00Z'}}]
+"
+                ))
+                .unwrap(),
+            );
+            m.nodes.push(
+                serde_yaml::from_str(&format!(
+                    "metadata: {{name: {name}, labels: {{karpenter.sh/nodepool: default}}}}\nspec: {{providerID: 'kwok://{name}'}}"
+                ))
+                .unwrap(),
+            );
+        }
+        m
+    }
+
+    #[test]
+    fn a_nodeclaim_the_caller_deleted_counts_as_deleting_before_the_objects_show_it() {
+        let m = objects();
+        let catalogue = Catalogue::embedded();
+        let region = crate::manifest::scenario::DEFAULT_REGION;
+        let view = |marked: &BTreeSet<String>| {
+            let facts = of_objects(&m, catalogue, region, &BTreeMap::new(), marked);
+            crate::disruption::View::new(&m, catalogue, region, 0, facts, Vec::new()).budget_counts("default")
+        };
+        assert_eq!(view(&BTreeSet::new()), (2, 0));
+        // Expiration deleted a's NodeClaim in this pass: the budget counts it as disrupting.
+        assert_eq!(view(&["a".to_string()].into()), (2, 1));
+    }
 }

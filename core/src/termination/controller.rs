@@ -17,6 +17,10 @@ use crate::api::Condition;
 
 /// upstream `MinDrainTime`.
 pub const MIN_DRAIN_SECONDS: i64 = 5;
+/// While the cloud says an instance is still terminating, its deletion is asked again this often
+/// (upstream `awaitInstanceTermination` and the NodeClaim finalizer requeue after 5 s); the
+/// Node's and the NodeClaim's finalizers stay until it answers that the instance is gone.
+pub const INSTANCE_TERMINATION_RECHECK_SECONDS: i64 = 5;
 /// upstream `IsStuckTerminating`: a pod still terminating this long after its deletion timestamp
 /// (which already includes its grace period) is not waited for.
 const STUCK_TERMINATING_SECONDS: i64 = 60;
