@@ -157,12 +157,13 @@ async fn run(args: Args) -> Result<()> {
             "--cluster-endpoint and --cluster-ca-bundle are read by the aws provider only (nodes' bootstrap user data)"
         );
     }
-    let (client, server, trusted_ca) = connect(args.kubeconfig.as_deref()).await?;
+    let (clients, server, trusted_ca) = connect(args.kubeconfig.as_deref()).await?;
+    let client = clients.requests.clone();
     info!(server = %server, dry_run = args.dry_run, region = %region, "carpentry-controller starting");
     match args.cloud_provider {
         CloudProvider::Kwok => {
             let kwok = cloud::kwok::Kwok::new(client.clone(), region.clone(), args.kwok_registration_delay);
-            drive(args, region, client, server, kwok).await
+            drive(args, region, clients, server, kwok).await
         }
         CloudProvider::Aws => {
             let bootstrap = cloud::aws::BootstrapSettings {
@@ -171,7 +172,7 @@ async fn run(args: Args) -> Result<()> {
             };
             let aws =
                 cloud::aws::Aws::new(client.clone(), &region, cluster_name, interruption_queue, bootstrap).await?;
-            drive(args, region, client, server, aws).await
+            drive(args, region, clients, server, aws).await
         }
     }
 }
@@ -181,12 +182,13 @@ async fn run(args: Args) -> Result<()> {
 async fn drive<P: cloud::CloudProvider>(
     args: Args,
     region: String,
-    client: kube::Client,
+    clients: Clients,
     server: String,
     cloud: P,
 ) -> Result<()> {
+    let client = clients.requests;
     let (shutdown_tx, shutdown) = tokio::sync::watch::channel(false);
-    let view = Arc::new(view::ClusterView::start(client.clone(), args.namespace.as_deref(), shutdown.clone()));
+    let view = Arc::new(view::ClusterView::start(clients.watches, args.namespace.as_deref(), shutdown.clone()));
     let leader = leader::Leader::start(
         client.clone(),
         args.leader_election_namespace.clone().unwrap_or_else(pod_namespace),
@@ -199,17 +201,30 @@ async fn drive<P: cloud::CloudProvider>(
     info!(cloud_provider = cloud.name(), "cloud provider ready");
     let timings = cloud.timings();
     let reconciler = reconcile::Reconciler::new(act, view.clone(), cloud, leader.status(), region.clone());
-    let reconciling = tokio::spawn(reconciler.run(shutdown.clone()));
-    let state = serve::State { view: view.clone(), leader: leader.status(), region, server, decisions, timings };
+    let progress = reconciler.progress();
+    let mut reconciling = tokio::spawn(reconciler.run(shutdown.clone()));
+    let state =
+        serve::State { view: view.clone(), leader: leader.status(), region, server, decisions, timings, progress };
     let health = serve::health(state.clone(), SocketAddr::from(([0, 0, 0, 0], args.health_port)), shutdown.clone());
     let metrics = serve::metrics(state, SocketAddr::from(([0, 0, 0, 0], args.metrics_port)), shutdown.clone());
     let (health, metrics) = (tokio::spawn(health), tokio::spawn(metrics));
 
-    wait_for_signal().await;
+    // The reconcilers end only on shutdown: if they end before (a panic), the process stops with
+    // an error, to be restarted clean, instead of serving a healthy /healthz with nothing acting.
+    let stopped_early = tokio::select! {
+        _ = wait_for_signal() => None,
+        ended = &mut reconciling => Some(ended),
+    };
     info!("shutting down");
     let _ = shutdown_tx.send(true);
-    if let Err(e) = reconciling.await {
-        warn!(error = %e, "the reconcilers panicked");
+    match stopped_early {
+        None => {
+            if let Err(e) = reconciling.await {
+                warn!(error = %e, "the reconcilers panicked");
+            }
+        }
+        Some(Err(e)) => tracing::error!(error = %e, "the reconcilers panicked; stopping"),
+        Some(Ok(())) => tracing::error!("the reconcilers stopped; stopping"),
     }
     for (name, task) in [("health server", health), ("metrics server", metrics)] {
         match task.await {
@@ -223,10 +238,23 @@ async fn drive<P: cloud::CloudProvider>(
     Ok(())
 }
 
-/// The client for `kubeconfig`, else the in-cluster configuration, else the default kubeconfig;
+/// How long a request to the API server may go without an answer (a watch is not bounded so: the
+/// API server ends each after minutes, and kube's watcher has its own idle timeout). A request
+/// that times out fails like any other and is retried by the next pass, so a hung API server
+/// stops no loop for longer than this.
+const API_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Clients of one API server: `requests` (every call that gets an answer, bounded by
+/// [`API_READ_TIMEOUT`]) and `watches` (long-lived watch streams).
+struct Clients {
+    requests: kube::Client,
+    watches: kube::Client,
+}
+
+/// The clients for `kubeconfig`, else the in-cluster configuration, else the default kubeconfig;
 /// the server's URL, for logs and the snapshot's header; and the CA certificates the connection
 /// trusts, as base64 of their PEM (upstream `GetCABundle`: nodes' bootstrap trusts the same CA).
-async fn connect(kubeconfig: Option<&std::path::Path>) -> Result<(kube::Client, String, Option<String>)> {
+async fn connect(kubeconfig: Option<&std::path::Path>) -> Result<(Clients, String, Option<String>)> {
     let config = match kubeconfig {
         Some(path) => {
             let file = kube::config::Kubeconfig::read_from(path)
@@ -242,8 +270,13 @@ async fn connect(kubeconfig: Option<&std::path::Path>) -> Result<(kube::Client, 
         let pem: String = certs.iter().map(|der| pem_certificate(der)).collect();
         aws_smithy_types::base64::encode(pem)
     });
-    let client = kube::Client::try_from(config).context("cannot build the Kubernetes client")?;
-    Ok((client, server, trusted_ca))
+    let watches = kube::Client::try_from(config.clone()).context("cannot build the Kubernetes client")?;
+    let mut bounded = config;
+    bounded.read_timeout = Some(API_READ_TIMEOUT);
+    // The timeout counts from each request, not from when its pooled connection went idle.
+    bounded.reset_reader_on_write = true;
+    let requests = kube::Client::try_from(bounded).context("cannot build the Kubernetes client")?;
+    Ok((Clients { requests, watches }, server, trusted_ca))
 }
 
 /// One DER certificate as PEM (base64 in lines of 64).

@@ -34,12 +34,37 @@ pub struct State {
     pub decisions: crate::reconcile::act::Decisions,
     /// The cloud provider's timings, for the snapshot's Scenario.
     pub timings: carpentry_core::manifest::scenario::TimingOverrides,
+    /// The reconcile loop's liveness.
+    pub progress: crate::reconcile::Progress,
+}
+
+/// `/healthz` fails once the reconcile loop has not begun an iteration for this long. A pass's
+/// calls are each bounded (the API server's read timeout, the AWS SDK's operation timeout), so
+/// only a stuck or dead loop gets here; the kubelet then restarts the controller.
+pub const LIVENESS_BOUND_SECONDS: i64 = 5 * 60;
+
+/// Why the loop counts as stuck, if it does: it last began an iteration at `last`.
+fn stalled(last: i64, now: i64) -> Option<String> {
+    let idle = now - last;
+    (idle > LIVENESS_BOUND_SECONDS).then(|| {
+        format!(
+            "the reconcile loop has not begun a pass for {idle} s (bound {LIVENESS_BOUND_SECONDS} s): a call is stuck \
+             or the loop stopped; the controller's log says which\n"
+        )
+    })
+}
+
+async fn healthz(Extract(state): Extract<State>) -> Response {
+    match stalled(state.progress.last(), crate::clock::now_seconds()) {
+        None => text(StatusCode::OK, "ok\n".into()),
+        Some(why) => text(StatusCode::SERVICE_UNAVAILABLE, why),
+    }
 }
 
 /// Serves the health port until `shutdown`.
 pub async fn health(state: State, addr: SocketAddr, shutdown: tokio::sync::watch::Receiver<bool>) -> Result<()> {
     let app = Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/snapshot", get(snapshot))
         .with_state(state);
@@ -186,5 +211,19 @@ async fn prometheus(Extract(state): Extract<State>) -> Response {
         Ok(()) => ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], body)
             .into_response(),
         Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode the metrics: {e}\n")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn liveness_fails_once_the_loop_has_not_begun_a_pass_within_its_bound() {
+        let now = 1_800_000_000;
+        assert_eq!(stalled(now - 1, now), None);
+        assert_eq!(stalled(now - LIVENESS_BOUND_SECONDS, now), None);
+        let why = stalled(now - LIVENESS_BOUND_SECONDS - 1, now).expect("stuck");
+        assert!(why.contains(&format!("for {} s", LIVENESS_BOUND_SECONDS + 1)), "{why}");
     }
 }

@@ -223,6 +223,17 @@ pub struct Aws {
     unavailable: Mutex<UnavailableOfferings>,
 }
 
+/// Every AWS call is bounded, so a hung endpoint fails a call (retried by the next pass) instead
+/// of stopping the loop: a connection within 10 s, each attempt within 40 s (above SQS's 20 s
+/// long poll), the whole call with the SDK's retries (standard mode, 3 attempts) within 2 minutes.
+fn timeouts() -> aws_config::timeout::TimeoutConfig {
+    aws_config::timeout::TimeoutConfig::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .operation_attempt_timeout(Duration::from_secs(40))
+        .operation_timeout(Duration::from_secs(120))
+        .build()
+}
+
 /// The SDK's HTTPS client: rustls with ring (the project's one TLS stack).
 fn https_client() -> aws_sdk_ec2::config::SharedHttpClient {
     use aws_smithy_http_client::tls;
@@ -238,7 +249,11 @@ pub async fn region(given: Option<String>) -> anyhow::Result<String> {
     if let Some(region) = given {
         return Ok(region);
     }
-    let config = aws_config::defaults(aws_config::BehaviorVersion::latest()).http_client(https_client()).load().await;
+    let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .http_client(https_client())
+        .timeout_config(timeouts())
+        .load()
+        .await;
     config.region().map(|r| r.to_string()).ok_or_else(|| {
         anyhow::anyhow!(
             "no AWS region: set --region, AWS_REGION or the chart's settings.region (nor did AWS_DEFAULT_REGION, \
@@ -261,6 +276,7 @@ impl Aws {
     ) -> anyhow::Result<Aws> {
         let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
             .http_client(https_client())
+            .timeout_config(timeouts())
             .region(aws_config::Region::new(region.to_string()))
             .load()
             .await;

@@ -50,6 +50,7 @@ mod tagging;
 mod termination;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -64,6 +65,21 @@ use crate::view::{ClusterView, Loaded};
 const LAUNCH_CACHE_TTL: Duration = Duration::from_secs(60 * 60);
 /// The loop's cadence when nothing in the view changes.
 const TICK: Duration = Duration::from_secs(1);
+
+/// When the reconcile loop last began an iteration (epoch seconds): liveness. Every API and cloud
+/// call a pass makes is bounded, so a loop that stops beginning iterations is stuck or dead.
+#[derive(Debug, Clone, Default)]
+pub struct Progress(Arc<AtomicI64>);
+
+impl Progress {
+    fn mark(&self, now: i64) {
+        self.0.store(now, Ordering::Release);
+    }
+
+    pub fn last(&self) -> i64 {
+        self.0.load(Ordering::Acquire)
+    }
+}
 
 /// Everything the reconcilers share.
 pub struct Reconciler<P: CloudProvider> {
@@ -103,6 +119,7 @@ pub struct Reconciler<P: CloudProvider> {
     tagging: tagging::State,
     interruption: interruption::State,
     instancetype: instancetype::State,
+    progress: Progress,
 }
 
 impl<P: CloudProvider> Reconciler<P> {
@@ -131,7 +148,17 @@ impl<P: CloudProvider> Reconciler<P> {
             tagging: tagging::State::default(),
             interruption: interruption::State::default(),
             instancetype: instancetype::State::default(),
+            progress: {
+                let progress = Progress::default();
+                progress.mark(crate::clock::now_seconds());
+                progress
+            },
         }
+    }
+
+    /// The loop's liveness, for `/healthz`.
+    pub fn progress(&self) -> Progress {
+        self.progress.clone()
     }
 
     /// Milliseconds since the loop started.
@@ -151,6 +178,7 @@ impl<P: CloudProvider> Reconciler<P> {
             if *shutdown.borrow() {
                 return;
             }
+            self.progress.mark(crate::clock::now_seconds());
             // Only the leader acts (the follower keeps its view warm).
             if !self.leader.leading() || !self.view.unsynced().is_empty() {
                 continue;
