@@ -1,42 +1,82 @@
 //! Leader election on a `coordination.k8s.io/v1` Lease (kube-lease-manager): one replica leads,
-//! the others wait to take over. Upstream (controller-runtime) holds its Lease for 15 s and renews
-//! it 10 s in; here the Lease lasts 15 s and is renewed 5 s before it would expire. On shutdown the
-//! Lease is released, so a successor leads at once (upstream's `ReleaseOnCancel`).
+//! the others wait to take over. As upstream's (controller-runtime, client-go `leaderelection`):
+//! the Lease lasts 15 s, the leader renews it every few seconds, and a leader whose renewals have
+//! not been seen for the renew deadline (10 s) stops acting, before the Lease could pass to
+//! another replica, and the process exits to be restarted clean (controller-runtime exits on
+//! "leader election lost"). On shutdown the Lease is released, so a successor leads at once
+//! (upstream's `ReleaseOnCancel`).
+//!
+//! kube-lease-manager keeps believing it leads while its renewals fail (it logs and retries), so
+//! the renewals are checked here: a watch on the Lease records when a renewal by this replica is
+//! seen, and [`LeaderStatus::leading`] is true only within the renew deadline of the last one.
+//! Every write and every cloud call that launches or terminates asks it first.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::runtime::{watcher, WatchStreamExt};
 use kube_lease_manager::LeaseManagerBuilder;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 const LEASE_SECONDS: u64 = 15;
-const RENEW_BEFORE_EXPIRY_SECONDS: u64 = 5;
+/// The leader renews when this much of the Lease is left: every 3 s (client-go's leader tries
+/// every `RetryPeriod`, 2 s).
+const RENEW_BEFORE_EXPIRY_SECONDS: u64 = 12;
+/// controller-runtime's `RenewDeadline`: a leader whose last seen renewal is older stops acting.
+/// Below the Lease's 15 s, so it stops before another replica may take the Lease over.
+pub const RENEW_DEADLINE: Duration = Duration::from_secs(10);
+/// How often the renew deadline is checked.
+const CHECK_EVERY: Duration = Duration::from_millis(500);
 
-/// Whether this replica leads, as the HTTP endpoints and the reconcilers read it.
+/// Whether this replica leads, as the HTTP endpoints, the reconcilers and every write read it.
 #[derive(Debug, Clone, Default)]
 pub struct LeaderStatus {
-    leading: Arc<AtomicBool>,
+    /// kube-lease-manager's view: it holds the Lease.
+    holds: Arc<AtomicBool>,
+    /// When a renewal of the Lease by this replica was last seen.
+    renewed: Arc<Mutex<Option<Instant>>>,
     pub lease: String,
 }
 
 impl LeaderStatus {
+    /// It holds the Lease and a renewal was seen within the renew deadline.
     pub fn leading(&self) -> bool {
-        self.leading.load(Ordering::Acquire)
+        self.holds.load(Ordering::Acquire) && within_deadline(self.last_renewal(), Instant::now())
     }
+
+    fn last_renewal(&self) -> Option<Instant> {
+        *self.renewed.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn renewal_seen(&self, at: Instant) {
+        *self.renewed.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(at);
+    }
+}
+
+/// Whether a leader whose last seen renewal was `renewed` may act at `now`.
+fn within_deadline(renewed: Option<Instant>, now: Instant) -> bool {
+    renewed.is_some_and(|at| now.saturating_duration_since(at) < RENEW_DEADLINE)
 }
 
 pub struct Leader {
     status: LeaderStatus,
+    /// Fires once when leadership is lost; the process then stops.
+    lost: tokio::sync::watch::Receiver<Option<String>>,
     /// Dropping the receiver tells the manager's task to release the Lease and stop.
     task: Option<(tokio::sync::watch::Receiver<bool>, tokio::task::JoinHandle<()>)>,
     manager: Option<tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>>,
 }
 
 impl Leader {
-    /// Starts competing for Lease `namespace/name`.
+    /// Starts competing for Lease `namespace/name` (`client` for requests, `watches` for the
+    /// watch on the Lease).
     pub async fn start(
         client: kube::Client,
+        watches: kube::Client,
         namespace: String,
         name: String,
         mut shutdown: tokio::sync::watch::Receiver<bool>,
@@ -51,27 +91,61 @@ impl Leader {
             .build()
             .await
             .with_context(|| format!("leader election: cannot use Lease {namespace}/{name}"))?;
-        let status = LeaderStatus { leading: Arc::default(), lease: format!("{namespace}/{name}") };
+        let status = LeaderStatus { lease: format!("{namespace}/{name}"), ..Default::default() };
+        let (lost_tx, lost) = tokio::sync::watch::channel(None);
         let (receiver, manager) = manager.watch().await;
         let mut changes = receiver.clone();
-        let leading = status.leading.clone();
-        let lease = status.lease.clone();
+        let seen = status.clone();
+        let renewals = tokio::spawn(watch_renewals(watches, namespace, name, identity.clone(), seen, shutdown.clone()));
+        let follow_status = status.clone();
         let follow = tokio::spawn(async move {
+            let lease = follow_status.lease.clone();
+            let mut checks = tokio::time::interval(CHECK_EVERY);
+            // Whether this replica has acted as the leader (held the Lease with a renewal seen).
+            let mut led = false;
             loop {
-                let now = *changes.borrow_and_update();
-                if leading.swap(now, Ordering::AcqRel) != now {
-                    match now {
-                        true => info!(lease = %lease, identity = %identity, "became the leader"),
-                        false => warn!(lease = %lease, identity = %identity, "lost the leadership"),
-                    }
+                let holds = *changes.borrow_and_update();
+                if follow_status.holds.swap(holds, Ordering::AcqRel) != holds && holds {
+                    info!(lease = %lease, identity = %identity, "became the leader");
+                }
+                led |= follow_status.leading();
+                let why = if led && !holds {
+                    Some(format!("lost the leadership of Lease {lease}: another replica holds it"))
+                } else if led && !follow_status.leading() {
+                    Some(format!(
+                        "lost the leadership of Lease {lease}: no renewal seen for {} s (the renew deadline)",
+                        RENEW_DEADLINE.as_secs()
+                    ))
+                } else {
+                    None
+                };
+                if let Some(why) = why {
+                    error!(lease = %lease, identity = %identity, "{why}; stopping, to be restarted");
+                    follow_status.holds.store(false, Ordering::Release);
+                    let _ = lost_tx.send(Some(why));
+                    renewals.abort();
+                    return;
                 }
                 tokio::select! {
-                    changed = changes.changed() => if changed.is_err() { return },
-                    _ = shutdown.changed() => return,
+                    changed = changes.changed() => if changed.is_err() { renewals.abort(); return },
+                    _ = checks.tick() => {}
+                    _ = shutdown.changed() => { renewals.abort(); return },
                 }
             }
         });
-        Ok(Leader { status, task: Some((receiver, follow)), manager: Some(manager) })
+        Ok(Leader { status, lost, task: Some((receiver, follow)), manager: Some(manager) })
+    }
+
+    /// Resolves with why, once leadership is lost (never, while it is not).
+    pub fn lost(&self) -> impl std::future::Future<Output = String> + Send + 'static {
+        let mut lost = self.lost.clone();
+        async move {
+            let why = lost.wait_for(Option::is_some).await.map(|why| why.clone().unwrap_or_default());
+            match why {
+                Ok(why) => why,
+                Err(_) => std::future::pending().await,
+            }
+        }
     }
 
     pub fn status(&self) -> LeaderStatus {
@@ -84,13 +158,53 @@ impl Leader {
             drop(receiver);
             let _ = follow.await;
         }
-        self.status.leading.store(false, Ordering::Release);
+        self.status.holds.store(false, Ordering::Release);
         if let Some(manager) = self.manager.take() {
             match manager.await {
                 Ok(Ok(_)) => info!(lease = %self.status.lease, "released the Lease"),
                 Ok(Err(e)) => warn!(lease = %self.status.lease, error = %e, "could not release the Lease"),
                 Err(e) => warn!(error = %e, "the leader-election task panicked"),
             }
+        }
+    }
+}
+
+/// Records each renewal of Lease `namespace/name` by `identity` that the API server shows (a new
+/// `renewTime` while `identity` holds it), until `shutdown`.
+async fn watch_renewals(
+    watches: kube::Client,
+    namespace: String,
+    name: String,
+    identity: String,
+    status: LeaderStatus,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let api: kube::Api<Lease> = kube::Api::namespaced(watches, &namespace);
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut events = watcher(api, config).default_backoff().boxed();
+    let mut last_renew_time = None;
+    loop {
+        let event = tokio::select! {
+            event = events.next() => event,
+            _ = shutdown.changed() => return,
+        };
+        let lease = match event {
+            None => return,
+            Some(Ok(watcher::Event::Apply(lease) | watcher::Event::InitApply(lease))) => lease,
+            Some(Ok(_)) => continue,
+            Some(Err(e)) => {
+                warn!(error = %e, "leader election: the watch on the Lease failed; retried");
+                continue;
+            }
+        };
+        let spec = lease.spec.unwrap_or_default();
+        if spec.holder_identity.as_deref() != Some(identity.as_str()) {
+            continue;
+        }
+        let renew_time = spec.renew_time.map(|t| t.0);
+        if renew_time.is_some() && renew_time != last_renew_time {
+            last_renew_time = renew_time;
+            status.renewal_seen(Instant::now());
         }
     }
 }
@@ -105,4 +219,19 @@ fn identity() -> String {
         .unwrap_or_else(|| "carpentry-controller".into());
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
     format!("{host}_{:08x}", nanos ^ std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_leader_acts_only_within_the_renew_deadline_of_its_last_seen_renewal() {
+        let now = Instant::now();
+        assert!(!within_deadline(None, now), "no renewal seen yet");
+        assert!(within_deadline(Some(now), now));
+        assert!(within_deadline(Some(now), now + RENEW_DEADLINE - Duration::from_millis(1)));
+        assert!(!within_deadline(Some(now), now + RENEW_DEADLINE));
+        assert!(RENEW_DEADLINE < Duration::from_secs(LEASE_SECONDS), "it stops before the Lease can pass on");
+    }
 }

@@ -188,16 +188,17 @@ async fn drive<P: cloud::CloudProvider>(
 ) -> Result<()> {
     let client = clients.requests;
     let (shutdown_tx, shutdown) = tokio::sync::watch::channel(false);
-    let view = Arc::new(view::ClusterView::start(clients.watches, args.namespace.as_deref(), shutdown.clone()));
+    let view = Arc::new(view::ClusterView::start(clients.watches.clone(), args.namespace.as_deref(), shutdown.clone()));
     let leader = leader::Leader::start(
         client.clone(),
+        clients.watches.clone(),
         args.leader_election_namespace.clone().unwrap_or_else(pod_namespace),
         args.leader_election_name.clone(),
         shutdown.clone(),
     )
     .await?;
     let decisions = reconcile::act::Decisions::default();
-    let act = reconcile::act::Act::new(client.clone(), args.dry_run, identity(), decisions.clone());
+    let act = reconcile::act::Act::new(client.clone(), args.dry_run, identity(), decisions.clone(), leader.status());
     info!(cloud_provider = cloud.name(), "cloud provider ready");
     let timings = cloud.timings();
     let reconciler = reconcile::Reconciler::new(act, view.clone(), cloud, leader.status(), region.clone());
@@ -211,27 +212,43 @@ async fn drive<P: cloud::CloudProvider>(
 
     // The reconcilers end only on shutdown: if they end before (a panic), the process stops with
     // an error, to be restarted clean, instead of serving a healthy /healthz with nothing acting.
+    let leadership_lost = leader.lost();
+    let mut lost = None;
     let stopped_early = tokio::select! {
         _ = wait_for_signal() => None,
         ended = &mut reconciling => Some(ended),
+        why = leadership_lost => {
+            lost = Some(why);
+            None
+        }
     };
     info!("shutting down");
     let _ = shutdown_tx.send(true);
-    match stopped_early {
-        None => {
+    let failure = match (stopped_early, lost) {
+        (Some(Err(e)), _) => Some(format!("the reconcilers panicked: {e}")),
+        (Some(Ok(())), _) => Some("the reconcilers stopped before shutdown".to_string()),
+        (None, Some(lost)) => {
+            // Not waited for: a pass may be in a call to an API server out of reach.
+            reconciling.abort();
+            Some(lost)
+        }
+        (None, None) => {
             if let Err(e) = reconciling.await {
                 warn!(error = %e, "the reconcilers panicked");
             }
+            None
         }
-        Some(Err(e)) => tracing::error!(error = %e, "the reconcilers panicked; stopping"),
-        Some(Ok(())) => tracing::error!("the reconcilers stopped; stopping"),
-    }
+    };
     for (name, task) in [("health server", health), ("metrics server", metrics)] {
         match task.await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => warn!(error = %format!("{e:#}"), "{name} stopped with an error"),
             Err(e) => warn!(error = %e, "{name} panicked"),
         }
+    }
+    if let Some(failure) = failure {
+        // A lost Lease is another replica's now (or the API server is out of reach): not released.
+        bail!("{failure}");
     }
     leader.release().await;
     info!("stopped");

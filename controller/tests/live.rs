@@ -972,3 +972,100 @@ async fn a_requirement_edit_drifts_nodes_at_the_budget_pace_except_those_pods_ho
     .with_context(log)?;
     Ok(())
 }
+
+/// A TCP proxy to the API server that the test can cut, as a network partition cuts a replica
+/// off: once cut, it closes every open connection and holds new ones without a byte.
+struct Partition {
+    port: u16,
+    cut: tokio::sync::watch::Sender<bool>,
+}
+
+impl Partition {
+    async fn to(server: &str) -> Result<Partition> {
+        let upstream = server.trim_start_matches("https://").trim_end_matches('/').to_string();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let port = listener.local_addr()?.port();
+        let (cut, cut_rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let (upstream, mut cut_rx) = (upstream.clone(), cut_rx.clone());
+                tokio::spawn(async move {
+                    if *cut_rx.borrow() {
+                        let _ = cut_rx.changed().await; // held, silent, until the test ends
+                        return;
+                    }
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(&upstream).await else { return };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = cut_rx.wait_for(|cut| *cut) => {}
+                    }
+                });
+            }
+        });
+        Ok(Partition { port, cut })
+    }
+
+    /// A copy of `kubeconfig` whose server is this proxy (the API server's certificate names
+    /// 127.0.0.1, which the proxy's address is too).
+    fn kubeconfig(&self, env: &TestEnv) -> Result<std::path::PathBuf> {
+        let text = std::fs::read_to_string(&env.kubeconfig)?;
+        ensure!(text.contains(&env.server), "the kubeconfig names {}", env.server);
+        let path = std::env::temp_dir().join(format!("{}.kubeconfig", unique_name("partition")));
+        std::fs::write(&path, text.replace(&env.server, &format!("https://127.0.0.1:{}", self.port)))?;
+        Ok(path)
+    }
+}
+
+/// A leader cut off from the API server stops acting once its renewals have not been seen for the
+/// renew deadline, and exits (to be restarted clean), before the Lease could pass to another
+/// replica; kube-lease-manager alone kept it "leading" while every renewal failed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_leader_cut_off_from_the_api_server_steps_down_and_exits() -> Result<()> {
+    let Some(env) = TestEnv::shared() else { return Ok(()) };
+    let client = env.client().await?;
+    install_crds(&client).await?;
+    let ns = env.namespace(&client, "fencing").await?;
+    let partition = Partition::to(&env.server).await?;
+    let kubeconfig = partition.kubeconfig(env)?;
+    let (health, metrics) = (free_port()?, free_port()?);
+    let lease_name = unique_name("carpentry-leader");
+    let mut controller = Controller::start_as(
+        &kubeconfig,
+        &[
+            "--dry-run",
+            "--health-port",
+            &health.to_string(),
+            "--metrics-port",
+            &metrics.to_string(),
+            "--leader-election-namespace",
+            &ns,
+            "--leader-election-name",
+            &lease_name,
+        ],
+        &[],
+    )?;
+    wait_for("the controller to lead", TIMEOUT, || async {
+        Ok(get(metrics, "/metrics").is_ok_and(|(_, body)| body.contains("carpentry_leader 1")).then_some(()))
+    })
+    .await
+    .with_context(|| format!("controller log:\n{}", controller.log()))?;
+
+    let cut = std::time::Instant::now();
+    partition.cut.send_replace(true);
+    // A guard against a leader that never steps down (what kube-lease-manager alone does), far
+    // above the 10 s renew deadline.
+    let status = controller.exited_within(Duration::from_secs(90))?;
+    eprintln!("cut off: exited {} ms later ({status})", cut.elapsed().as_millis());
+    let log = controller.log();
+    ensure!(!status.success(), "a lost leadership is a failure exit: {status}\n{log}");
+    ensure!(
+        log.contains("lost the leadership of Lease") && log.contains("renew deadline"),
+        "the log says why it stopped:\n{log}"
+    );
+    // The Lease was neither released nor renewed after the cut: its holder is still this replica,
+    // so another replica waits out its duration, by which time this one has stopped.
+    let lease = Api::<Lease>::namespaced(client.clone(), &ns).get(&lease_name).await?;
+    let spec = lease.spec.unwrap_or_default();
+    ensure!(spec.holder_identity.as_deref().is_some_and(|h| !h.is_empty()), "{spec:?}");
+    Ok(())
+}

@@ -34,6 +34,9 @@ pub struct Act {
     pub dry_run: bool,
     /// This replica's name, the events' `reportingInstance`.
     instance: String,
+    /// Nothing is written unless this replica leads (checked before every write, not once a pass:
+    /// a pass can outlast the renew deadline).
+    leader: crate::leader::LeaderStatus,
     /// `carpentry_decisions_total{reason}`.
     pub decisions: Decisions,
     nodeclaims: ApiResource,
@@ -148,10 +151,17 @@ pub fn nodeclaim_ref(nc: &NodeClaim) -> ObjectReference {
 }
 
 impl Act {
-    pub fn new(client: kube::Client, dry_run: bool, instance: String, decisions: Decisions) -> Act {
+    pub fn new(
+        client: kube::Client,
+        dry_run: bool,
+        instance: String,
+        decisions: Decisions,
+        leader: crate::leader::LeaderStatus,
+    ) -> Act {
         let gvk = GroupVersionKind::gvk("karpenter.sh", "v1", "NodeClaim");
         Act {
             instance,
+            leader,
             client,
             dry_run,
             decisions,
@@ -167,6 +177,12 @@ impl Act {
             unwritten: Arc::default(),
             published: Arc::default(),
         }
+    }
+
+    /// Whether this replica leads now: asked before every write and every cloud call that
+    /// launches or terminates.
+    pub fn leading(&self) -> bool {
+        self.leader.leading()
     }
 
     fn nodeclaims(&self) -> Api<DynamicObject> {
@@ -187,6 +203,10 @@ impl Act {
     /// without the message, so a second message on the same object was written as a repeat of the
     /// first and never shown.
     pub async fn event(&self, on: &ObjectReference, warning: bool, reason: &str, note: String, action: &str) {
+        if !self.leading() {
+            debug!(reason, object = ?on.name, "not published: this replica does not lead");
+            return;
+        }
         let note: String = if self.dry_run { format!("dry run: {note}") } else { note }.chars().take(1000).collect();
         let key = EventKey {
             object: format!(
@@ -283,7 +303,13 @@ impl Act {
         result.map_err(|e| self.failed(what, &e)).is_ok()
     }
 
+    /// Whether `what` is not written: in a dry run (logged as what it would have been), or when
+    /// this replica does not lead.
     fn would(&self, what: &str, body: &Value) -> bool {
+        if !self.leading() {
+            warn!(what, "not written: this replica does not lead");
+            return true;
+        }
         if !self.dry_run {
             return false;
         }

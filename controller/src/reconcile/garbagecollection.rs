@@ -65,7 +65,7 @@ impl<P: CloudProvider> Reconciler<P> {
                     &json!({"providerID": instance.provider_id,
                     "why": "no NodeClaim has this instance"}),
                 );
-                if self.act.dry_run {
+                if self.act.dry_run || !self.act.leading() {
                     continue;
                 }
                 if let Err(e) = self.cloud.delete_instance(&instance.provider_id).await {

@@ -113,6 +113,9 @@ impl<P: CloudProvider> Reconciler<P> {
                     self.act.decided("WouldLaunch", &json!({"nodeclaim": name}));
                     return;
                 }
+                if !self.act.leading() {
+                    return; // a launch is this replica's only while it leads
+                }
                 match self.cloud.create(nc, class, &types).await {
                     Ok(instance) => {
                         self.launch_failures.remove(&uid);

@@ -101,7 +101,7 @@ impl<P: CloudProvider> Reconciler<P> {
             }
             return; // the Node's termination drains it; the NodeClaim waits for it to go
         }
-        if self.act.dry_run || !self.instance_check_due(id, now) {
+        if self.act.dry_run || !self.instance_check_due(id, now) || !self.act.leading() {
             return;
         }
         let deletion = self.delete_instance(nc, now).await;
@@ -229,7 +229,7 @@ impl<P: CloudProvider> Reconciler<P> {
         self.awaiting_volumes.remove(&name);
         // upstream `awaitInstanceTermination`: the finalizer stays until the instance is gone.
         if let Some(nc) = nodeclaim {
-            if !self.instance_check_due(provider_id(nc), now) {
+            if !self.instance_check_due(provider_id(nc), now) || !self.act.leading() {
                 return;
             }
             match self.delete_instance(nc, now).await {

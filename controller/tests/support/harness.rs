@@ -134,6 +134,20 @@ impl Controller {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// The exit status, once the controller exits by itself within `timeout`.
+    pub fn exited_within(&mut self, timeout: Duration) -> Result<std::process::ExitStatus> {
+        let started = std::time::Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok(status);
+            }
+            if started.elapsed() > timeout {
+                bail!("the controller still runs after {timeout:?}; its log:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// SIGTERM, and the exit status within `timeout`.
     pub fn terminate(&mut self, timeout: Duration) -> Result<std::process::ExitStatus> {
         let pid = self.child.id().to_string();
