@@ -14,10 +14,6 @@ use super::act::{node_ref, nodeclaim_ref};
 use super::Reconciler;
 use crate::cloud::{CloudProvider, CreateError};
 
-/// The first and the longest wait before a failed launch is tried again.
-const LAUNCH_BACKOFF_MIN: std::time::Duration = std::time::Duration::from_secs(5);
-const LAUNCH_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(300);
-
 /// A NodeClaim whose launch failed (not for capacity): when to try again, and what it said.
 pub(super) struct LaunchFailure {
     retry_at: std::time::Instant,
@@ -145,13 +141,17 @@ impl<P: CloudProvider> Reconciler<P> {
                         {
                             self.act.patch_nodeclaim_status(nc, json!(status)).await;
                         }
+                        let previous = self.launch_failures.get(&uid).map(|f| f.backoff.as_millis() as u64);
+                        let backoff = std::time::Duration::from_millis(
+                            carpentry_core::nodeclaim::lifecycle::launch_backoff_millis(previous),
+                        );
                         let failure = self.launch_failures.entry(uid).or_insert_with(|| LaunchFailure {
                             retry_at: std::time::Instant::now(),
-                            backoff: LAUNCH_BACKOFF_MIN / 2,
+                            backoff,
                             last: String::new(),
                         });
-                        failure.backoff = (failure.backoff * 2).min(LAUNCH_BACKOFF_MAX);
-                        failure.retry_at = std::time::Instant::now() + failure.backoff;
+                        failure.backoff = backoff;
+                        failure.retry_at = std::time::Instant::now() + backoff;
                         warn!(nodeclaim = %name, error = %why, retry_in_s = failure.backoff.as_secs(), "launch failed");
                         if failure.last != why {
                             failure.last = why.clone();

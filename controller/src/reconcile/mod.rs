@@ -61,8 +61,8 @@ use crate::cloud::CloudProvider;
 use crate::leader::LeaderStatus;
 use crate::view::{ClusterView, Loaded};
 
-/// upstream: a launch result is cached this long by NodeClaim UID.
-const LAUNCH_CACHE_TTL: Duration = Duration::from_secs(60 * 60);
+/// A launch result is cached this long by NodeClaim UID (core's, upstream's).
+const LAUNCH_CACHE_TTL: Duration = Duration::from_secs(carpentry_core::nodeclaim::lifecycle::LAUNCH_CACHE_SECONDS);
 /// The loop's cadence when nothing in the view changes.
 const TICK: Duration = Duration::from_secs(1);
 

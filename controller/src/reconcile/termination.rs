@@ -31,9 +31,6 @@ use super::lifecycle::has_finalizer;
 use super::Reconciler;
 use crate::cloud::{CloudProvider, Deletion};
 
-/// upstream's eviction queue backs off per pod from 1 s to at most 10 s.
-const EVICTION_BACKOFF_MAX: Duration = Duration::from_secs(10);
-
 fn provider_id(nc: &NodeClaim) -> &str {
     nc.status.as_ref().map(|s| s.provider_id.as_str()).unwrap_or_default()
 }
@@ -187,10 +184,8 @@ impl<P: CloudProvider> Reconciler<P> {
                     }
                 }
                 Some(Eviction::Refused(message)) => {
-                    let backoff = self
-                        .evictions
-                        .get(r)
-                        .map_or(Duration::from_secs(1), |(_, b)| (*b * 2).min(EVICTION_BACKOFF_MAX));
+                    let previous = self.evictions.get(r).map(|(_, b)| b.as_millis() as u64);
+                    let backoff = Duration::from_millis(termination::eviction_backoff_millis(previous));
                     self.evictions.insert(r.clone(), (Instant::now() + backoff, backoff));
                     let note = format!("evicting pod {r}: {message} (kubectl karpenter explain node {name})");
                     self.act.event(&node_ref(node), true, "FailedDraining", note, "Evict").await;

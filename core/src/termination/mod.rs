@@ -13,4 +13,4 @@ pub mod controller;
 mod terminator;
 
 pub use crate::scheduling::taints::is_disrupted;
-pub use terminator::{disrupted_taint, drain, DrainPass, Tier};
+pub use terminator::{disrupted_taint, drain, eviction_backoff_millis, DrainPass, Tier};

@@ -78,6 +78,18 @@ pub(super) fn is_mirror(p: &Pod) -> bool {
     p.metadata.owner_references.iter().flatten().any(|o| o.kind == "Node" && o.api_version == "v1")
 }
 
+/// upstream's eviction queue (`terminator/eviction.go`, v1.14.1: `evictionQueueBaseDelay`,
+/// `evictionQueueMaxDelay`): a pod whose eviction was refused (a PodDisruptionBudget's 429) is
+/// tried again after 100 ms, doubling with each refusal, at most 10 s.
+const EVICTION_BACKOFF_BASE_MILLIS: u64 = 100;
+const EVICTION_BACKOFF_MAX_MILLIS: u64 = 10_000;
+
+/// How long to wait before evicting a refused pod again, after a wait of `previous` (none: the
+/// first refusal), in milliseconds.
+pub fn eviction_backoff_millis(previous: Option<u64>) -> u64 {
+    previous.map_or(EVICTION_BACKOFF_BASE_MILLIS, |p| p.saturating_mul(2).min(EVICTION_BACKOFF_MAX_MILLIS))
+}
+
 /// One drain pass over `node` at `now` (epoch seconds); `grace_elapsed` once the NodeClaim's
 /// `terminationGracePeriod` has run out. `pods` may hold every pod of the cluster.
 pub fn drain(node: &str, pods: &[Pod], now: i64, grace_elapsed: bool) -> DrainPass {
@@ -116,6 +128,15 @@ pub fn drain(node: &str, pods: &[Pod], now: i64, grace_elapsed: bool) -> DrainPa
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_eviction_backs_off_from_100_ms_doubling_to_10_s() {
+        let mut waits = vec![eviction_backoff_millis(None)];
+        for _ in 0..8 {
+            waits.push(eviction_backoff_millis(waits.last().copied()));
+        }
+        assert_eq!(waits, [100, 200, 400, 800, 1_600, 3_200, 6_400, 10_000, 10_000]);
+    }
 
     fn pod(name: &str, node: &str, extra: serde_json::Value) -> Pod {
         let mut v = serde_json::json!({

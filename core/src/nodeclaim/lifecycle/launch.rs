@@ -73,6 +73,21 @@ pub fn launched(nodeclaim: &NodeClaim, instance: &Instance, at: &str) -> NodeCla
     nc
 }
 
+/// How long a launch result is kept by NodeClaim UID, so that a failed status write never
+/// launches twice (upstream `launch.go`: `cache.New(time.Hour, time.Minute)`).
+pub const LAUNCH_CACHE_SECONDS: u64 = 60 * 60;
+/// upstream's lifecycle controller requeues a failed launch through its rate limiter
+/// (`lifecycle/controller.go`: `NewTypedItemExponentialFailureRateLimiter(time.Second,
+/// time.Minute)`): after 1 s, doubling with each failure, at most a minute.
+const LAUNCH_BACKOFF_BASE_MILLIS: u64 = 1_000;
+const LAUNCH_BACKOFF_MAX_MILLIS: u64 = 60_000;
+
+/// How long to wait before trying a failed launch again, after a wait of `previous` (none: the
+/// first failure), in milliseconds.
+pub fn launch_backoff_millis(previous: Option<u64>) -> u64 {
+    previous.map_or(LAUNCH_BACKOFF_BASE_MILLIS, |p| p.saturating_mul(2).min(LAUNCH_BACKOFF_MAX_MILLIS))
+}
+
 /// upstream `truncateMessage`: a condition message longer than 300 characters is cut there.
 const MAX_MESSAGE_CHARS: usize = 300;
 
