@@ -152,16 +152,7 @@ impl Controller {
     pub fn terminate(&mut self, timeout: Duration) -> Result<std::process::ExitStatus> {
         let pid = self.child.id().to_string();
         ensure!(Command::new("kill").args(["-TERM", &pid]).status()?.success(), "kill -TERM {pid}");
-        let started = std::time::Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait()? {
-                return Ok(status);
-            }
-            if started.elapsed() > timeout {
-                bail!("the controller did not stop {timeout:?} after SIGTERM; its log:\n{}", self.log());
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        self.exited_within(timeout).context("SIGTERM did not stop it")
     }
 }
 
