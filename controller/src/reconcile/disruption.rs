@@ -32,14 +32,6 @@ use super::act::{node_ref, nodeclaim_ref};
 use super::Reconciler;
 use crate::cloud::CloudProvider;
 
-/// upstream `queue.go`: a command waiting for its replacements gives up after 10 minutes (the
-/// lower clamp of its timeout; upstream grows it with the queue's length).
-const COMMAND_TIMEOUT_SECONDS: i64 = 10 * 60;
-/// How long a replacement this controller created may take to appear in the view.
-const AWAIT_CREATED_SECONDS: i64 = 30;
-/// How long a NodeClaim deletion this controller asked for may take to appear in the view.
-const AWAIT_DELETED_SECONDS: i64 = 30;
-
 #[derive(Debug, Default)]
 pub(super) struct State {
     /// When the next pass is due (epoch seconds).
@@ -221,7 +213,7 @@ impl<P: CloudProvider> Reconciler<P> {
             .filter(|(node, at)| {
                 let deletion_seen =
                     self.nodeclaim_of_node(m, node).is_none_or(|nc| nc.metadata.deletion_timestamp.is_some());
-                !deletion_seen && now - **at < AWAIT_DELETED_SECONDS
+                !deletion_seen && now - **at < orchestration::AWAIT_OWN_WRITE_SECONDS
             })
             .map(|(node, _)| node.clone())
             .collect();
@@ -413,6 +405,7 @@ impl<P: CloudProvider> Reconciler<P> {
     /// initialized; give up when one is gone or the command times out.
     async fn progress_commands(&mut self, m: &Manifests, now: i64) {
         let executing = std::mem::take(&mut self.disruption.executing);
+        let timeout = orchestration::command_timeout_seconds(executing.len());
         for mut e in executing {
             let states: Vec<Option<bool>> = e
                 .replacements
@@ -426,7 +419,7 @@ impl<P: CloudProvider> Reconciler<P> {
                         )
                     }
                     // Created, not in the view yet.
-                    None if !*seen && now - e.started < AWAIT_CREATED_SECONDS => Some(false),
+                    None if !*seen && now - e.started < orchestration::AWAIT_OWN_WRITE_SECONDS => Some(false),
                     None => None,
                 })
                 .collect();
@@ -435,8 +428,8 @@ impl<P: CloudProvider> Reconciler<P> {
                 Progress::Abandoned => {
                     self.abandon(m, &e.command, "a replacement NodeClaim was deleted before it was ready".into()).await
                 }
-                Progress::Waiting if now - e.started >= COMMAND_TIMEOUT_SECONDS => {
-                    let why = format!("the replacements were not initialized within {COMMAND_TIMEOUT_SECONDS} s");
+                Progress::Waiting if now - e.started >= timeout => {
+                    let why = format!("the replacements were not initialized within {timeout} s");
                     self.abandon(m, &e.command, why).await
                 }
                 Progress::Waiting => self.disruption.executing.push(e),

@@ -15,6 +15,18 @@ pub use super::validation::{validate, Rejection, VALIDATION_SECONDS};
 
 /// upstream `disruption/controller.go`: the loop polls every 10 s when it has nothing to do.
 pub const POLL_SECONDS: i64 = 10;
+
+/// How long a NodeClaim a command created, or a deletion it asked for, may take to show in the
+/// objects a controller reads before it counts as lost (carpentry's: upstream's in-memory cluster
+/// state sees its own writes at once, a controller reading the API server's watches does not).
+pub const AWAIT_OWN_WRITE_SECONDS: i64 = 30;
+
+/// upstream `queue.go` `GetMaxRetryDuration` (v1.14.1): a command waiting for its replacements
+/// gives up after 80 ms per command in the queue, at least 10 minutes and at most an hour.
+pub fn command_timeout_seconds(queued: usize) -> i64 {
+    let scaled = i64::try_from(queued).unwrap_or(i64::MAX).saturating_mul(80) / 1000;
+    scaled.clamp(10 * 60, 60 * 60)
+}
 /// upstream: a nomination lasts max(2 × the batch's maximum, 10 s).
 pub const NOMINATION_SECONDS: i64 = 20;
 
@@ -130,6 +142,14 @@ mod tests {
     use super::super::validation::chosen_again;
     use super::super::Command;
     use super::*;
+
+    #[test]
+    fn a_command_times_out_after_80_ms_per_queued_command_within_10_minutes_and_an_hour() {
+        assert_eq!(command_timeout_seconds(0), 600);
+        assert_eq!(command_timeout_seconds(1), 600);
+        assert_eq!(command_timeout_seconds(10_000), 800);
+        assert_eq!(command_timeout_seconds(1_000_000), 3_600);
+    }
     use crate::api::nodepool::BudgetReason;
 
     fn command(method: Method, nodes: &[&str]) -> Command {
