@@ -34,28 +34,31 @@ pub struct State {
     pub decisions: crate::reconcile::act::Decisions,
     /// The cloud provider's timings, for the snapshot's Scenario.
     pub timings: carpentry_core::manifest::scenario::TimingOverrides,
-    /// The reconcile loop's liveness.
+    /// The reconcilers' liveness.
     pub progress: crate::reconcile::Progress,
 }
 
-/// `/healthz` fails once the reconcile loop has not begun an iteration for this long. A pass's
-/// calls are each bounded (the API server's read timeout, the AWS SDK's operation timeout), so
-/// only a stuck or dead loop gets here; the kubelet then restarts the controller.
+/// `/healthz` fails once a reconciler's task (the view's loader or a concern) has not begun a pass
+/// for this long. A pass's calls are each bounded (the API server's read timeout, the AWS SDK's
+/// operation timeout), so only a stuck or dead task gets here; the kubelet then restarts the
+/// controller.
 pub const LIVENESS_BOUND_SECONDS: i64 = 5 * 60;
 
-/// Why the loop counts as stuck, if it does: it last began an iteration at `last`.
-fn stalled(last: i64, now: i64) -> Option<String> {
+/// Why the reconcilers count as stuck, if they do: `stalest` is the task that began a pass longest
+/// ago, and when.
+fn stalled(stalest: Option<(&str, i64)>, now: i64) -> Option<String> {
+    let (task, last) = stalest?;
     let idle = now - last;
     (idle > LIVENESS_BOUND_SECONDS).then(|| {
         format!(
-            "the reconcile loop has not begun a pass for {idle} s (bound {LIVENESS_BOUND_SECONDS} s): a call is stuck \
-             or the loop stopped; the controller's log says which\n"
+            "the {task} reconciler has not begun a pass for {idle} s (bound {LIVENESS_BOUND_SECONDS} s): a call is \
+             stuck or the task stopped; the controller's log says which\n"
         )
     })
 }
 
 async fn healthz(Extract(state): Extract<State>) -> Response {
-    match stalled(state.progress.last(), crate::clock::now_seconds()) {
+    match stalled(state.progress.stalest(), crate::clock::now_seconds()) {
         None => text(StatusCode::OK, "ok\n".into()),
         Some(why) => text(StatusCode::SERVICE_UNAVAILABLE, why),
     }
@@ -219,11 +222,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn liveness_fails_once_the_loop_has_not_begun_a_pass_within_its_bound() {
+    fn liveness_fails_once_a_task_has_not_begun_a_pass_within_its_bound() {
         let now = 1_800_000_000;
-        assert_eq!(stalled(now - 1, now), None);
-        assert_eq!(stalled(now - LIVENESS_BOUND_SECONDS, now), None);
-        let why = stalled(now - LIVENESS_BOUND_SECONDS - 1, now).expect("stuck");
-        assert!(why.contains(&format!("for {} s", LIVENESS_BOUND_SECONDS + 1)), "{why}");
+        assert_eq!(stalled(None, now), None);
+        assert_eq!(stalled(Some(("lifecycle", now - 1)), now), None);
+        assert_eq!(stalled(Some(("lifecycle", now - LIVENESS_BOUND_SECONDS)), now), None);
+        let why = stalled(Some(("lifecycle", now - LIVENESS_BOUND_SECONDS - 1)), now).expect("stuck");
+        assert!(
+            why.contains(&format!(
+                "the lifecycle reconciler has not begun a pass for {} s",
+                LIVENESS_BOUND_SECONDS + 1
+            )),
+            "{why}"
+        );
     }
 }

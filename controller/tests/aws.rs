@@ -19,7 +19,8 @@
 //! machines, so the test's registrar makes each running instance's Node (name = its private DNS
 //! name, providerID `aws:///<zone>/<id>`, the unregistered taint, the capacity the NodeClaim
 //! says, KWOK's annotation so that it becomes Ready) and deletes it once EC2 says terminated, as
-//! the cloud node-lifecycle controller does.
+//! the cloud node-lifecycle controller does. And the network between the controller and EC2: its
+//! EC2 calls (`AWS_ENDPOINT_URL_EC2`) go through a test-owned TCP proxy that 5b cuts.
 //!
 //! 1. inflate 0 → 3: the controller's catalogue is refreshed from moto's DescribeInstanceTypes
 //!    and zone-ID offerings; three CreateFleet requests, each with the overrides types × the two
@@ -47,6 +48,10 @@
 //!    is an event on the NodeClaim only; a malformed message and an event of another kind are
 //!    deleted; a spot interruption warning deletes the NodeClaim, which is drained and replaced,
 //!    with upstream's events; every message leaves the queue.
+//!    5b. EC2 stops answering mid-launch (the proxy holds every request unanswered): the
+//!    launch waits while a spot interruption is read from the queue and its node drained, and
+//!    `/healthz` stays ok; once EC2 answers, the waiting launch is made with one CreateFleet
+//!    (the held request never reached EC2), and every instance has a NodeClaim.
 //! 6. A denied `ec2:DescribeSubnets`: the EC2NodeClass says so (condition and event naming the
 //!    action), its NodePool is `NodeClassReady=False`, and no NodeClaim is even planned for it
 //!    (no CreateFleet either).
@@ -72,7 +77,7 @@ use serde_json::{json, Value};
 #[path = "support/harness.rs"]
 mod harness;
 
-use harness::{free_port, get, inflate_deployment, install_crds, resource, running_exactly, Controller};
+use harness::{free_port, get, inflate_deployment, install_crds, resource, running_exactly, Controller, Partition};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 const REGION: &str = "us-west-2";
@@ -524,6 +529,9 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
     let (health, metrics) = (free_port()?, free_port()?);
     let lease = unique_name("carpentry-leader");
     let endpoint = moto.endpoint();
+    // The controller's EC2 calls go through a proxy the test can cut (5b); the rest straight to moto.
+    let ec2_link = Partition::to(&endpoint).await?;
+    let ec2_endpoint = ec2_link.url("http");
     let controller = Controller::start_with_env(
         env,
         &[
@@ -548,6 +556,7 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
         ],
         &[
             ("AWS_ENDPOINT_URL", endpoint.as_str()),
+            ("AWS_ENDPOINT_URL_EC2", ec2_endpoint.as_str()),
             ("AWS_ACCESS_KEY_ID", CONTROLLER_KEY),
             ("AWS_SECRET_ACCESS_KEY", "test"),
             ("AWS_EC2_METADATA_DISABLED", "true"),
@@ -1137,6 +1146,120 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
         "spot interruption: {victim} drained and replaced, 5 pods Running {} s after the warning",
         interrupted.elapsed().as_secs()
     );
+
+    // 5b. EC2 stops answering mid-launch: the proxy holds every EC2 request unanswered (SQS, IAM
+    //     and the API server still answer). The launch waits, and meanwhile the other concerns go
+    //     on: the interruption queue is read and its node drained; /healthz stays ok. (Provisioning
+    //     waits too, as upstream's does: `Synced` holds every round until each NodeClaim has
+    //     launched.) Once EC2 answers again, each waiting launch is made once (the held requests
+    //     never reached it) and every instance has a NodeClaim.
+    let fleet_before = moto.fleet_requests()?.len();
+    let before = launched(&client, &nodepool).await?;
+    ec2_link.cut();
+    let hung = std::time::Instant::now();
+    let patch = json!({ "spec": { "replicas": 6 } });
+    deployments.patch("inflate", &Default::default(), &kube::api::Patch::Merge(&patch)).await?;
+    let waiting = wait_for("a NodeClaim for the sixth pod, its launch held", TIMEOUT, || async {
+        let unlaunched = nodeclaims_api
+            .list(&Default::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|nc| !before.contains_key(nc.metadata.name.as_deref().unwrap_or_default()))
+            .find(|nc| nc.data["status"]["providerID"].as_str().is_none_or(str::is_empty));
+        Ok(unlaunched.and_then(|nc| nc.metadata.name))
+    })
+    .await
+    .with_context(|| {
+        format!(
+            "controller log:
+{}",
+            log()
+        )
+    })?;
+    let (victim, victim_id) = before.iter().next().map(|(n, p)| (n.clone(), p.clone())).context("no NodeClaim")?;
+    let victim_node =
+        nodeclaims_api.get(&victim).await?.data["status"]["nodeName"].as_str().unwrap_or_default().to_string();
+    let victim_pods: Vec<String> = pods
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(victim_node.as_str()))
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    ensure!(!victim_pods.is_empty(), "no inflate pod on {victim_node}");
+    let spot = event(
+        "EC2 Spot Instance Interruption Warning",
+        "aws.ec2",
+        json!({ "instance-id": victim_id.rsplit('/').next().unwrap_or_default(), "instance-action": "terminate" }),
+    );
+    sqsc.send_message().queue_url(&queue_url).message_body(spot).send().await?;
+    wait_for("the interruption handled and its node drained while EC2 hangs", TIMEOUT, || async {
+        let left = pods.list(&Default::default()).await?.items;
+        let drained = !left.iter().any(|p| {
+            p.metadata.deletion_timestamp.is_none()
+                && victim_pods.contains(p.metadata.name.as_ref().unwrap_or(&String::new()))
+        });
+        let deleting = nodeclaims_api.get_opt(&victim).await?.is_none_or(|nc| nc.metadata.deletion_timestamp.is_some());
+        Ok((drained && deleting && queue_empty().await?.is_some()).then_some(()))
+    })
+    .await
+    .with_context(|| {
+        format!(
+            "controller log:
+{}",
+            log()
+        )
+    })?;
+    let (code, _) = get(health, "/healthz")?;
+    ensure!(code == 200, "/healthz answered {code} during a {} s EC2 hang", hung.elapsed().as_secs());
+    let held = nodeclaims_api.get(&waiting).await?;
+    ensure!(held.data["status"]["providerID"].as_str().is_none_or(str::is_empty), "{waiting} launched while EC2 hung");
+    ensure!(moto.fleet_requests()?.len() == fleet_before, "a CreateFleet reached EC2 through the cut");
+    eprintln!(
+        "EC2 hung: {victim}'s interruption handled and {} pod(s) drained {} s into the hang, {waiting} waiting on its launch",
+        victim_pods.len(),
+        hung.elapsed().as_secs()
+    );
+    ec2_link.mend();
+    wait_for("6 inflate pods Running once EC2 answers", Duration::from_secs(150), || running(6)).await.with_context(
+        || {
+            format!(
+                "controller log:
+{}",
+                log()
+            )
+        },
+    )?;
+    let after = launched(&client, &nodepool).await?;
+    let new: Vec<&String> = after.keys().filter(|n| !before.contains_key(*n)).collect();
+    let fleet_calls = moto.fleet_requests()?.len() - fleet_before;
+    ensure!(new.contains(&&waiting), "{waiting} did not launch: {after:?}");
+    ensure!(fleet_calls == new.len(), "{fleet_calls} CreateFleet calls for {} launches ({new:?})", new.len());
+    wait_for("every running instance to have a NodeClaim", TIMEOUT, || async {
+        let ids: BTreeSet<String> = launched(&client, &nodepool)
+            .await?
+            .values()
+            .filter_map(|p| p.rsplit('/').next().map(str::to_string))
+            .collect();
+        let live: BTreeSet<String> = instances(&ec2c, &cluster)
+            .await?
+            .into_iter()
+            .filter(|(_, _, _, state)| state == "running" || state == "pending")
+            .map(|(id, ..)| id)
+            .collect();
+        Ok((live == ids).then_some(()))
+    })
+    .await
+    .with_context(|| {
+        format!(
+            "controller log:
+{}",
+            log()
+        )
+    })?;
+    eprintln!("EC2 back after {} s: {} launches, one CreateFleet each", hung.elapsed().as_secs(), new.len());
 
     // 6. A denied action: the EC2NodeClass says which, and nothing launches for it.
     moto.write("deny.json", &json!(["ec2:DescribeSubnets"]))?;

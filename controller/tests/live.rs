@@ -36,7 +36,7 @@ mod harness;
 #[path = "support/prediction.rs"]
 mod prediction;
 
-use harness::{free_port, get, inflate_deployment, install_crds, resource, running_exactly, Controller};
+use harness::{free_port, get, inflate_deployment, install_crds, resource, running_exactly, Controller, Partition};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -973,49 +973,6 @@ async fn a_requirement_edit_drifts_nodes_at_the_budget_pace_except_those_pods_ho
     Ok(())
 }
 
-/// A TCP proxy to the API server that the test can cut, as a network partition cuts a replica
-/// off: once cut, it closes every open connection and holds new ones without a byte.
-struct Partition {
-    port: u16,
-    cut: tokio::sync::watch::Sender<bool>,
-}
-
-impl Partition {
-    async fn to(server: &str) -> Result<Partition> {
-        let upstream = server.trim_start_matches("https://").trim_end_matches('/').to_string();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let port = listener.local_addr()?.port();
-        let (cut, cut_rx) = tokio::sync::watch::channel(false);
-        tokio::spawn(async move {
-            while let Ok((mut inbound, _)) = listener.accept().await {
-                let (upstream, mut cut_rx) = (upstream.clone(), cut_rx.clone());
-                tokio::spawn(async move {
-                    if *cut_rx.borrow() {
-                        let _ = cut_rx.changed().await; // held, silent, until the test ends
-                        return;
-                    }
-                    let Ok(mut outbound) = tokio::net::TcpStream::connect(&upstream).await else { return };
-                    tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
-                        _ = cut_rx.wait_for(|cut| *cut) => {}
-                    }
-                });
-            }
-        });
-        Ok(Partition { port, cut })
-    }
-
-    /// A copy of `kubeconfig` whose server is this proxy (the API server's certificate names
-    /// 127.0.0.1, which the proxy's address is too).
-    fn kubeconfig(&self, env: &TestEnv) -> Result<std::path::PathBuf> {
-        let text = std::fs::read_to_string(&env.kubeconfig)?;
-        ensure!(text.contains(&env.server), "the kubeconfig names {}", env.server);
-        let path = std::env::temp_dir().join(format!("{}.kubeconfig", unique_name("partition")));
-        std::fs::write(&path, text.replace(&env.server, &format!("https://127.0.0.1:{}", self.port)))?;
-        Ok(path)
-    }
-}
-
 /// A leader cut off from the API server stops acting once its renewals have not been seen for the
 /// renew deadline, and exits (to be restarted clean), before the Lease could pass to another
 /// replica; kube-lease-manager alone kept it "leading" while every renewal failed.
@@ -1051,7 +1008,7 @@ async fn a_leader_cut_off_from_the_api_server_steps_down_and_exits() -> Result<(
     .with_context(|| format!("controller log:\n{}", controller.log()))?;
 
     let cut = std::time::Instant::now();
-    partition.cut.send_replace(true);
+    partition.cut();
     // A guard against a leader that never steps down (what kube-lease-manager alone does), far
     // above the 10 s renew deadline.
     let status = controller.exited_within(Duration::from_secs(90))?;

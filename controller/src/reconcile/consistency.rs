@@ -15,7 +15,7 @@ use carpentry_core::nodeclaim::lifecycle::node_for;
 use serde_json::json;
 
 use super::act::nodeclaim_ref;
-use super::Reconciler;
+use super::lifecycle::Lifecycle;
 use crate::cloud::CloudProvider;
 
 /// When each NodeClaim (by UID) was last checked, epoch seconds.
@@ -24,7 +24,7 @@ pub(super) struct State {
     scanned: HashMap<String, i64>,
 }
 
-impl<P: CloudProvider> Reconciler<P> {
+impl<P: CloudProvider> Lifecycle<P> {
     pub(super) async fn consistency(&mut self, m: &Manifests, now: i64) {
         let present: HashSet<&str> = m.nodeclaims.iter().filter_map(|nc| nc.metadata.uid.as_deref()).collect();
         self.consistency.scanned.retain(|uid, _| present.contains(uid.as_str()));

@@ -29,7 +29,7 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use super::act::{node_ref, nodeclaim_ref};
-use super::Reconciler;
+use super::Scheduling;
 use crate::cloud::CloudProvider;
 
 #[derive(Debug, Default)]
@@ -67,7 +67,7 @@ fn explain(node: &str) -> String {
     format!("(kubectl karpenter explain node {node})")
 }
 
-impl<P: CloudProvider> Reconciler<P> {
+impl<P: CloudProvider> Scheduling<P> {
     /// Everything disruption does in one reconciler pass.
     pub(super) async fn disruption(&mut self, m: &Manifests, now: i64) {
         self.disruption.nominated.retain(|_, until| *until > now);
@@ -330,8 +330,7 @@ impl<P: CloudProvider> Reconciler<P> {
             let nc = carpentry_core::provisioning::nodeclaim_for(planned, np, &class);
             match self.act.create_nodeclaim(&nc).await {
                 Ok(Some(name)) => {
-                    let at = self.millis();
-                    self.provisioning.created(name.clone(), at);
+                    self.created(name.clone());
                     replacements.push((name, false))
                 }
                 Ok(None) => {}

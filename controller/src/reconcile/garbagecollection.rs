@@ -9,7 +9,7 @@ use carpentry_core::nodeclaim::garbagecollection::{self, CloudInstance};
 use serde_json::json;
 use tracing::warn;
 
-use super::Reconciler;
+use super::{concern_common, Common, Concern};
 use crate::cloud::CloudProvider;
 
 #[derive(Debug, Default)]
@@ -19,8 +19,29 @@ pub(super) struct State {
     instance_runs: u32,
 }
 
-impl<P: CloudProvider> Reconciler<P> {
-    pub(super) async fn garbage_collect(&mut self, m: &Manifests, now: i64) {
+/// The concern: NodeClaims without an instance, instances without a NodeClaim.
+pub(super) struct Collection<P: CloudProvider> {
+    common: Common<P>,
+    gc: State,
+}
+concern_common!(Collection);
+
+impl<P: CloudProvider> Collection<P> {
+    pub(super) fn new(common: Common<P>) -> Self {
+        Collection { common, gc: State::default() }
+    }
+}
+
+impl<P: CloudProvider> Concern<P> for Collection<P> {
+    const NAME: &'static str = "garbagecollection";
+
+    async fn pass(&mut self, m: &Manifests, _: &super::Loaded, now: i64) {
+        self.garbage_collect(m, now).await;
+    }
+}
+
+impl<P: CloudProvider> Collection<P> {
+    async fn garbage_collect(&mut self, m: &Manifests, now: i64) {
         let nodeclaims_due = now >= self.gc.nodeclaims_due;
         let instances_due = now >= self.gc.instances_due;
         if !nodeclaims_due && !instances_due {

@@ -8,10 +8,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use carpentry_core::manifest::Manifests;
 use carpentry_core::Catalogue;
 use tracing::{info, warn};
 
-use super::Reconciler;
+use super::{concern_common, Common, Concern};
 use crate::cloud::CloudProvider;
 
 /// Upstream's cadence for both refreshes.
@@ -20,15 +21,36 @@ const REFRESH: Duration = Duration::from_secs(12 * 60 * 60);
 const RETRY: Duration = Duration::from_secs(60);
 
 #[derive(Default)]
-pub struct State {
+pub(super) struct State {
     /// When to ask again; `None` before the first time.
     next: Option<Instant>,
     /// The provider has nothing to refresh (kwok).
     never: bool,
 }
 
-impl<P: CloudProvider> Reconciler<P> {
-    pub(super) async fn refresh_catalogue(&mut self) {
+/// The concern: the catalogue refreshed on upstream's cadence, published to every other concern.
+pub(super) struct Catalogues<P: CloudProvider> {
+    common: Common<P>,
+    instancetype: State,
+}
+concern_common!(Catalogues);
+
+impl<P: CloudProvider> Catalogues<P> {
+    pub(super) fn new(common: Common<P>) -> Self {
+        Catalogues { common, instancetype: State::default() }
+    }
+}
+
+impl<P: CloudProvider> Concern<P> for Catalogues<P> {
+    const NAME: &'static str = "instancetype";
+
+    async fn pass(&mut self, _: &Manifests, _: &super::Loaded, _: i64) {
+        self.refresh_catalogue().await;
+    }
+}
+
+impl<P: CloudProvider> Catalogues<P> {
+    async fn refresh_catalogue(&mut self) {
         let state = &self.instancetype;
         if state.never || state.next.is_some_and(|at| Instant::now() < at) {
             return;
@@ -40,7 +62,9 @@ impl<P: CloudProvider> Reconciler<P> {
                 let zones = catalogue.zones(&self.region).map_or(0, <[_]>::len);
                 info!(region = %self.region, types, zones, prices = ?catalogue.provenance().notes.last(),
                     "instance types, offerings and prices refreshed from the cloud");
-                self.catalogue = Arc::new(catalogue);
+                let catalogue = Arc::new(catalogue);
+                *self.shared.catalogue.write().unwrap_or_else(std::sync::PoisonError::into_inner) = catalogue.clone();
+                self.catalogue = catalogue;
                 self.instancetype.next = Some(Instant::now() + REFRESH);
             }
             Some(Err(e)) => {

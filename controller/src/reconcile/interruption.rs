@@ -13,7 +13,7 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use super::act::{node_ref, nodeclaim_ref};
-use super::Reconciler;
+use super::{concern_common, Common, Concern};
 use crate::cloud::CloudProvider;
 
 #[derive(Debug, Default)]
@@ -22,8 +22,29 @@ pub(super) struct State {
     last_error: Option<String>,
 }
 
-impl<P: CloudProvider> Reconciler<P> {
-    pub(super) async fn interruptions(&mut self, m: &Manifests) {
+/// The concern: the interruption queue.
+pub(super) struct Interruptions<P: CloudProvider> {
+    common: Common<P>,
+    interruption: State,
+}
+concern_common!(Interruptions);
+
+impl<P: CloudProvider> Interruptions<P> {
+    pub(super) fn new(common: Common<P>) -> Self {
+        Interruptions { common, interruption: State::default() }
+    }
+}
+
+impl<P: CloudProvider> Concern<P> for Interruptions<P> {
+    const NAME: &'static str = "interruption";
+
+    async fn pass(&mut self, m: &Manifests, _: &super::Loaded, _: i64) {
+        self.interruptions(m).await;
+    }
+}
+
+impl<P: CloudProvider> Interruptions<P> {
+    async fn interruptions(&mut self, m: &Manifests) {
         if self.act.dry_run {
             return;
         }

@@ -1,32 +1,94 @@
 //! upstream `nodeclaim.lifecycle`: the termination finalizer first, then launch → registration →
 //! initialization, with liveness watching the first two. Every rule is core's
 //! ([`carpentry_core::nodeclaim::lifecycle`]); this file reads the view and writes the result.
+//!
+//! Each launch is a task of its own (at most core's [`MAX_CONCURRENT_LAUNCHES`] at once, as
+//! upstream's lifecycle reconciles run concurrently): a pass starts it and goes on, and the pass
+//! after it ends writes its result, so one slow CreateFleet holds up no other NodeClaim.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use carpentry_core::api::NodeClaim;
 use carpentry_core::labels;
 use carpentry_core::manifest::Manifests;
-use carpentry_core::nodeclaim::lifecycle::{self, phase, Liveness, NotRegistered, Phase};
+use carpentry_core::nodeclaim::lifecycle::{
+    self, phase, Instance, Liveness, NotRegistered, Phase, LAUNCH_CACHE_SECONDS, MAX_CONCURRENT_LAUNCHES,
+};
 use k8s_openapi::api::core::v1::Node;
 use serde_json::json;
 use tracing::{debug, warn};
 
 use super::act::{node_ref, nodeclaim_ref};
-use super::Reconciler;
+use super::{concern_common, Common, Concern};
 use crate::cloud::{CloudProvider, CreateError};
 
+/// A launch result is cached this long by NodeClaim UID (core's, upstream's).
+const LAUNCH_CACHE_TTL: Duration = Duration::from_secs(LAUNCH_CACHE_SECONDS);
+
 /// A NodeClaim whose launch failed (not for capacity): when to try again, and what it said.
-pub(super) struct LaunchFailure {
-    retry_at: std::time::Instant,
-    backoff: std::time::Duration,
+struct LaunchFailure {
+    retry_at: Instant,
+    backoff: Duration,
     last: String,
+}
+
+/// The concern: the NodeClaim lifecycle and the consistency check.
+pub(super) struct Lifecycle<P: CloudProvider> {
+    common: Common<P>,
+    /// Launch results by NodeClaim UID, so that a failed status write never launches twice.
+    launched: HashMap<String, (Instance, Instant)>,
+    /// Launches that failed for a reason other than capacity, by NodeClaim UID.
+    launch_failures: HashMap<String, LaunchFailure>,
+    /// Launches under way, by NodeClaim UID.
+    launching: HashMap<String, tokio::task::JoinHandle<Result<Instance, CreateError>>>,
+    /// A permit per launch under way.
+    launch_slots: Arc<tokio::sync::Semaphore>,
+    pub(super) consistency: super::consistency::State,
+}
+concern_common!(Lifecycle);
+
+impl<P: CloudProvider> Lifecycle<P> {
+    pub(super) fn new(common: Common<P>) -> Self {
+        Lifecycle {
+            common,
+            launched: HashMap::new(),
+            launch_failures: HashMap::new(),
+            launching: HashMap::new(),
+            launch_slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_LAUNCHES)),
+            consistency: Default::default(),
+        }
+    }
+}
+
+impl<P: CloudProvider> Concern<P> for Lifecycle<P> {
+    const NAME: &'static str = "lifecycle";
+
+    async fn pass(&mut self, m: &Manifests, _: &super::Loaded, now: i64) {
+        let live = |uid: &String| {
+            m.nodeclaims
+                .iter()
+                .any(|nc| nc.metadata.uid.as_ref() == Some(uid) && nc.metadata.deletion_timestamp.is_none())
+        };
+        // A deleted NodeClaim's launch is not waited for: an instance it starts has no NodeClaim,
+        // and garbage collection terminates it.
+        self.launched.retain(|uid, (_, at)| at.elapsed() < LAUNCH_CACHE_TTL && live(uid));
+        self.launch_failures.retain(|uid, _| live(uid));
+        self.launching.retain(|uid, _| live(uid));
+        for nc in m.nodeclaims.iter().filter(|nc| nc.metadata.deletion_timestamp.is_none()) {
+            self.lifecycle(m, nc, now).await;
+        }
+        self.consistency(m, now).await;
+    }
 }
 
 pub(super) fn has_finalizer(finalizers: &Option<Vec<String>>) -> bool {
     finalizers.iter().flatten().any(|f| f == labels::TERMINATION_FINALIZER)
 }
 
-impl<P: CloudProvider> Reconciler<P> {
-    pub(super) async fn lifecycle(&mut self, m: &Manifests, nc: &NodeClaim, now: i64) {
+impl<P: CloudProvider> Lifecycle<P> {
+    async fn lifecycle(&mut self, m: &Manifests, nc: &NodeClaim, now: i64) {
         let name = nc.name().to_string();
         if !has_finalizer(&nc.metadata.finalizers) {
             let mut finalizers = nc.metadata.finalizers.clone().unwrap_or_default();
@@ -86,36 +148,17 @@ impl<P: CloudProvider> Reconciler<P> {
         let uid = nc.metadata.uid.clone().unwrap_or_default();
         let instance = match self.launched.get(&uid) {
             Some((instance, _)) => instance.clone(),
+            None if self.launching.get(&uid).is_some_and(|launch| !launch.is_finished()) => return,
             None => {
-                // The class the NodeClaim names, not its NodePool's now (an edit since must not
-                // change what an existing NodeClaim launches).
-                let Some(class) = m.nodeclass_of(nc) else {
-                    debug!(nodeclaim = %name, nodeclass = %nc.spec.node_class_ref.name,
-                        "the NodeClaim's EC2NodeClass is not there (yet); not launched");
+                let Some(launch) = self.launching.remove(&uid) else {
+                    self.start_launch(m, nc);
                     return;
                 };
-                if self.launch_failures.get(&uid).is_some_and(|f| f.retry_at > std::time::Instant::now()) {
-                    return;
-                }
-                let subnets = class.status.as_ref().map_or(&[][..], |s| s.subnets.as_slice());
-                let types = match self.catalogue.instance_types_in_subnets(&self.region, &class.spec, subnets) {
-                    Ok(t) => t,
-                    Err(e) => {
-                        warn!(nodeclaim = %name, error = %carpentry_core::error_chain(&e), "no instance types; not launched");
-                        return;
-                    }
-                };
-                if self.act.dry_run {
-                    self.act.decided("WouldLaunch", &json!({"nodeclaim": name}));
-                    return;
-                }
-                if !self.act.leading() {
-                    return; // a launch is this replica's only while it leads
-                }
-                match self.cloud.create(nc, class, &types).await {
+                let result = launch.await.unwrap_or_else(|e| Err(CreateError::cloud(format!("the launch ended: {e}"))));
+                match result {
                     Ok(instance) => {
                         self.launch_failures.remove(&uid);
-                        self.launched.insert(uid, (instance.clone(), std::time::Instant::now()));
+                        self.launched.insert(uid, (instance.clone(), Instant::now()));
                         instance
                     }
                     Err(e) if e.deletes_nodeclaim() => {
@@ -127,7 +170,7 @@ impl<P: CloudProvider> Reconciler<P> {
                         return;
                     }
                     Err(e) => {
-                        // Tried again after a backoff (5 s doubling to 5 min), so that a denied or
+                        // Tried again after core's backoff, so that a denied or
                         // failing call is not repeated every pass; said once per distinct error,
                         // and on the NodeClaim's `Launched` condition (upstream: Unknown, with the
                         // error's reason).
@@ -142,22 +185,22 @@ impl<P: CloudProvider> Reconciler<P> {
                             self.act.patch_nodeclaim_status(nc, json!(status)).await;
                         }
                         let previous = self.launch_failures.get(&uid).map(|f| f.backoff.as_millis() as u64);
-                        let backoff = std::time::Duration::from_millis(
+                        let backoff = Duration::from_millis(
                             carpentry_core::nodeclaim::lifecycle::launch_backoff_millis(previous),
                         );
                         let failure = self.launch_failures.entry(uid).or_insert_with(|| LaunchFailure {
-                            retry_at: std::time::Instant::now(),
+                            retry_at: Instant::now(),
                             backoff,
                             last: String::new(),
                         });
                         failure.backoff = backoff;
-                        failure.retry_at = std::time::Instant::now() + backoff;
+                        failure.retry_at = Instant::now() + backoff;
                         warn!(nodeclaim = %name, error = %why, retry_in_s = failure.backoff.as_secs(), "launch failed");
                         if failure.last != why {
                             failure.last = why.clone();
-                            self.act.decided("LaunchFailed", &json!({"nodeclaim": name, "why": why}));
+                            self.common.act.decided("LaunchFailed", &json!({"nodeclaim": name, "why": why}));
                             let note = format!("{why}; trying again in {} s", failure.backoff.as_secs());
-                            self.act.event(&nodeclaim_ref(nc), true, "LaunchFailed", note, "Launch").await;
+                            self.common.act.event(&nodeclaim_ref(nc), true, "LaunchFailed", note, "Launch").await;
                         }
                         return;
                     }
@@ -178,6 +221,44 @@ impl<P: CloudProvider> Reconciler<P> {
         // RequirementsDrifted). A failure in between is covered by the provider's launch cache.
         let metadata = json!({"labels": launched.metadata.labels, "annotations": launched.metadata.annotations});
         self.act.patch_nodeclaim_then_status(nc, metadata, json!(launched.status)).await;
+    }
+
+    /// Starts `nc`'s launch as a task of its own, unless its class, a backoff, the catalogue or
+    /// leadership says not yet.
+    fn start_launch(&mut self, m: &Manifests, nc: &NodeClaim) {
+        let name = nc.name().to_string();
+        let uid = nc.metadata.uid.clone().unwrap_or_default();
+        // The class the NodeClaim names, not its NodePool's now (an edit since must not
+        // change what an existing NodeClaim launches).
+        let Some(class) = m.nodeclass_of(nc) else {
+            debug!(nodeclaim = %name, nodeclass = %nc.spec.node_class_ref.name,
+                "the NodeClaim's EC2NodeClass is not there (yet); not launched");
+            return;
+        };
+        if self.launch_failures.get(&uid).is_some_and(|f| f.retry_at > Instant::now()) {
+            return;
+        }
+        let subnets = class.status.as_ref().map_or(&[][..], |s| s.subnets.as_slice());
+        let types = match self.catalogue.instance_types_in_subnets(&self.region, &class.spec, subnets) {
+            Ok(t) => t,
+            Err(e) => {
+                warn!(nodeclaim = %name, error = %carpentry_core::error_chain(&e), "no instance types; not launched");
+                return;
+            }
+        };
+        if self.act.dry_run {
+            self.act.decided("WouldLaunch", &json!({"nodeclaim": name}));
+            return;
+        }
+        if !self.act.leading() {
+            return; // a launch is this replica's only while it leads
+        }
+        let (cloud, nc, class, slots) = (self.cloud.clone(), nc.clone(), class.clone(), self.launch_slots.clone());
+        let launch = tokio::spawn(async move {
+            let _slot = slots.acquire_owned().await;
+            cloud.create(&nc, &class, &types).await
+        });
+        self.launching.insert(uid, launch);
     }
 
     /// upstream `registration.go`.

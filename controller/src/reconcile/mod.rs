@@ -1,36 +1,37 @@
 //! The reconcilers: core's decisions applied to the API server and the cloud at real times, as the
-//! simulation applies them to its world at simulated times. One loop on the leader reads the
-//! cluster view and runs, in upstream's order of concerns:
+//! simulation applies them to its world at simulated times. A loader turns the cluster view into
+//! core's manifests on every change (and at least every second) while this replica leads; each
+//! concern runs as its own task on the latest view, so that a slow or hung call in one (a
+//! CreateFleet, a DescribeInstances) delays no other (a drain, the interruption queue). The
+//! concerns, after upstream's controllers:
 //!
-//! - `instancetype` (upstream AWS `providers.instancetype` and `providers.pricing`): the
-//!   region's instance types, zone offerings and prices from the cloud every 12 hours, the
-//!   embedded catalogue until it answers;
-//! - `nodeclass` (upstream AWS `nodeclass` and `instanceprofile.garbagecollection`): the
-//!   EC2NodeClass's status from the provider, its `karpenter.k8s.aws/termination` finalizer
+//! - [`instancetype::Catalogues`] (upstream AWS `providers.instancetype` and `providers.pricing`):
+//!   the region's instance types, zone offerings and prices from the cloud every 12 hours, the
+//!   embedded catalogue until it answers; every other concern reads the latest;
+//! - [`nodeclass::NodeClasses`] (upstream AWS `nodeclass` and `instanceprofile.garbagecollection`):
+//!   the EC2NodeClass's status from the provider, its `karpenter.k8s.aws/termination` finalizer
 //!   ([`carpentry_core::providers::termination`]), unused instance profiles collected;
-//! - `interruption` (upstream AWS `interruption`): the interruption queue's messages, core's
-//!   decision for each ([`carpentry_core::providers::interruption`]);
-//! - `lifecycle` (upstream `nodeclaim.lifecycle`): the termination finalizer, launch through the
-//!   cloud provider with the result cached by NodeClaim UID, registration, initialization,
-//!   liveness ([`carpentry_core::nodeclaim::lifecycle`]);
-//! - `tagging` (upstream AWS `nodeclaim.tagging`): a registered NodeClaim's instance tagged with
-//!   its Node's and NodeClaim's names ([`carpentry_core::providers::tagging`]);
-//! - `consistency` (upstream `nodeclaim.consistency`): each Node's capacity against its
-//!   NodeClaim's, every 10 minutes ([`carpentry_core::nodeclaim::consistency`]);
-//! - `termination` (upstream `node.termination` and the NodeClaim finalizer): the disrupted
-//!   taint, drain through the Eviction API in core's tiers ([`carpentry_core::termination`]),
-//!   instance deletion, finalizers removed;
-//! - `nodepool` (upstream `nodepool.hash`, `.counter`, `.readiness`, `.validation`,
-//!   `.registrationhealth`): hash annotations, status conditions and resources
-//!   ([`carpentry_core::nodepool`]);
-//! - `provisioning` (upstream `provisioner`): the batch window ([`carpentry_core::provisioning`]),
-//!   the Synced guard, core's scheduler, NodePool limits re-checked before each create,
-//!   nominations;
-//! - `disruption` (upstream `disruption`, its queue, `nodeclaim.disruption`, `podevents`,
-//!   `expiration`): core's disruption pass every 10 s, validated commands carried out
-//!   replacements first ([`carpentry_core::disruption`]);
-//! - `garbagecollection` (upstream `nodeclaim.garbagecollection`, AWS `instance.garbagecollection`):
-//!   NodeClaims whose instance is gone, instances no NodeClaim has
+//! - [`interruption::Interruptions`] (upstream AWS `interruption`): the interruption queue's
+//!   messages, core's decision for each ([`carpentry_core::providers::interruption`]);
+//! - [`lifecycle::Lifecycle`] (upstream `nodeclaim.lifecycle` and `nodeclaim.consistency`): the
+//!   termination finalizer, launches through the cloud provider (each its own task, at most core's
+//!   `MAX_CONCURRENT_LAUNCHES` at once, the result cached by NodeClaim UID), registration,
+//!   initialization, liveness ([`carpentry_core::nodeclaim::lifecycle`]); each Node's capacity
+//!   against its NodeClaim's, every 10 minutes ([`carpentry_core::nodeclaim::consistency`]);
+//! - [`tagging::Tagging`] (upstream AWS `nodeclaim.tagging`): a registered NodeClaim's instance
+//!   tagged with its Node's and NodeClaim's names ([`carpentry_core::providers::tagging`]);
+//! - [`termination::Termination`] (upstream `node.termination` and the NodeClaim finalizer): the
+//!   disrupted taint, drain through the Eviction API in core's tiers
+//!   ([`carpentry_core::termination`]), instance deletion, finalizers removed;
+//! - [`Scheduling`] (upstream `nodepool.*`, `provisioner` and `disruption`), in this order on each
+//!   view: the NodePools' hash annotations, status conditions and resources
+//!   ([`carpentry_core::nodepool`]); the batch window ([`carpentry_core::provisioning`]), the
+//!   Synced guard, core's scheduler, NodePool limits re-checked before each create, nominations;
+//!   core's disruption pass every 10 s, validated commands carried out replacements first
+//!   ([`carpentry_core::disruption`]). One task, because a round's nominations and creates are
+//!   what the next disruption pass must see (upstream shares them through `state.Cluster`);
+//! - [`garbagecollection::Collection`] (upstream `nodeclaim.garbagecollection`, AWS
+//!   `instance.garbagecollection`): NodeClaims whose instance is gone, instances no NodeClaim has
 //!   ([`carpentry_core::nodeclaim::garbagecollection`]).
 //!
 //! Writes go through [`act::Act`], which in `--dry-run` reports what it would write and writes
@@ -49,199 +50,296 @@ mod provisioning;
 mod tagging;
 mod termination;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::ops::DerefMut;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
+use carpentry_core::manifest::Manifests;
+use carpentry_core::nodepool::registrationhealth::Tracker;
 use carpentry_core::{Catalogue, HeldDecision};
-use tracing::{debug, info, warn};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tracing::{debug, error, info, warn};
 
 use crate::cloud::CloudProvider;
 use crate::leader::LeaderStatus;
 use crate::view::{ClusterView, Loaded};
 
-/// A launch result is cached this long by NodeClaim UID (core's, upstream's).
-const LAUNCH_CACHE_TTL: Duration = Duration::from_secs(carpentry_core::nodeclaim::lifecycle::LAUNCH_CACHE_SECONDS);
-/// The loop's cadence when nothing in the view changes.
+/// The loader's cadence when nothing in the view changes, and each concern's at least.
 const TICK: Duration = Duration::from_secs(1);
+/// The loader's name in [`Progress`].
+const LOADER: &str = "view";
 
-/// When the reconcile loop last began an iteration (epoch seconds): liveness. Every API and cloud
-/// call a pass makes is bounded, so a loop that stops beginning iterations is stuck or dead.
+/// When each task (the loader and every concern) last began a pass (epoch seconds): liveness.
+/// Every API and cloud call a pass makes is bounded, so a task that stops beginning passes is
+/// stuck or dead.
 #[derive(Debug, Clone, Default)]
-pub struct Progress(Arc<AtomicI64>);
+pub struct Progress(Arc<Mutex<BTreeMap<&'static str, i64>>>);
 
 impl Progress {
-    fn mark(&self, now: i64) {
-        self.0.store(now, Ordering::Release);
+    fn mark(&self, task: &'static str, now: i64) {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).insert(task, now);
     }
 
-    pub fn last(&self) -> i64 {
-        self.0.load(Ordering::Acquire)
+    /// The task that began a pass longest ago, and when.
+    pub fn stalest(&self) -> Option<(&'static str, i64)> {
+        let marks = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        marks.iter().min_by_key(|(_, at)| **at).map(|(task, at)| (*task, *at))
     }
 }
 
-/// Everything the reconcilers share.
-pub struct Reconciler<P: CloudProvider> {
+/// What the concerns share across their tasks.
+struct Shared {
+    /// The latest catalogue: the embedded one until the provider's refresh answers.
+    catalogue: RwLock<Arc<Catalogue>>,
+    /// Each NodePool's last launch-and-registration outcomes, by UID (upstream keeps them in
+    /// memory too: `state/nodepoolhealth`); lifecycle records them, the NodePool status reads.
+    registration_health: Mutex<HashMap<String, Tracker>>,
+    /// NodeClaims created (by a provisioning round or as a disruption's replacement) and not yet
+    /// seen in the view, with when (milliseconds since start): upstream `Synced` waits for them.
+    awaiting_created: Mutex<Vec<(String, u64)>>,
+    /// When the reconcilers started (the batcher's clock counts milliseconds from it).
+    epoch: Instant,
+}
+
+/// What every concern reads and writes through, with this pass's catalogue.
+pub struct Common<P: CloudProvider> {
     pub act: act::Act,
-    pub view: Arc<ClusterView>,
-    pub cloud: P,
-    pub leader: LeaderStatus,
+    pub cloud: Arc<P>,
     pub region: String,
-    /// The embedded catalogue until the provider's refresh answers, then the cloud's.
+    /// The catalogue as of this pass (the latest refresh when the pass began).
     pub catalogue: Arc<Catalogue>,
-    /// Launch results by NodeClaim UID, so that a failed status write never launches twice.
-    launched: HashMap<String, (carpentry_core::nodeclaim::lifecycle::Instance, Instant)>,
-    /// Launches that failed for a reason other than capacity, by NodeClaim UID.
-    launch_failures: HashMap<String, lifecycle::LaunchFailure>,
+    shared: Arc<Shared>,
+}
+
+impl<P: CloudProvider> Clone for Common<P> {
+    fn clone(&self) -> Self {
+        Common {
+            act: self.act.clone(),
+            cloud: self.cloud.clone(),
+            region: self.region.clone(),
+            catalogue: self.catalogue.clone(),
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<P: CloudProvider> Common<P> {
+    /// Milliseconds since the reconcilers started.
+    fn millis(&self) -> u64 {
+        self.shared.epoch.elapsed().as_millis() as u64
+    }
+
+    /// A NodeClaim was created: rounds wait until the view shows it (upstream `Synced`).
+    fn created(&self, name: String) {
+        let at = self.millis();
+        self.shared.awaiting_created.lock().unwrap_or_else(PoisonError::into_inner).push((name, at));
+    }
+
+    /// Forgets the created NodeClaims `m` shows and those awaited longer than `bound_millis`;
+    /// the first one still awaited, if any.
+    fn settle_created(&self, m: &Manifests, bound_millis: u64) -> Option<String> {
+        let now = self.millis();
+        let mut awaiting = self.shared.awaiting_created.lock().unwrap_or_else(PoisonError::into_inner);
+        awaiting.retain(|(name, at)| {
+            !m.nodeclaims.iter().any(|nc| nc.name() == name) && now.saturating_sub(*at) < bound_millis
+        });
+        awaiting.first().map(|(name, _)| name.clone())
+    }
+
+    /// upstream `Cluster.Synced`: every NodeClaim this controller created is in the view and every
+    /// NodeClaim has launched (a count taken earlier could write a NodePool's usage too low).
+    fn synced(&self, m: &Manifests) -> bool {
+        self.shared.awaiting_created.lock().unwrap_or_else(PoisonError::into_inner).is_empty()
+            && m.nodeclaims.iter().all(|nc| {
+                nc.metadata.deletion_timestamp.is_some()
+                    || nc.status.as_ref().is_some_and(|s| !s.provider_id.is_empty())
+            })
+    }
+}
+
+/// One concern: its own state around the [`Common`] handles, a pass over each new view.
+trait Concern<P: CloudProvider>: DerefMut<Target = Common<P>> + Send + 'static {
+    /// Its name in logs and in `/healthz`.
+    const NAME: &'static str;
+
+    fn pass(&mut self, m: &Manifests, loaded: &Loaded, now: i64) -> impl Future<Output = ()> + Send;
+}
+
+/// `Deref` to [`Common`] for a concern's struct (its field `common`), so that its methods read
+/// `self.act`, `self.cloud` and `self.catalogue` as they read their own state.
+macro_rules! concern_common {
+    ($concern:ident) => {
+        impl<P: CloudProvider> std::ops::Deref for $concern<P> {
+            type Target = $crate::reconcile::Common<P>;
+            fn deref(&self) -> &$crate::reconcile::Common<P> {
+                &self.common
+            }
+        }
+        impl<P: CloudProvider> std::ops::DerefMut for $concern<P> {
+            fn deref_mut(&mut self) -> &mut $crate::reconcile::Common<P> {
+                &mut self.common
+            }
+        }
+    };
+}
+use concern_common;
+
+/// Provisioning, disruption and the NodePools' status: one task (see the module's notes).
+struct Scheduling<P: CloudProvider> {
+    common: Common<P>,
     provisioning: provisioning::State,
     disruption: disruption::State,
-    gc: garbagecollection::State,
-    consistency: consistency::State,
-    /// Pods a PodDisruptionBudget refused to evict: when to try again, and the backoff (pruned to
-    /// the pods that still exist).
-    evictions: HashMap<carpentry_core::pod::PodRef, (Instant, Duration)>,
-    /// Instances the cloud said are still terminating, by provider ID: when to ask again (epoch
-    /// seconds; pruned to the NodeClaims that exist).
-    instance_checks: HashMap<String, i64>,
-    /// When the loop started (the batcher's clock counts milliseconds from it).
-    epoch: Instant,
     /// When NodePool usage was last counted (epoch seconds).
     nodepool_counted: i64,
+}
+concern_common!(Scheduling);
+
+impl<P: CloudProvider> Concern<P> for Scheduling<P> {
+    const NAME: &'static str = "scheduling";
+
+    async fn pass(&mut self, m: &Manifests, loaded: &Loaded, now: i64) {
+        self.nodepools(m, &loaded.live.invalid_nodepools, now).await;
+        self.provision(m, now).await;
+        // Disruption decides which pods a node can shed: it waits for a whole view of them.
+        if loaded.live.holding_back(HeldDecision::Disruption).is_none() {
+            self.disruption(m, now).await;
+        }
+    }
+}
+
+/// Runs `concern` on each view the loader publishes, and at least every [`TICK`], until shutdown.
+/// `None` (this replica does not lead, the view is not synced or is held back): nothing is done.
+async fn drive<P: CloudProvider, C: Concern<P>>(
+    mut concern: C,
+    mut views: watch::Receiver<Option<Arc<Loaded>>>,
+    progress: Progress,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let now = crate::clock::now_seconds();
+        progress.mark(C::NAME, now);
+        let loaded = views.borrow_and_update().clone();
+        if let Some(loaded) = loaded {
+            let latest = concern.shared.catalogue.read().unwrap_or_else(PoisonError::into_inner).clone();
+            concern.catalogue = latest;
+            concern.pass(loaded.manifests(), &loaded, now).await;
+            debug!(concern = C::NAME, "pass done");
+        }
+        tokio::select! {
+            changed = views.changed() => if changed.is_err() { return },
+            _ = tokio::time::sleep(TICK) => {}
+            _ = shutdown.changed() => return,
+        }
+        if *shutdown.borrow() {
+            return;
+        }
+    }
+}
+
+/// The reconcilers: the view's loader and every concern's task.
+pub struct Reconciler<P: CloudProvider> {
+    common: Common<P>,
+    view: Arc<ClusterView>,
+    leader: LeaderStatus,
     /// Objects left out of the view, each with its problems as last reported.
     skipped: BTreeMap<String, String>,
-    /// Each NodePool's last launch-and-registration outcomes, by UID (upstream keeps them in
-    /// memory too: `state/nodepoolhealth`).
-    registration_health: HashMap<String, carpentry_core::nodepool::registrationhealth::Tracker>,
-    /// Drained nodes whose instance waits for volume attachments (the decision is logged once).
-    awaiting_volumes: HashSet<String>,
-    nodeclass: nodeclass::State,
-    tagging: tagging::State,
-    interruption: interruption::State,
-    instancetype: instancetype::State,
     progress: Progress,
 }
 
 impl<P: CloudProvider> Reconciler<P> {
     pub fn new(act: act::Act, view: Arc<ClusterView>, cloud: P, leader: LeaderStatus, region: String) -> Self {
-        Reconciler {
-            act,
-            view,
-            cloud,
-            leader,
-            region,
-            catalogue: Arc::new(Catalogue::embedded().clone()),
-            launched: HashMap::new(),
-            launch_failures: HashMap::new(),
-            provisioning: provisioning::State::default(),
-            disruption: disruption::State::default(),
-            gc: garbagecollection::State::default(),
-            consistency: consistency::State::default(),
-            evictions: HashMap::new(),
-            instance_checks: HashMap::new(),
+        let catalogue = Arc::new(Catalogue::embedded().clone());
+        let shared = Shared {
+            catalogue: RwLock::new(catalogue.clone()),
+            registration_health: Mutex::new(HashMap::new()),
+            awaiting_created: Mutex::new(Vec::new()),
             epoch: Instant::now(),
-            nodepool_counted: i64::MIN / 2,
-            skipped: BTreeMap::new(),
-            registration_health: HashMap::new(),
-            awaiting_volumes: HashSet::new(),
-            nodeclass: nodeclass::State::default(),
-            tagging: tagging::State::default(),
-            interruption: interruption::State::default(),
-            instancetype: instancetype::State::default(),
-            progress: {
-                let progress = Progress::default();
-                progress.mark(crate::clock::now_seconds());
-                progress
-            },
-        }
+        };
+        let common = Common { act, cloud: Arc::new(cloud), region, catalogue, shared: Arc::new(shared) };
+        let progress = Progress::default();
+        progress.mark(LOADER, crate::clock::now_seconds());
+        Reconciler { common, view, leader, skipped: BTreeMap::new(), progress }
     }
 
-    /// The loop's liveness, for `/healthz`.
+    /// The tasks' liveness, for `/healthz`.
     pub fn progress(&self) -> Progress {
         self.progress.clone()
     }
 
-    /// Milliseconds since the loop started.
-    fn millis(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64
-    }
-
-    /// Runs until `shutdown`: a pass on every change of the view, and at least every second.
-    pub async fn run(mut self, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    /// Runs until `shutdown`: the concerns' tasks, and the loader, which publishes the view on
+    /// every change and at least every second. Returns early only when a concern's task ends (a
+    /// panic), which the caller treats as fatal.
+    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+        let (publish, views) = watch::channel(None);
+        let mut tasks = JoinSet::new();
+        let c = &self.common;
+        let (p, s) = (&self.progress, &shutdown);
+        tasks.spawn(drive(instancetype::Catalogues::new(c.clone()), views.clone(), p.clone(), s.clone()));
+        tasks.spawn(drive(nodeclass::NodeClasses::new(c.clone()), views.clone(), p.clone(), s.clone()));
+        tasks.spawn(drive(interruption::Interruptions::new(c.clone()), views.clone(), p.clone(), s.clone()));
+        tasks.spawn(drive(lifecycle::Lifecycle::new(c.clone()), views.clone(), p.clone(), s.clone()));
+        tasks.spawn(drive(tagging::Tagging::new(c.clone()), views.clone(), p.clone(), s.clone()));
+        tasks.spawn(drive(termination::Termination::new(c.clone()), views.clone(), p.clone(), s.clone()));
+        let scheduling = Scheduling {
+            common: c.clone(),
+            provisioning: provisioning::State::default(),
+            disruption: disruption::State::default(),
+            nodepool_counted: i64::MIN / 2,
+        };
+        tasks.spawn(drive(scheduling, views.clone(), p.clone(), s.clone()));
+        tasks.spawn(drive(garbagecollection::Collection::new(c.clone()), views, p.clone(), s.clone()));
         let changed = self.view.changes();
         loop {
             tokio::select! {
                 _ = changed.notified() => {}
                 _ = tokio::time::sleep(TICK) => {}
-                _ = shutdown.changed() => return,
+                _ = shutdown.changed() => break,
+                ended = tasks.join_next() => {
+                    match ended {
+                        Some(Err(e)) => error!(error = %e, "a reconciler's task panicked"),
+                        _ => error!("a reconciler's task ended"),
+                    }
+                    return;
+                }
             }
             if *shutdown.borrow() {
-                return;
+                break;
             }
-            self.progress.mark(crate::clock::now_seconds());
-            // Only the leader acts (the follower keeps its view warm).
-            if !self.leader.leading() || !self.view.unsynced().is_empty() {
-                continue;
+            self.progress.mark(LOADER, crate::clock::now_seconds());
+            let loaded = self.load().await;
+            publish.send_replace(loaded);
+        }
+        // The concerns see the shutdown too; each ends after its current call.
+        while let Some(ended) = tasks.join_next().await {
+            if let Err(e) = ended {
+                warn!(error = %e, "a reconciler's task panicked");
             }
-            let loaded = match self.view.load() {
-                Ok(loaded) => loaded,
-                Err(e) => {
-                    warn!(error = %carpentry_core::error_chain(&e), "the cluster view does not load; nothing is decided");
-                    continue;
-                }
-            };
-            self.report_skipped(&loaded).await;
-            self.pass(&loaded).await;
         }
     }
 
-    async fn pass(&mut self, loaded: &Loaded) {
-        let (m, live) = (loaded.manifests(), &loaded.live);
+    /// The view to decide on, if this replica leads and the view may be decided on.
+    async fn load(&mut self) -> Option<Arc<Loaded>> {
+        // Only the leader acts (the follower keeps its view warm).
+        if !self.leader.leading() || !self.view.unsynced().is_empty() {
+            return None;
+        }
+        let loaded = match self.view.load() {
+            Ok(loaded) => loaded,
+            Err(e) => {
+                warn!(error = %carpentry_core::error_chain(&e), "the cluster view does not load; nothing is decided");
+                return None;
+            }
+        };
+        self.report_skipped(&loaded).await;
         // A Node or NodeClaim that does not load leaves the capacity unknown: counting it,
         // launching beside it or collecting its instance would be decided on a partial view.
-        if live.holding_back(HeldDecision::Any).is_some() {
-            return;
+        if loaded.live.holding_back(HeldDecision::Any).is_some() {
+            return None;
         }
-        let now = crate::clock::now_seconds();
-        self.launched.retain(|_, (_, at)| at.elapsed() < LAUNCH_CACHE_TTL);
-        self.launch_failures.retain(|uid, _| m.nodeclaims.iter().any(|nc| nc.metadata.uid.as_deref() == Some(uid)));
-        self.refresh_catalogue().await;
-        self.nodeclasses(m).await;
-        self.interruptions(m).await;
-        self.nodepools(m, &live.invalid_nodepools, now).await;
-        for nc in &m.nodeclaims {
-            if nc.metadata.deletion_timestamp.is_some() {
-                self.finalize_nodeclaim(m, nc, now).await;
-            } else {
-                self.lifecycle(m, nc, now).await;
-            }
-        }
-        self.tag_instances(m).await;
-        self.consistency(m, now).await;
-        self.awaiting_volumes.retain(|n| m.nodes.iter().any(|node| node.metadata.name.as_deref() == Some(n)));
-        if !self.evictions.is_empty() {
-            let pods: HashSet<carpentry_core::pod::PodRef> =
-                m.pods.iter().map(carpentry_core::pod::PodRef::of).collect();
-            self.evictions.retain(|r, _| pods.contains(r));
-        }
-        self.instance_checks
-            .retain(|id, _| m.nodeclaims.iter().any(|nc| nc.status.as_ref().is_some_and(|s| s.provider_id == *id)));
-        for node in &m.nodes {
-            let name = node.metadata.name.as_deref().unwrap_or_default();
-            // A node with a pod or volume attachment that does not load is not drained: that pod
-            // would go unevicted, that volume unwaited for.
-            if node.metadata.deletion_timestamp.is_some() && live.holding_back(HeldDecision::Drain(name)).is_none() {
-                self.terminate_node(m, node, now).await;
-            }
-        }
-        self.provision(m, now).await;
-        // Disruption decides which pods a node can shed: it waits for a whole view of them.
-        if live.holding_back(HeldDecision::Disruption).is_none() {
-            self.disruption(m, now).await;
-        }
-        self.garbage_collect(m, now).await;
-        self.collect_nodeclass_garbage(m, now).await;
-        debug!("pass done");
+        Some(Arc::new(loaded))
     }
 
     /// Says once, in the log and in a Warning event on the object, what is left out of the view
@@ -257,7 +355,7 @@ impl<P: CloudProvider> Reconciler<P> {
                 if let Some(on) = loaded.reference(s) {
                     let kind = on.kind.as_deref().unwrap_or("object");
                     let note = format!("carpentry cannot read this {kind} ({summary}): {held}");
-                    self.act.event(on, true, "InvalidObject", note, "Read").await;
+                    self.common.act.event(on, true, "InvalidObject", note, "Read").await;
                 }
             }
             skipped.insert(object, summary);
@@ -266,5 +364,22 @@ impl<P: CloudProvider> Reconciler<P> {
             info!(%object, "loads again");
         }
         self.skipped = skipped;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_names_the_task_that_began_a_pass_longest_ago() {
+        let progress = Progress::default();
+        assert_eq!(progress.stalest(), None);
+        progress.mark("lifecycle", 100);
+        progress.mark("termination", 90);
+        progress.mark(LOADER, 120);
+        assert_eq!(progress.stalest(), Some(("termination", 90)));
+        progress.mark("termination", 130);
+        assert_eq!(progress.stalest(), Some(("lifecycle", 100)));
     }
 }

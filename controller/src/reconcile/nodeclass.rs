@@ -15,7 +15,7 @@ use carpentry_core::providers::termination::{self, NodeClassTermination};
 use serde_json::json;
 use tracing::{info, warn};
 
-use super::{act, Reconciler};
+use super::{act, concern_common, Common, Concern};
 use crate::cloud::CloudProvider;
 
 /// How long a failed clean-up of a deleted NodeClass waits before it is tried again.
@@ -31,9 +31,31 @@ pub(super) struct State {
     garbage_due: i64,
 }
 
-impl<P: CloudProvider> Reconciler<P> {
+/// The concern: EC2NodeClass status, finalizer and instance-profile collection.
+pub(super) struct NodeClasses<P: CloudProvider> {
+    common: Common<P>,
+    nodeclass: State,
+}
+concern_common!(NodeClasses);
+
+impl<P: CloudProvider> NodeClasses<P> {
+    pub(super) fn new(common: Common<P>) -> Self {
+        NodeClasses { common, nodeclass: State::default() }
+    }
+}
+
+impl<P: CloudProvider> Concern<P> for NodeClasses<P> {
+    const NAME: &'static str = "nodeclass";
+
+    async fn pass(&mut self, m: &Manifests, _: &super::Loaded, now: i64) {
+        self.nodeclasses(m).await;
+        self.collect_nodeclass_garbage(m, now).await;
+    }
+}
+
+impl<P: CloudProvider> NodeClasses<P> {
     /// The status written when it changes; the finalizer's step.
-    pub(super) async fn nodeclasses(&mut self, m: &Manifests) {
+    async fn nodeclasses(&mut self, m: &Manifests) {
         let now = crate::clock::now_rfc3339();
         let live: Vec<&str> = m.nodeclasses.iter().filter_map(|c| c.metadata.uid.as_deref()).collect();
         self.nodeclass.waiting_said.retain(|uid, _| live.contains(&uid.as_str()));
@@ -120,7 +142,7 @@ impl<P: CloudProvider> Reconciler<P> {
     }
 
     /// upstream `instanceprofile.garbagecollection`, every 30 minutes.
-    pub(super) async fn collect_nodeclass_garbage(&mut self, m: &Manifests, now: i64) {
+    async fn collect_nodeclass_garbage(&mut self, m: &Manifests, now: i64) {
         if !P::FINALIZES_NODECLASSES || now < self.nodeclass.garbage_due || !self.synced(m) {
             return;
         }

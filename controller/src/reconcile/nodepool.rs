@@ -5,6 +5,7 @@
 //! `resources` and `nodes` every 5 s once the view is synced.
 
 use std::collections::BTreeMap;
+use std::sync::PoisonError;
 
 use carpentry_core::api::{NodeClaim, NodePool};
 use carpentry_core::manifest::Manifests;
@@ -13,13 +14,13 @@ use carpentry_core::resources::ResourceList;
 use serde_json::json;
 use tracing::warn;
 
-use super::Reconciler;
+use super::{Common, Scheduling};
 use crate::cloud::CloudProvider;
 
 /// upstream `nodepool.counter` requeues every 5 s.
 pub(super) const COUNTER_SECONDS: i64 = 5;
 
-impl<P: CloudProvider> Reconciler<P> {
+impl<P: CloudProvider> Scheduling<P> {
     /// `invalid`: NodePools that fail validation (left out of `m`), whose status still says so.
     pub(super) async fn nodepools(&mut self, m: &Manifests, invalid: &[NodePool], now: i64) {
         for np in &m.nodepools {
@@ -47,7 +48,7 @@ impl<P: CloudProvider> Reconciler<P> {
             // The condition's reset forgets the outcomes behind it too (upstream `SetStatus(Unknown)`).
             if let (Some(class), Some(uid)) = (m.nodeclass_for(np), np.metadata.uid.as_ref()) {
                 if registrationhealth::stale(np, class, np.status.as_ref()) {
-                    self.registration_health.remove(uid);
+                    self.shared.registration_health.lock().unwrap_or_else(PoisonError::into_inner).remove(uid);
                 }
             }
             let pool_usage = usage.as_ref().map(|u| u.get(np.name()).unwrap_or(&nothing));
@@ -74,31 +75,26 @@ impl<P: CloudProvider> Reconciler<P> {
             }
         }
     }
+}
 
-    /// upstream `Cluster.Synced`: every NodeClaim this controller created is in the view and every
-    /// NodeClaim has launched (a count taken earlier could write a NodePool's usage too low).
-    pub(super) fn synced(&self, m: &Manifests) -> bool {
-        !self.provisioning.awaiting_created()
-            && m.nodeclaims.iter().all(|nc| {
-                nc.metadata.deletion_timestamp.is_some()
-                    || nc.status.as_ref().is_some_and(|s| !s.provider_id.is_empty())
-            })
-    }
-
+impl<P: CloudProvider> Common<P> {
     /// upstream `updateNodePoolRegistrationHealth` (registration.go and liveness.go): records
     /// that `nc` registered (or timed out) for its NodePool and writes `NodeRegistrationHealthy`
     /// when that turns it.
-    pub(super) async fn registration_outcome(&mut self, m: &Manifests, nc: &NodeClaim, registered: bool) {
+    pub(super) async fn registration_outcome(&self, m: &Manifests, nc: &NodeClaim, registered: bool) {
         let pool = nc.metadata.labels.as_ref().and_then(|l| l.get(carpentry_core::labels::NODEPOOL));
         let Some(np) = pool.and_then(|name| m.nodepools.iter().find(|np| np.name() == name)) else { return };
         let (Some(uid), true) = (np.metadata.uid.clone(), registrationhealth::owned_by(nc, np)) else { return };
-        let tracker = self.registration_health.entry(uid).or_default();
-        tracker.hydrate(np);
         let at = crate::clock::now_rfc3339();
-        let status = if registered {
-            registrationhealth::registered(np, tracker, &at)
-        } else {
-            registrationhealth::failed(np, nc, tracker, &at)
+        let status = {
+            let mut health = self.shared.registration_health.lock().unwrap_or_else(PoisonError::into_inner);
+            let tracker = health.entry(uid).or_default();
+            tracker.hydrate(np);
+            if registered {
+                registrationhealth::registered(np, tracker, &at)
+            } else {
+                registrationhealth::failed(np, nc, tracker, &at)
+            }
         };
         if let Some(status) = status {
             // upstream patches with an optimistic lock.

@@ -17,7 +17,7 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use super::act::pod_ref;
-use super::Reconciler;
+use super::Scheduling;
 use crate::cloud::CloudProvider;
 
 /// How long a created NodeClaim may take to appear in the view before rounds go on without it.
@@ -28,36 +28,19 @@ pub(super) struct State {
     batcher: Batcher,
     /// What opens the batch window (core's rule).
     triggers: Triggers,
-    /// NodeClaims created and not yet seen in the view, with when.
-    awaiting: Vec<(String, u64)>,
     /// Why the last round waited (logged when it changes).
     waiting_for: Option<String>,
-}
-
-impl State {
-    /// A NodeClaim was created (by a round, or as a disruption's replacement): rounds wait until the
-    /// view shows it (upstream `Synced`).
-    pub(super) fn created(&mut self, name: String, at_millis: u64) {
-        self.awaiting.push((name, at_millis));
-    }
-
-    /// Whether a created NodeClaim has not been seen in the view yet.
-    pub(super) fn awaiting_created(&self) -> bool {
-        !self.awaiting.is_empty()
-    }
 }
 
 fn explain(pod: &PodRef) -> String {
     format!("kubectl karpenter explain pod {pod}")
 }
 
-impl<P: CloudProvider> Reconciler<P> {
+impl<P: CloudProvider> Scheduling<P> {
     pub(super) async fn provision(&mut self, m: &Manifests, now: i64) {
         let ms = self.millis();
+        let awaited = self.settle_created(m, AWAIT_CREATED_MILLIS);
         let st = &mut self.provisioning;
-        st.awaiting.retain(|(name, at)| {
-            !m.nodeclaims.iter().any(|nc| nc.name() == name) && ms.saturating_sub(*at) < AWAIT_CREATED_MILLIS
-        });
         if st.triggers.observe(&m.pods, &m.nodes, &m.pdbs, ms, now) {
             st.batcher.trigger(ms);
         }
@@ -68,8 +51,8 @@ impl<P: CloudProvider> Reconciler<P> {
         let unlaunched = m.nodeclaims.iter().find(|nc| {
             nc.metadata.deletion_timestamp.is_none() && nc.status.as_ref().is_none_or(|s| s.provider_id.is_empty())
         });
-        let waiting = match (st.awaiting.first(), unlaunched) {
-            (Some((name, _)), _) => Some(format!("NodeClaim {name} to appear in the view")),
+        let waiting = match (awaited, unlaunched) {
+            (Some(name), _) => Some(format!("NodeClaim {name} to appear in the view")),
             (None, Some(nc)) => Some(format!("NodeClaim {} to launch", nc.name())),
             (None, None) => None,
         };
@@ -133,8 +116,7 @@ impl<P: CloudProvider> Reconciler<P> {
             let target = match self.act.create_nodeclaim(&nc).await {
                 Ok(Some(name)) => {
                     self.act.decided("NodeClaimCreated", &detail);
-                    let at = self.millis();
-                    self.provisioning.created(name.clone(), at);
+                    self.created(name.clone());
                     let mut seen = nc.clone();
                     seen.metadata.name = Some(name.clone());
                     nodeclaims.push(seen);

@@ -10,7 +10,7 @@ use carpentry_core::providers::tagging;
 use serde_json::json;
 use tracing::{debug, warn};
 
-use super::Reconciler;
+use super::{concern_common, Common, Concern};
 use crate::cloud::CloudProvider;
 
 #[derive(Debug, Default)]
@@ -21,8 +21,29 @@ pub(super) struct State {
     gone: HashSet<String>,
 }
 
-impl<P: CloudProvider> Reconciler<P> {
-    pub(super) async fn tag_instances(&mut self, m: &Manifests) {
+/// The concern: registered NodeClaims' instances tagged.
+pub(super) struct Tagging<P: CloudProvider> {
+    common: Common<P>,
+    tagging: State,
+}
+concern_common!(Tagging);
+
+impl<P: CloudProvider> Tagging<P> {
+    pub(super) fn new(common: Common<P>) -> Self {
+        Tagging { common, tagging: State::default() }
+    }
+}
+
+impl<P: CloudProvider> Concern<P> for Tagging<P> {
+    const NAME: &'static str = "tagging";
+
+    async fn pass(&mut self, m: &Manifests, _: &super::Loaded, _: i64) {
+        self.tag_instances(m).await;
+    }
+}
+
+impl<P: CloudProvider> Tagging<P> {
+    async fn tag_instances(&mut self, m: &Manifests) {
         if !P::TAGS_INSTANCES {
             return;
         }

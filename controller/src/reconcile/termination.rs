@@ -14,6 +14,7 @@
 //! MinDrainTime), `VolumesDetached` and `InstanceTerminating` conditions record the way
 //! ([`termination::controller`]).
 
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use carpentry_core::api::NodeClaim;
@@ -22,13 +23,14 @@ use carpentry_core::manifest::Manifests;
 use carpentry_core::pod::PodRef;
 use carpentry_core::termination::controller::{Stage, Volumes, INSTANCE_TERMINATION_RECHECK_SECONDS};
 use carpentry_core::termination::{self};
+use carpentry_core::HeldDecision;
 use k8s_openapi::api::core::v1::Node;
 use serde_json::json;
 use tracing::warn;
 
 use super::act::{node_ref, pod_ref, Eviction};
 use super::lifecycle::has_finalizer;
-use super::Reconciler;
+use super::{concern_common, Common, Concern};
 use crate::cloud::{CloudProvider, Deletion};
 
 fn provider_id(nc: &NodeClaim) -> &str {
@@ -52,7 +54,58 @@ fn without_finalizer(finalizers: &Option<Vec<String>>) -> Vec<String> {
     finalizers.iter().flatten().filter(|f| *f != labels::TERMINATION_FINALIZER).cloned().collect()
 }
 
-impl<P: CloudProvider> Reconciler<P> {
+/// The concern: deleting Nodes and NodeClaims drained and finalized.
+pub(super) struct Termination<P: CloudProvider> {
+    common: Common<P>,
+    /// Pods a PodDisruptionBudget refused to evict: when to try again, and the backoff (pruned to
+    /// the pods that still exist).
+    evictions: HashMap<PodRef, (Instant, Duration)>,
+    /// Instances the cloud said are still terminating, by provider ID: when to ask again (epoch
+    /// seconds; pruned to the NodeClaims that exist).
+    instance_checks: HashMap<String, i64>,
+    /// Drained nodes whose instance waits for volume attachments (the decision is logged once).
+    awaiting_volumes: HashSet<String>,
+}
+concern_common!(Termination);
+
+impl<P: CloudProvider> Termination<P> {
+    pub(super) fn new(common: Common<P>) -> Self {
+        Termination {
+            common,
+            evictions: HashMap::new(),
+            instance_checks: HashMap::new(),
+            awaiting_volumes: HashSet::new(),
+        }
+    }
+}
+
+impl<P: CloudProvider> Concern<P> for Termination<P> {
+    const NAME: &'static str = "termination";
+
+    async fn pass(&mut self, m: &Manifests, loaded: &super::Loaded, now: i64) {
+        for nc in m.nodeclaims.iter().filter(|nc| nc.metadata.deletion_timestamp.is_some()) {
+            self.finalize_nodeclaim(m, nc, now).await;
+        }
+        self.awaiting_volumes.retain(|n| m.nodes.iter().any(|node| node.metadata.name.as_deref() == Some(n)));
+        if !self.evictions.is_empty() {
+            let pods: HashSet<PodRef> = m.pods.iter().map(PodRef::of).collect();
+            self.evictions.retain(|r, _| pods.contains(r));
+        }
+        self.instance_checks.retain(|id, _| m.nodeclaims.iter().any(|nc| provider_id(nc) == id));
+        for node in &m.nodes {
+            let name = node.metadata.name.as_deref().unwrap_or_default();
+            // A node with a pod or volume attachment that does not load is not drained: that pod
+            // would go unevicted, that volume unwaited for.
+            if node.metadata.deletion_timestamp.is_some()
+                && loaded.live.holding_back(HeldDecision::Drain(name)).is_none()
+            {
+                self.terminate_node(m, node, now).await;
+            }
+        }
+    }
+}
+
+impl<P: CloudProvider> Termination<P> {
     /// Whether the instance `provider_id` is due to be asked about (again).
     fn instance_check_due(&self, provider_id: &str, now: i64) -> bool {
         self.instance_checks.get(provider_id).is_none_or(|due| now >= *due)
@@ -81,7 +134,7 @@ impl<P: CloudProvider> Reconciler<P> {
         }
     }
 
-    pub(super) async fn finalize_nodeclaim(&mut self, m: &Manifests, nc: &NodeClaim, now: i64) {
+    async fn finalize_nodeclaim(&mut self, m: &Manifests, nc: &NodeClaim, now: i64) {
         if !has_finalizer(&nc.metadata.finalizers) {
             return;
         }
@@ -107,7 +160,6 @@ impl<P: CloudProvider> Reconciler<P> {
         }
         match deletion {
             Ok(Deletion::Gone) => {
-                self.launched.remove(nc.metadata.uid.as_deref().unwrap_or_default());
                 self.act.decided("Terminated", &json!({"nodeclaim": nc.name(), "providerID": id}));
                 let patch = json!({"metadata": {
                     "finalizers": without_finalizer(&nc.metadata.finalizers),
@@ -120,7 +172,7 @@ impl<P: CloudProvider> Reconciler<P> {
         }
     }
 
-    pub(super) async fn terminate_node(&mut self, m: &Manifests, node: &Node, now: i64) {
+    async fn terminate_node(&mut self, m: &Manifests, node: &Node, now: i64) {
         if !has_finalizer(&node.metadata.finalizers) {
             return;
         }

@@ -162,3 +162,63 @@ impl Drop for Controller {
         let _ = self.child.wait();
     }
 }
+
+/// A TCP proxy the test can cut, as a network partition cuts a replica off from a server (the API
+/// server, an AWS endpoint): once cut, it closes every open connection and holds new ones without
+/// a byte; once mended, it closes the held ones unanswered (what they sent never reaches the
+/// server) and forwards new ones again.
+pub struct Partition {
+    pub port: u16,
+    cut: tokio::sync::watch::Sender<bool>,
+}
+
+impl Partition {
+    /// A proxy to `server` (`https://host:port` or `http://host:port`).
+    pub async fn to(server: &str) -> Result<Partition> {
+        let upstream = server.trim_start_matches("https://").trim_start_matches("http://").trim_end_matches('/');
+        let upstream = upstream.to_string();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let port = listener.local_addr()?.port();
+        let (cut, cut_rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let (upstream, mut cut_rx) = (upstream.clone(), cut_rx.clone());
+                tokio::spawn(async move {
+                    if *cut_rx.borrow() {
+                        let _ = cut_rx.wait_for(|cut| !*cut).await; // held, silent, until mended
+                        return;
+                    }
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(&upstream).await else { return };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = cut_rx.wait_for(|cut| *cut) => {}
+                    }
+                });
+            }
+        });
+        Ok(Partition { port, cut })
+    }
+
+    /// The proxy's URL, with `scheme`.
+    pub fn url(&self, scheme: &str) -> String {
+        format!("{scheme}://127.0.0.1:{}", self.port)
+    }
+
+    pub fn cut(&self) {
+        self.cut.send_replace(true);
+    }
+
+    pub fn mend(&self) {
+        self.cut.send_replace(false);
+    }
+
+    /// A copy of `kubeconfig` whose server is this proxy (the API server's certificate names
+    /// 127.0.0.1, which the proxy's address is too).
+    pub fn kubeconfig(&self, env: &TestEnv) -> Result<std::path::PathBuf> {
+        let text = std::fs::read_to_string(&env.kubeconfig)?;
+        ensure!(text.contains(&env.server), "the kubeconfig names {}", env.server);
+        let path = std::env::temp_dir().join(format!("{}.kubeconfig", unique_name("partition")));
+        std::fs::write(&path, text.replace(&env.server, &self.url("https")))?;
+        Ok(path)
+    }
+}

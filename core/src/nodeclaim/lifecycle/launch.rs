@@ -76,6 +76,12 @@ pub fn launched(nodeclaim: &NodeClaim, instance: &Instance, at: &str) -> NodeCla
 /// How long a launch result is kept by NodeClaim UID, so that a failed status write never
 /// launches twice (upstream `launch.go`: `cache.New(time.Hour, time.Minute)`).
 pub const LAUNCH_CACHE_SECONDS: u64 = 60 * 60;
+
+/// How many NodeClaims launch at once: upstream's lifecycle controller runs this many reconciles
+/// concurrently (`lifecycle/controller.go`: `LinearScaleReconciles(CPUCount, 1000, 5000)`, 1000
+/// at the default one-CPU request), so that one slow launch holds up no other.
+pub const MAX_CONCURRENT_LAUNCHES: usize = 1000;
+
 /// upstream's lifecycle controller requeues a failed launch through its rate limiter
 /// (`lifecycle/controller.go`: `NewTypedItemExponentialFailureRateLimiter(time.Second,
 /// time.Minute)`): after 1 s, doubling with each failure, at most a minute.
