@@ -49,8 +49,8 @@
 //!    deleted; a spot interruption warning deletes the NodeClaim, which is drained and replaced,
 //!    with upstream's events; every message leaves the queue.
 //!    5b. EC2 stops answering mid-launch (the proxy holds every request unanswered): the
-//!    launch waits while a spot interruption is read from the queue and its node drained, and
-//!    `/healthz` stays ok; once EC2 answers, the waiting launch is made with one CreateFleet
+//!    launch waits while spot interruptions are read from the queue and their nodes drained (the
+//!    second while the first one's instance deletion waits on EC2), and `/healthz` stays ok; once EC2 answers, the waiting launch is made with one CreateFleet
 //!    (the held request never reached EC2), and every instance has a NodeClaim.
 //! 6. A denied `ec2:DescribeSubnets`: the EC2NodeClass says so (condition and event naming the
 //!    action), its NodePool is `NodeClassReady=False`, and no NodeClaim is even planned for it
@@ -1149,10 +1149,11 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
 
     // 5b. EC2 stops answering mid-launch: the proxy holds every EC2 request unanswered (SQS, IAM
     //     and the API server still answer). The launch waits, and meanwhile the other concerns go
-    //     on: the interruption queue is read and its node drained; /healthz stays ok. (Provisioning
-    //     waits too, as upstream's does: `Synced` holds every round until each NodeClaim has
-    //     launched.) Once EC2 answers again, each waiting launch is made once (the held requests
-    //     never reached it) and every instance has a NodeClaim.
+    //     on: the interruption queue is read and the interrupted node drained, and a second one
+    //     too while the first one's instance deletion waits on EC2; /healthz stays ok.
+    //     (Provisioning waits, as upstream's does: `Synced` holds every round until each NodeClaim
+    //     has launched.) Once EC2 answers again, each waiting launch is made once (the held
+    //     requests never reached it) and every instance has a NodeClaim.
     let fleet_before = moto.fleet_requests()?.len();
     let before = launched(&client, &nodepool).await?;
     ec2_link.cut();
@@ -1170,71 +1171,67 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
         Ok(unlaunched.and_then(|nc| nc.metadata.name))
     })
     .await
-    .with_context(|| {
-        format!(
-            "controller log:
-{}",
-            log()
-        )
-    })?;
-    let (victim, victim_id) = before.iter().next().map(|(n, p)| (n.clone(), p.clone())).context("no NodeClaim")?;
-    let victim_node =
-        nodeclaims_api.get(&victim).await?.data["status"]["nodeName"].as_str().unwrap_or_default().to_string();
-    let victim_pods: Vec<String> = pods
-        .list(&Default::default())
-        .await?
-        .items
-        .into_iter()
-        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(victim_node.as_str()))
-        .filter_map(|p| p.metadata.name)
-        .collect();
-    ensure!(!victim_pods.is_empty(), "no inflate pod on {victim_node}");
-    let spot = event(
-        "EC2 Spot Instance Interruption Warning",
-        "aws.ec2",
-        json!({ "instance-id": victim_id.rsplit('/').next().unwrap_or_default(), "instance-action": "terminate" }),
-    );
-    sqsc.send_message().queue_url(&queue_url).message_body(spot).send().await?;
-    wait_for("the interruption handled and its node drained while EC2 hangs", TIMEOUT, || async {
-        let left = pods.list(&Default::default()).await?.items;
-        let drained = !left.iter().any(|p| {
-            p.metadata.deletion_timestamp.is_none()
-                && victim_pods.contains(p.metadata.name.as_ref().unwrap_or(&String::new()))
-        });
-        let deleting = nodeclaims_api.get_opt(&victim).await?.is_none_or(|nc| nc.metadata.deletion_timestamp.is_some());
-        Ok((drained && deleting && queue_empty().await?.is_some()).then_some(()))
-    })
-    .await
-    .with_context(|| {
-        format!(
-            "controller log:
-{}",
-            log()
-        )
-    })?;
+    .with_context(|| format!("controller log:\n{}", log()))?;
+    // A spot interruption for `victim`, and its node drained (its pods evicted), the NodeClaim
+    // deleting and the message gone from the queue.
+    let interrupt_and_drain = |victim: String, provider_id: String| {
+        let (nodeclaims_api, pods, sqsc, queue_url) = (&nodeclaims_api, &pods, &sqsc, &queue_url);
+        let (event, queue_empty) = (&event, &queue_empty);
+        async move {
+            let nc = nodeclaims_api.get(&victim).await?;
+            let node = nc.data["status"]["nodeName"].as_str().unwrap_or_default().to_string();
+            let on_node: Vec<String> = pods
+                .list(&Default::default())
+                .await?
+                .items
+                .into_iter()
+                .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str()))
+                .filter_map(|p| p.metadata.name)
+                .collect();
+            ensure!(!on_node.is_empty(), "no inflate pod on {node}");
+            let instance = provider_id.rsplit('/').next().unwrap_or_default();
+            let detail = json!({ "instance-id": instance, "instance-action": "terminate" });
+            let spot = event("EC2 Spot Instance Interruption Warning", "aws.ec2", detail);
+            sqsc.send_message().queue_url(queue_url).message_body(spot).send().await?;
+            wait_for(&format!("{victim} interrupted and its node drained while EC2 hangs"), TIMEOUT, || async {
+                let left = pods.list(&Default::default()).await?.items;
+                let drained = !left.iter().any(|p| {
+                    p.metadata.deletion_timestamp.is_none()
+                        && on_node.contains(p.metadata.name.as_ref().unwrap_or(&String::new()))
+                });
+                let deleting =
+                    nodeclaims_api.get_opt(&victim).await?.is_none_or(|nc| nc.metadata.deletion_timestamp.is_some());
+                Ok((drained && deleting && queue_empty().await?.is_some()).then_some(()))
+            })
+            .await
+        }
+    };
+    let mut victims = before.iter().take(2).map(|(n, p)| (n.clone(), p.clone()));
+    let (first, first_id) = victims.next().context("no NodeClaim")?;
+    let (second, second_id) = victims.next().context("no second NodeClaim")?;
+    interrupt_and_drain(first.clone(), first_id).await.with_context(|| format!("controller log:\n{}", log()))?;
+    let first_drained = hung.elapsed().as_secs();
+    // The first node's instance deletion begins once its drain has lasted upstream's 5 s
+    // MinDrainTime, and waits on EC2.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    interrupt_and_drain(second.clone(), second_id).await.with_context(|| format!("controller log:\n{}", log()))?;
     let (code, _) = get(health, "/healthz")?;
     ensure!(code == 200, "/healthz answered {code} during a {} s EC2 hang", hung.elapsed().as_secs());
     let held = nodeclaims_api.get(&waiting).await?;
     ensure!(held.data["status"]["providerID"].as_str().is_none_or(str::is_empty), "{waiting} launched while EC2 hung");
     ensure!(moto.fleet_requests()?.len() == fleet_before, "a CreateFleet reached EC2 through the cut");
     eprintln!(
-        "EC2 hung: {victim}'s interruption handled and {} pod(s) drained {} s into the hang, {waiting} waiting on its launch",
-        victim_pods.len(),
+        "EC2 hung: {first} drained {first_drained} s and {second} {} s into the hang, {waiting} waiting on its launch",
         hung.elapsed().as_secs()
     );
     ec2_link.mend();
-    wait_for("6 inflate pods Running once EC2 answers", Duration::from_secs(150), || running(6)).await.with_context(
-        || {
-            format!(
-                "controller log:
-{}",
-                log()
-            )
-        },
-    )?;
+    wait_for("6 inflate pods Running once EC2 answers", Duration::from_secs(150), || running(6))
+        .await
+        .with_context(|| format!("controller log:\n{}", log()))?;
+    // Counted before the NodeClaims are read: a launched NodeClaim's request is always counted.
+    let fleet_calls = moto.fleet_requests()?.len() - fleet_before;
     let after = launched(&client, &nodepool).await?;
     let new: Vec<&String> = after.keys().filter(|n| !before.contains_key(*n)).collect();
-    let fleet_calls = moto.fleet_requests()?.len() - fleet_before;
     ensure!(new.contains(&&waiting), "{waiting} did not launch: {after:?}");
     ensure!(fleet_calls == new.len(), "{fleet_calls} CreateFleet calls for {} launches ({new:?})", new.len());
     wait_for("every running instance to have a NodeClaim", TIMEOUT, || async {
@@ -1252,13 +1249,7 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
         Ok((live == ids).then_some(()))
     })
     .await
-    .with_context(|| {
-        format!(
-            "controller log:
-{}",
-            log()
-        )
-    })?;
+    .with_context(|| format!("controller log:\n{}", log()))?;
     eprintln!("EC2 back after {} s: {} launches, one CreateFleet each", hung.elapsed().as_secs(), new.len());
 
     // 6. A denied action: the EC2NodeClass says which, and nothing launches for it.

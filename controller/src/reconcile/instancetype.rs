@@ -55,7 +55,8 @@ impl<P: CloudProvider> Catalogues<P> {
         if state.never || state.next.is_some_and(|at| Instant::now() < at) {
             return;
         }
-        match self.cloud.refresh_catalogue(Catalogue::embedded()).await {
+        let refreshed = self.cloud.refresh_catalogue(Catalogue::embedded()).await;
+        match refreshed {
             None => self.instancetype.never = true,
             Some(Ok(catalogue)) => {
                 let types = catalogue.instance_type_count();
@@ -73,5 +74,7 @@ impl<P: CloudProvider> Catalogues<P> {
                 self.instancetype.next = Some(Instant::now() + RETRY);
             }
         }
+        // After the catalogue is written: a pass that sees the flag has the refreshed catalogue.
+        self.shared.catalogue_settled.store(true, std::sync::atomic::Ordering::Release);
     }
 }

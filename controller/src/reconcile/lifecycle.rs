@@ -26,6 +26,10 @@ use crate::cloud::{CloudProvider, CreateError};
 
 /// A launch result is cached this long by NodeClaim UID (core's, upstream's).
 const LAUNCH_CACHE_TTL: Duration = Duration::from_secs(LAUNCH_CACHE_SECONDS);
+/// At shutdown, how long launches under way are waited for, so that their instances are written
+/// onto their NodeClaims rather than launched again by the next leader (controller-runtime's
+/// manager waits 30 s for running reconciles; the kubelet's default grace is 30 s too).
+const SHUTDOWN_LAUNCH_GRACE: Duration = Duration::from_secs(20);
 
 /// A NodeClaim whose launch failed (not for capacity): when to try again, and what it said.
 struct LaunchFailure {
@@ -45,6 +49,8 @@ pub(super) struct Lifecycle<P: CloudProvider> {
     launching: HashMap<String, tokio::task::JoinHandle<Result<Instance, CreateError>>>,
     /// A permit per launch under way.
     launch_slots: Arc<tokio::sync::Semaphore>,
+    /// Notified when a launch ends, for the pass that writes its result.
+    ended: Arc<tokio::sync::Notify>,
     pub(super) consistency: super::consistency::State,
 }
 concern_common!(Lifecycle);
@@ -57,6 +63,7 @@ impl<P: CloudProvider> Lifecycle<P> {
             launch_failures: HashMap::new(),
             launching: HashMap::new(),
             launch_slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_LAUNCHES)),
+            ended: Arc::new(tokio::sync::Notify::new()),
             consistency: Default::default(),
         }
     }
@@ -66,20 +73,53 @@ impl<P: CloudProvider> Concern<P> for Lifecycle<P> {
     const NAME: &'static str = "lifecycle";
 
     async fn pass(&mut self, m: &Manifests, _: &super::Loaded, now: i64) {
-        let live = |uid: &String| {
-            m.nodeclaims
-                .iter()
-                .any(|nc| nc.metadata.uid.as_ref() == Some(uid) && nc.metadata.deletion_timestamp.is_none())
-        };
-        // A deleted NodeClaim's launch is not waited for: an instance it starts has no NodeClaim,
-        // and garbage collection terminates it.
+        let of = |uid: &String| m.nodeclaims.iter().find(|nc| nc.metadata.uid.as_ref() == Some(uid));
+        let live = |uid: &String| of(uid).is_some_and(|nc| nc.metadata.deletion_timestamp.is_none());
         self.launched.retain(|uid, (_, at)| at.elapsed() < LAUNCH_CACHE_TTL && live(uid));
         self.launch_failures.retain(|uid, _| live(uid));
-        self.launching.retain(|uid, _| live(uid));
-        for nc in m.nodeclaims.iter().filter(|nc| nc.metadata.deletion_timestamp.is_none()) {
-            self.lifecycle(m, nc, now).await;
+        // A deleted NodeClaim's launch under way is still waited for (below), and its finalizer
+        // with it; only a NodeClaim gone altogether lets go of it (garbage collection then
+        // terminates an instance it starts).
+        self.launching.retain(|uid, _| of(uid).is_some());
+        self.publish_launches();
+        for nc in &m.nodeclaims {
+            match nc.metadata.deletion_timestamp {
+                None => self.lifecycle(m, nc, now).await,
+                // upstream finalizes a NodeClaim only between its reconciles: the launch's
+                // instance is written onto it first, for the finalizer to terminate.
+                Some(_) if self.launching.contains_key(nc.metadata.uid.as_deref().unwrap_or_default()) => {
+                    self.launch(m, nc).await;
+                }
+                Some(_) => {}
+            }
         }
+        self.publish_launches();
         self.consistency(m, now).await;
+    }
+
+    fn wake(&self) -> Option<Arc<tokio::sync::Notify>> {
+        Some(self.ended.clone())
+    }
+
+    /// Launches under way are waited for (a bounded while) and their instances written, so that
+    /// the next leader does not launch them again.
+    async fn stop(&mut self, m: &Manifests) {
+        let deadline = tokio::time::Instant::now() + SHUTDOWN_LAUNCH_GRACE;
+        while self.launching.values().any(|launch| !launch.is_finished()) {
+            if tokio::time::timeout_at(deadline, self.ended.notified()).await.is_err() {
+                warn!(
+                    launches = self.launching.len(),
+                    "stopping with launches under way; garbage collection answers for their instances"
+                );
+                break;
+            }
+        }
+        for nc in &m.nodeclaims {
+            let uid = nc.metadata.uid.as_deref().unwrap_or_default();
+            if self.launching.get(uid).is_some_and(|launch| launch.is_finished()) {
+                self.launch(m, nc).await;
+            }
+        }
     }
 }
 
@@ -226,6 +266,9 @@ impl<P: CloudProvider> Lifecycle<P> {
     /// Starts `nc`'s launch as a task of its own, unless its class, a backoff, the catalogue or
     /// leadership says not yet.
     fn start_launch(&mut self, m: &Manifests, nc: &NodeClaim) {
+        if !self.catalogue_settled {
+            return; // the region's types and prices, not the embedded catalogue's
+        }
         let name = nc.name().to_string();
         let uid = nc.metadata.uid.clone().unwrap_or_default();
         // The class the NodeClaim names, not its NodePool's now (an edit since must not
@@ -253,12 +296,23 @@ impl<P: CloudProvider> Lifecycle<P> {
         if !self.act.leading() {
             return; // a launch is this replica's only while it leads
         }
-        let (cloud, nc, class, slots) = (self.cloud.clone(), nc.clone(), class.clone(), self.launch_slots.clone());
+        let (cloud, nc, class) = (self.cloud.clone(), nc.clone(), class.clone());
+        let (slots, ended) = (self.launch_slots.clone(), self.ended.clone());
         let launch = tokio::spawn(async move {
             let _slot = slots.acquire_owned().await;
-            cloud.create(&nc, &class, &types).await
+            let result = cloud.create(&nc, &class, &types).await;
+            ended.notify_one();
+            result
         });
         self.launching.insert(uid, launch);
+        self.publish_launches();
+    }
+
+    /// Tells termination which NodeClaims' launches are under way.
+    fn publish_launches(&self) {
+        let mut shared = self.shared.launches_under_way.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        shared.clear();
+        shared.extend(self.launching.keys().cloned());
     }
 
     /// upstream `registration.go`.

@@ -50,9 +50,10 @@ mod provisioning;
 mod tagging;
 mod termination;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::ops::DerefMut;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
@@ -94,6 +95,12 @@ impl Progress {
 struct Shared {
     /// The latest catalogue: the embedded one until the provider's refresh answers.
     catalogue: RwLock<Arc<Catalogue>>,
+    /// The first refresh has been tried (answered, failed, or the provider has none): until then
+    /// nothing is planned or launched on the embedded catalogue's types and prices.
+    catalogue_settled: AtomicBool,
+    /// NodeClaims (by UID) whose launch is under way: their finalizer waits for it, so that an
+    /// instance it starts is written onto the NodeClaim and terminated with it.
+    launches_under_way: Mutex<HashSet<String>>,
     /// Each NodePool's last launch-and-registration outcomes, by UID (upstream keeps them in
     /// memory too: `state/nodepoolhealth`); lifecycle records them, the NodePool status reads.
     registration_health: Mutex<HashMap<String, Tracker>>,
@@ -111,6 +118,9 @@ pub struct Common<P: CloudProvider> {
     pub region: String,
     /// The catalogue as of this pass (the latest refresh when the pass began).
     pub catalogue: Arc<Catalogue>,
+    /// Whether, when the pass began, the first refresh had been tried (so that `catalogue` is
+    /// the region's, if the provider has one).
+    catalogue_settled: bool,
     shared: Arc<Shared>,
 }
 
@@ -121,6 +131,7 @@ impl<P: CloudProvider> Clone for Common<P> {
             cloud: self.cloud.clone(),
             region: self.region.clone(),
             catalogue: self.catalogue.clone(),
+            catalogue_settled: self.catalogue_settled,
             shared: self.shared.clone(),
         }
     }
@@ -149,6 +160,11 @@ impl<P: CloudProvider> Common<P> {
         awaiting.first().map(|(name, _)| name.clone())
     }
 
+    /// Whether the NodeClaim `uid`'s launch is under way.
+    fn launch_under_way(&self, uid: &str) -> bool {
+        self.shared.launches_under_way.lock().unwrap_or_else(PoisonError::into_inner).contains(uid)
+    }
+
     /// upstream `Cluster.Synced`: every NodeClaim this controller created is in the view and every
     /// NodeClaim has launched (a count taken earlier could write a NodePool's usage too low).
     fn synced(&self, m: &Manifests) -> bool {
@@ -166,6 +182,17 @@ trait Concern<P: CloudProvider>: DerefMut<Target = Common<P>> + Send + 'static {
     const NAME: &'static str;
 
     fn pass(&mut self, m: &Manifests, loaded: &Loaded, now: i64) -> impl Future<Output = ()> + Send;
+
+    /// Notified when work the concern started in a task of its own ends, so that its result is
+    /// read at once rather than on the next view.
+    fn wake(&self) -> Option<Arc<tokio::sync::Notify>> {
+        None
+    }
+
+    /// At shutdown, on the latest view: what must not be lost with the process.
+    fn stop(&mut self, _: &Manifests) -> impl Future<Output = ()> + Send {
+        async {}
+    }
 }
 
 /// `Deref` to [`Common`] for a concern's struct (its field `common`), so that its methods read
@@ -201,6 +228,10 @@ impl<P: CloudProvider> Concern<P> for Scheduling<P> {
     const NAME: &'static str = "scheduling";
 
     async fn pass(&mut self, m: &Manifests, loaded: &Loaded, now: i64) {
+        if !self.catalogue_settled {
+            debug!("scheduling waits for the first instance-type refresh");
+            return;
+        }
         self.nodepools(m, &loaded.live.invalid_nodepools, now).await;
         self.provision(m, now).await;
         // Disruption decides which pods a node can shed: it waits for a whole view of them.
@@ -218,11 +249,20 @@ async fn drive<P: CloudProvider, C: Concern<P>>(
     progress: Progress,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let wake = concern.wake();
+    let woken = || async {
+        match &wake {
+            Some(notify) => notify.notified().await,
+            None => std::future::pending().await,
+        }
+    };
     loop {
         let now = crate::clock::now_seconds();
         progress.mark(C::NAME, now);
         let loaded = views.borrow_and_update().clone();
         if let Some(loaded) = loaded {
+            // The flag first: set after the catalogue is written, it vouches for what is read next.
+            concern.catalogue_settled = concern.shared.catalogue_settled.load(Ordering::Acquire);
             let latest = concern.shared.catalogue.read().unwrap_or_else(PoisonError::into_inner).clone();
             concern.catalogue = latest;
             concern.pass(loaded.manifests(), &loaded, now).await;
@@ -231,9 +271,14 @@ async fn drive<P: CloudProvider, C: Concern<P>>(
         tokio::select! {
             changed = views.changed() => if changed.is_err() { return },
             _ = tokio::time::sleep(TICK) => {}
-            _ = shutdown.changed() => return,
+            _ = woken() => {}
+            _ = shutdown.changed() => {}
         }
         if *shutdown.borrow() {
+            let latest = views.borrow().clone();
+            if let Some(loaded) = latest {
+                concern.stop(loaded.manifests()).await;
+            }
             return;
         }
     }
@@ -254,11 +299,20 @@ impl<P: CloudProvider> Reconciler<P> {
         let catalogue = Arc::new(Catalogue::embedded().clone());
         let shared = Shared {
             catalogue: RwLock::new(catalogue.clone()),
+            catalogue_settled: AtomicBool::new(false),
+            launches_under_way: Mutex::new(HashSet::new()),
             registration_health: Mutex::new(HashMap::new()),
             awaiting_created: Mutex::new(Vec::new()),
             epoch: Instant::now(),
         };
-        let common = Common { act, cloud: Arc::new(cloud), region, catalogue, shared: Arc::new(shared) };
+        let common = Common {
+            act,
+            cloud: Arc::new(cloud),
+            region,
+            catalogue,
+            catalogue_settled: false,
+            shared: Arc::new(shared),
+        };
         let progress = Progress::default();
         progress.mark(LOADER, crate::clock::now_seconds());
         Reconciler { common, view, leader, skipped: BTreeMap::new(), progress }
@@ -294,16 +348,17 @@ impl<P: CloudProvider> Reconciler<P> {
         let changed = self.view.changes();
         loop {
             tokio::select! {
-                _ = changed.notified() => {}
-                _ = tokio::time::sleep(TICK) => {}
+                biased;
                 _ = shutdown.changed() => break,
-                ended = tasks.join_next() => {
+                ended = tasks.join_next(), if !*shutdown.borrow() => {
                     match ended {
                         Some(Err(e)) => error!(error = %e, "a reconciler's task panicked"),
                         _ => error!("a reconciler's task ended"),
                     }
                     return;
                 }
+                _ = changed.notified() => {}
+                _ = tokio::time::sleep(TICK) => {}
             }
             if *shutdown.borrow() {
                 break;
@@ -312,7 +367,8 @@ impl<P: CloudProvider> Reconciler<P> {
             let loaded = self.load().await;
             publish.send_replace(loaded);
         }
-        // The concerns see the shutdown too; each ends after its current call.
+        // The concerns see the shutdown too; each ends after its current call (and what its
+        // `stop` keeps).
         while let Some(ended) = tasks.join_next().await {
             if let Err(e) = ended {
                 warn!(error = %e, "a reconciler's task panicked");

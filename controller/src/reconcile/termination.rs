@@ -15,6 +15,7 @@
 //! ([`termination::controller`]).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use carpentry_core::api::NodeClaim;
@@ -26,6 +27,7 @@ use carpentry_core::termination::{self};
 use carpentry_core::HeldDecision;
 use k8s_openapi::api::core::v1::Node;
 use serde_json::json;
+use tokio::sync::Notify;
 use tracing::warn;
 
 use super::act::{node_ref, pod_ref, Eviction};
@@ -65,6 +67,11 @@ pub(super) struct Termination<P: CloudProvider> {
     instance_checks: HashMap<String, i64>,
     /// Drained nodes whose instance waits for volume attachments (the decision is logged once).
     awaiting_volumes: HashSet<String>,
+    /// Instance deletions under way, by NodeClaim UID: each a task of its own, so that a slow
+    /// answer holds up no other node's drain (upstream's termination reconciles run concurrently).
+    deleting: HashMap<String, tokio::task::JoinHandle<anyhow::Result<Deletion>>>,
+    /// Notified when a deletion ends, for the pass that reads its answer.
+    ended: Arc<Notify>,
 }
 concern_common!(Termination);
 
@@ -75,12 +82,18 @@ impl<P: CloudProvider> Termination<P> {
             evictions: HashMap::new(),
             instance_checks: HashMap::new(),
             awaiting_volumes: HashSet::new(),
+            deleting: HashMap::new(),
+            ended: Arc::new(Notify::new()),
         }
     }
 }
 
 impl<P: CloudProvider> Concern<P> for Termination<P> {
     const NAME: &'static str = "termination";
+
+    fn wake(&self) -> Option<Arc<Notify>> {
+        Some(self.ended.clone())
+    }
 
     async fn pass(&mut self, m: &Manifests, loaded: &super::Loaded, now: i64) {
         for nc in m.nodeclaims.iter().filter(|nc| nc.metadata.deletion_timestamp.is_some()) {
@@ -92,6 +105,7 @@ impl<P: CloudProvider> Concern<P> for Termination<P> {
             self.evictions.retain(|r, _| pods.contains(r));
         }
         self.instance_checks.retain(|id, _| m.nodeclaims.iter().any(|nc| provider_id(nc) == id));
+        self.deleting.retain(|uid, _| m.nodeclaims.iter().any(|nc| nc.metadata.uid.as_ref() == Some(uid)));
         for node in &m.nodes {
             let name = node.metadata.name.as_deref().unwrap_or_default();
             // A node with a pod or volume attachment that does not load is not drained: that pod
@@ -106,16 +120,32 @@ impl<P: CloudProvider> Concern<P> for Termination<P> {
 }
 
 impl<P: CloudProvider> Termination<P> {
-    /// Whether the instance `provider_id` is due to be asked about (again).
-    fn instance_check_due(&self, provider_id: &str, now: i64) -> bool {
-        self.instance_checks.get(provider_id).is_none_or(|due| now >= *due)
-    }
-
-    /// Asks the cloud to delete `nc`'s instance; while it answers that the instance is still
-    /// terminating, the next ask waits [`INSTANCE_TERMINATION_RECHECK_SECONDS`].
-    async fn delete_instance(&mut self, nc: &NodeClaim, now: i64) -> anyhow::Result<Deletion> {
-        let deletion = self.cloud.delete(nc).await;
-        let id = provider_id(nc).to_string();
+    /// Asks the cloud to delete `nc`'s instance, in a task of its own: `None` until it answers
+    /// (and in `--dry-run`, or when this replica does not lead), then its answer. While the
+    /// answer is that the instance is still terminating, the next ask waits
+    /// [`INSTANCE_TERMINATION_RECHECK_SECONDS`].
+    async fn delete_instance(&mut self, nc: &NodeClaim, now: i64) -> Option<anyhow::Result<Deletion>> {
+        let (id, uid) = (provider_id(nc).to_string(), nc.metadata.uid.clone().unwrap_or_default());
+        match self.deleting.get(&uid) {
+            Some(task) if !task.is_finished() => return None,
+            Some(_) => {}
+            None => {
+                let due = self.instance_checks.get(&id).is_none_or(|due| now >= *due);
+                if self.act.dry_run || !due || !self.act.leading() {
+                    return None;
+                }
+                let (cloud, nc, ended) = (self.cloud.clone(), nc.clone(), self.ended.clone());
+                let task = tokio::spawn(async move {
+                    let deletion = cloud.delete(&nc).await;
+                    ended.notify_one();
+                    deletion
+                });
+                self.deleting.insert(uid, task);
+                return None;
+            }
+        }
+        let task = self.deleting.remove(&uid)?;
+        let deletion = task.await.unwrap_or_else(|e| Err(anyhow::anyhow!("the instance deletion ended: {e}")));
         match &deletion {
             Ok(Deletion::Terminating) => {
                 self.instance_checks.insert(id, now + INSTANCE_TERMINATION_RECHECK_SECONDS);
@@ -124,7 +154,7 @@ impl<P: CloudProvider> Termination<P> {
                 self.instance_checks.remove(&id);
             }
         }
-        deletion
+        Some(deletion)
     }
 
     /// Writes the NodeClaim's termination conditions when `stage` changes them.
@@ -136,6 +166,11 @@ impl<P: CloudProvider> Termination<P> {
 
     async fn finalize_nodeclaim(&mut self, m: &Manifests, nc: &NodeClaim, now: i64) {
         if !has_finalizer(&nc.metadata.finalizers) {
+            return;
+        }
+        // A launch under way may still start an instance: its result is written onto the
+        // NodeClaim first (lifecycle), then the instance is terminated here.
+        if self.launch_under_way(nc.metadata.uid.as_deref().unwrap_or_default()) {
             return;
         }
         let id = provider_id(nc);
@@ -151,10 +186,7 @@ impl<P: CloudProvider> Termination<P> {
             }
             return; // the Node's termination drains it; the NodeClaim waits for it to go
         }
-        if self.act.dry_run || !self.instance_check_due(id, now) || !self.act.leading() {
-            return;
-        }
-        let deletion = self.delete_instance(nc, now).await;
+        let Some(deletion) = self.delete_instance(nc, now).await else { return };
         if deletion.is_ok() {
             self.termination_conditions(nc, Stage::InstanceTerminating(None), now).await;
         }
@@ -276,17 +308,15 @@ impl<P: CloudProvider> Termination<P> {
         self.awaiting_volumes.remove(&name);
         // upstream `awaitInstanceTermination`: the finalizer stays until the instance is gone.
         if let Some(nc) = nodeclaim {
-            if !self.instance_check_due(provider_id(nc), now) || !self.act.leading() {
-                return;
-            }
             match self.delete_instance(nc, now).await {
-                Ok(deletion) => {
+                None => return,
+                Some(Ok(deletion)) => {
                     self.termination_conditions(nc, Stage::InstanceTerminating(Some(volumes)), now).await;
                     if deletion == Deletion::Terminating {
                         return;
                     }
                 }
-                Err(e) => {
+                Some(Err(e)) => {
                     warn!(node = %name, error = %format!("{e:#}"), "instance deletion failed; retried");
                     self.termination_conditions(nc, Stage::Drained(volumes), now).await;
                     return;
