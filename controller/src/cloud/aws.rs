@@ -99,13 +99,13 @@ pub const IAM_ACTIONS: &[&str] = &[
     "ssm:GetParameter",
 ];
 
-/// How often a NodeClass's subnets, security groups and AMIs are looked up again.
-const NODECLASS_REFRESH: Duration = Duration::from_secs(60);
+/// How often a NodeClass's subnets, security groups and AMIs are looked up again (core's).
+const NODECLASS_REFRESH: Duration = Duration::from_secs(providers::refresh::LOOKUP_TTL_SECONDS);
 /// How soon a cluster fact the nodes' bootstrap lacks (the endpoint and service CIDR from
-/// DescribeCluster, the kube-dns address) is asked again.
-const BOOTSTRAP_RETRY: Duration = Duration::from_secs(60);
-/// How often the API server's Kubernetes version is read again (upstream `providers.version`).
-const VERSION_REFRESH: Duration = Duration::from_secs(5 * 60);
+/// DescribeCluster, the kube-dns address) is asked again (core's).
+const BOOTSTRAP_RETRY: Duration = Duration::from_secs(providers::refresh::LOOKUP_TTL_SECONDS);
+/// How often the API server's Kubernetes version is read again (core's, upstream `providers.version`).
+const VERSION_REFRESH: Duration = Duration::from_secs(providers::refresh::VERSION_REFRESH_SECONDS);
 
 /// EC2's answer codes for a missing IAM permission.
 fn is_denied(code: &str) -> bool {

@@ -3,22 +3,23 @@
 //! 12 hours): the provider describes the region's types, zone offerings and prices, core builds
 //! the catalogue from them ([`carpentry_core::Catalogue::live`]), and every later decision uses it.
 //! Until the first answer, and whenever the types cannot be described, the last catalogue stands
-//! (at first the embedded one); a failed refresh is tried again after a minute.
+//! (at first the embedded one); a failed refresh is tried again after upstream's backoff
+//! ([`refresh::refresh_retry_millis`]: 1 ms doubling to 1000 s; a pass comes at most every
+//! second).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use carpentry_core::manifest::Manifests;
+use carpentry_core::providers::refresh;
 use carpentry_core::Catalogue;
 use tracing::{info, warn};
 
 use super::{concern_common, Common, Concern};
 use crate::cloud::CloudProvider;
 
-/// Upstream's cadence for both refreshes.
-const REFRESH: Duration = Duration::from_secs(12 * 60 * 60);
-/// After a failed refresh.
-const RETRY: Duration = Duration::from_secs(60);
+/// Upstream's cadence for both refreshes (core's).
+const REFRESH: Duration = Duration::from_secs(refresh::INSTANCE_TYPES_REFRESH_SECONDS);
 
 #[derive(Default)]
 pub(super) struct State {
@@ -26,6 +27,8 @@ pub(super) struct State {
     next: Option<Instant>,
     /// The provider has nothing to refresh (kwok).
     never: bool,
+    /// The wait after the last failed refresh (milliseconds; `None` after a success).
+    backoff: Option<u64>,
 }
 
 /// The concern: the catalogue refreshed on upstream's cadence, published to every other concern.
@@ -67,11 +70,14 @@ impl<P: CloudProvider> Catalogues<P> {
                 *self.shared.catalogue.write().unwrap_or_else(std::sync::PoisonError::into_inner) = catalogue.clone();
                 self.catalogue = catalogue;
                 self.instancetype.next = Some(Instant::now() + REFRESH);
+                self.instancetype.backoff = None;
             }
             Some(Err(e)) => {
-                warn!(error = %format!("{e:#}"), retry_seconds = RETRY.as_secs(),
+                let backoff = refresh::refresh_retry_millis(self.instancetype.backoff);
+                warn!(error = %format!("{e:#}"), retry_millis = backoff,
                     "instance types not refreshed from the cloud; the last catalogue stands");
-                self.instancetype.next = Some(Instant::now() + RETRY);
+                self.instancetype.backoff = Some(backoff);
+                self.instancetype.next = Some(Instant::now() + Duration::from_millis(backoff));
             }
         }
         // After the catalogue is written: a pass that sees the flag has the refreshed catalogue.

@@ -18,8 +18,8 @@ use tracing::{info, warn};
 use super::{act, concern_common, Common, Concern};
 use crate::cloud::CloudProvider;
 
-/// How long a failed clean-up of a deleted NodeClass waits before it is tried again.
-const FINALIZE_RETRY: Duration = Duration::from_secs(10);
+/// How long a failed clean-up of a deleted NodeClass waits before it is tried again (core's).
+const FINALIZE_RETRY: Duration = Duration::from_secs(termination::FINALIZE_RETRY_SECONDS);
 
 #[derive(Debug, Default)]
 pub(super) struct State {

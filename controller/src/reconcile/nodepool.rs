@@ -17,9 +17,6 @@ use tracing::warn;
 use super::{Common, Scheduling};
 use crate::cloud::CloudProvider;
 
-/// upstream `nodepool.counter` requeues every 5 s.
-pub(super) const COUNTER_SECONDS: i64 = 5;
-
 impl<P: CloudProvider> Scheduling<P> {
     /// `invalid`: NodePools that fail validation (left out of `m`), whose status still says so.
     pub(super) async fn nodepools(&mut self, m: &Manifests, invalid: &[NodePool], now: i64) {
@@ -36,7 +33,7 @@ impl<P: CloudProvider> Scheduling<P> {
                 self.act.patch_nodepool(np.name(), json!({"metadata": {"annotations": annotations}})).await;
             }
         }
-        let usage = if now >= self.nodepool_counted + COUNTER_SECONDS && self.synced(m) {
+        let usage = if now >= self.nodepool_counted + nodepool::counter::COUNT_EVERY_SECONDS && self.synced(m) {
             self.nodepool_counted = now;
             self.usage(m)
         } else {

@@ -20,8 +20,9 @@ use super::act::pod_ref;
 use super::Scheduling;
 use crate::cloud::CloudProvider;
 
-/// How long a created NodeClaim may take to appear in the view before rounds go on without it.
-const AWAIT_CREATED_MILLIS: u64 = 30_000;
+/// How long a created NodeClaim may take to appear in the view before rounds go on without it
+/// (core's, as disruption waits for its replacements).
+const AWAIT_CREATED_MILLIS: u64 = carpentry_core::disruption::orchestration::AWAIT_OWN_WRITE_SECONDS as u64 * 1000;
 
 #[derive(Debug, Default)]
 pub(super) struct State {

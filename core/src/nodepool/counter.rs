@@ -7,6 +7,9 @@ use crate::api::nodepool::NodePoolStatus;
 use crate::quantity::Quantity;
 use crate::resources::ResourceList;
 
+/// upstream `nodepool.counter` counts again every 5 s (`RequeueAfter: time.Second * 5`).
+pub const COUNT_EVERY_SECONDS: i64 = 5;
+
 /// upstream `BaseResources`.
 const BASE: [&str; 5] = ["cpu", "memory", "pods", "ephemeral-storage", "nodes"];
 

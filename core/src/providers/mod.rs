@@ -18,6 +18,7 @@
 //! | `instance.rs` | `pkg/providers/instance/instance.go`, `instance/filter/filter.go`, `pkg/utils/utils.go` (CreateFleet input, tags, providerID) |
 //! | `interruption.rs` | `pkg/controllers/interruption/{parser,utils}.go`, `messages/*`, `events/events.go` |
 //! | `instanceprofile.rs` | `pkg/controllers/nodeclass/instanceprofile.go`, `pkg/providers/instanceprofile/instanceprofile.go`, `pkg/controllers/nodeclass/garbagecollection/controller.go` |
+//! | `refresh.rs` | `pkg/controllers/providers/{instancetype,pricing,version}/controller.go`, `pkg/cache/cache.go` (cadences) |
 //! | `tagging.rs` | `pkg/controllers/nodeclaim/tagging/controller.go` |
 //! | `termination.rs` | `pkg/controllers/nodeclass/controller.go` (the `karpenter.k8s.aws/termination` finalizer), `events.go` |
 //! | `unavailable.rs` | `pkg/cache/unavailableofferings.go`, `pkg/errors/errors.go` (insufficient-capacity codes) |
@@ -30,6 +31,7 @@ pub mod instanceprofile;
 pub mod interruption;
 pub mod launchtemplate;
 pub mod nodeclass;
+pub mod refresh;
 pub mod securitygroup;
 pub mod selectors;
 pub mod subnet;
