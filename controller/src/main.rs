@@ -13,6 +13,7 @@
 mod clock;
 mod cloud;
 mod leader;
+mod metrics;
 mod reconcile;
 mod serve;
 mod view;
@@ -197,15 +198,15 @@ async fn drive<P: cloud::CloudProvider>(
         shutdown.clone(),
     )
     .await?;
-    let decisions = reconcile::act::Decisions::default();
-    let act = reconcile::act::Act::new(client.clone(), args.dry_run, identity(), decisions.clone(), leader.status());
+    let metrics = metrics::Metrics::default();
+    let act = reconcile::act::Act::new(client.clone(), args.dry_run, identity(), metrics.clone(), leader.status());
     info!(cloud_provider = cloud.name(), "cloud provider ready");
     let timings = cloud.timings();
     let reconciler = reconcile::Reconciler::new(act, view.clone(), cloud, leader.status(), region.clone());
     let progress = reconciler.progress();
     let mut reconciling = tokio::spawn(reconciler.run(shutdown.clone()));
     let state =
-        serve::State { view: view.clone(), leader: leader.status(), region, server, decisions, timings, progress };
+        serve::State { view: view.clone(), leader: leader.status(), region, server, metrics, timings, progress };
     let health = serve::health(state.clone(), SocketAddr::from(([0, 0, 0, 0], args.health_port)), shutdown.clone());
     let metrics = serve::metrics(state, SocketAddr::from(([0, 0, 0, 0], args.metrics_port)), shutdown.clone());
     let (health, metrics) = (tokio::spawn(health), tokio::spawn(metrics));

@@ -30,8 +30,8 @@ pub struct State {
     pub region: String,
     /// The API server's URL.
     pub server: String,
-    /// The reconcilers' decisions, by reason.
-    pub decisions: crate::reconcile::act::Decisions,
+    /// What the reconcilers counted and timed.
+    pub metrics: crate::metrics::Metrics,
     /// The cloud provider's timings, for the snapshot's Scenario.
     pub timings: carpentry_core::manifest::scenario::TimingOverrides,
     /// The reconcilers' liveness.
@@ -158,7 +158,9 @@ async fn snapshot(Extract(state): Extract<State>) -> Response {
 type Labels = Vec<(String, String)>;
 
 async fn prometheus(Extract(state): Extract<State>) -> Response {
-    let mut registry = Registry::with_prefix("carpentry");
+    let mut root = Registry::default();
+    state.metrics.register(&mut root);
+    let registry = root.sub_registry_with_prefix("carpentry");
     let objects = Family::<Labels, Gauge>::default();
     for (resource, count) in state.view.counts() {
         objects.get_or_create(&vec![("resource".into(), resource)]).set(count as i64);
@@ -170,11 +172,6 @@ async fn prometheus(Extract(state): Extract<State>) -> Response {
     let leader = Gauge::<i64>::default();
     leader.set(i64::from(state.leader.leading()));
     registry.register("leader", "1 while this replica holds the leader-election Lease", leader);
-    registry.register(
-        "decisions",
-        "Decisions the reconcilers made (or, in --dry-run, would have carried out), by reason",
-        state.decisions.clone(),
-    );
     if let Ok(loaded) = state.view.load() {
         let skipped = Family::<Labels, Gauge>::default();
         for s in &loaded.live.skipped {
@@ -210,7 +207,7 @@ async fn prometheus(Extract(state): Extract<State>) -> Response {
         registry.register("nodeclaims", "NodeClaims by NodePool and lifecycle phase", nodeclaims);
     }
     let mut body = String::new();
-    match encode(&mut body, &registry) {
+    match encode(&mut body, &root) {
         Ok(()) => ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], body)
             .into_response(),
         Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode the metrics: {e}\n")),

@@ -36,7 +36,9 @@ mod harness;
 #[path = "support/prediction.rs"]
 mod prediction;
 
-use harness::{free_port, get, inflate_deployment, install_crds, resource, running_exactly, Controller, Partition};
+use harness::{
+    free_port, get, inflate_deployment, install_crds, metric_sum, resource, running_exactly, Controller, Partition,
+};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -301,6 +303,10 @@ async fn dry_run_watches_serves_a_snapshot_and_leads() -> Result<()> {
     ] {
         ensure!(body.contains(expected), "/metrics lacks {expected:?}:\n{body}");
     }
+    // A dry run writes nothing but events.
+    let writes = metric_sum(&body, "carpentry_api_writes_total", &[]);
+    let events = metric_sum(&body, "carpentry_api_writes_total", &[("resource", "Event")]);
+    ensure!(writes == events, "--dry-run wrote {} objects other than events:\n{body}", writes - events);
 
     // Reported, not asserted: what the controller costs when idle on a small cluster.
     if let Some(u) = Usage::of(&controller) {
@@ -533,6 +539,20 @@ async fn inflate_provisions_nodes_and_a_deleted_node_is_replaced() -> Result<()>
     );
     let (_, body) = get(metrics, "/metrics")?;
     ensure!(body.contains("carpentry_view_skipped_objects{gap=\"Object\"}"), "/metrics:\n{body}");
+    // upstream's metrics: three NodeClaims created by provisioning, each launched through the
+    // cloud provider's Create; the writes and each concern's passes counted.
+    let created = [("reason", "provisioned"), ("nodepool", nodepool.as_str()), ("min_values_relaxed", "false")];
+    let creates = [("controller", "nodeclaim.lifecycle"), ("method", "Create"), ("provider", "kwok")];
+    for (name, labels, at_least) in [
+        ("karpenter_nodeclaims_created_total", &created[..], 3.0),
+        ("karpenter_cloudprovider_duration_seconds_count", &creates[..], 3.0),
+        ("carpentry_api_writes_total", &[("verb", "create"), ("resource", "NodeClaim")][..], 3.0),
+        ("carpentry_reconcile_pass_duration_seconds_count", &[("concern", "lifecycle")][..], 1.0),
+    ] {
+        let value = metric_sum(&body, name, labels);
+        ensure!(value >= at_least, "{name}{labels:?} = {value}, expected at least {at_least}:\n{body}");
+    }
+    ensure!(metric_sum(&body, "karpenter_nodeclaims_created_total", &created) == 3.0, "/metrics:\n{body}");
 
     // `kubectl delete node`: the NodeClaim and the Node go; the pod runs on a replacement. A
     // VolumeAttachment on the node holds its instance once it is drained, until it goes.
@@ -641,6 +661,19 @@ async fn inflate_provisions_nodes_and_a_deleted_node_is_replaced() -> Result<()>
             "node {node}: {:?}",
             about.iter().map(|e| (e.reason.clone(), e.note.clone())).collect::<Vec<_>>()
         );
+    }
+    // upstream's disruption metrics: the emptiness commands, each node disrupted and terminated
+    // (the deleted victim's too).
+    let (_, body) = get(metrics, "/metrics")?;
+    let decisions = [("decision", "delete"), ("reason", "empty"), ("consolidation_type", "empty")];
+    let disrupted = [("reason", "empty"), ("nodepool", nodepool.as_str())];
+    for (name, labels, want) in [
+        ("karpenter_voluntary_disruption_decisions_total", &decisions[..], 1.0),
+        ("karpenter_nodeclaims_disrupted_total", &disrupted[..], before.len() as f64),
+        ("karpenter_nodeclaims_terminated_total", &[("nodepool", nodepool.as_str())][..], before.len() as f64 + 1.0),
+    ] {
+        let value = metric_sum(&body, name, labels);
+        ensure!(value >= want, "{name}{labels:?} = {value}, expected at least {want}:\n{body}");
     }
     // A leaked instance (a kwok Node of the NodePool that no NodeClaim has) is collected once
     // it is 30 s old.

@@ -62,6 +62,15 @@ impl CreateError {
         }
     }
 
+    /// upstream's error type, as its cloud-provider metrics label a failed `Create`.
+    pub fn upstream_type(&self) -> &'static str {
+        match self {
+            _ if self.deletes_nodeclaim() => "InsufficientCapacityError",
+            CreateError::NodeClassNotReady { .. } => "NodeClassNotReadyError",
+            _ => "",
+        }
+    }
+
     /// The `Launched` condition's reason and message for a failure that keeps the NodeClaim:
     /// upstream's `CreateError` reason where core read one, else `LaunchFailed` with the error
     /// (`why`, as rendered for the log).

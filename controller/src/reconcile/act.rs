@@ -18,15 +18,11 @@ use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, EvictParams, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use serde_json::Value;
 use tracing::{debug, info, warn};
 
 /// The events' reporting controller, as upstream's.
 pub const REPORTER: &str = "karpenter";
-
-pub type Decisions = Family<Vec<(String, String)>, Counter>;
 
 #[derive(Clone)]
 pub struct Act {
@@ -37,8 +33,8 @@ pub struct Act {
     /// Nothing is written unless this replica leads (checked before every write, not once a pass:
     /// a pass can outlast the renew deadline).
     leader: crate::leader::LeaderStatus,
-    /// `carpentry_decisions_total{reason}`.
-    pub decisions: Decisions,
+    /// What the reconcilers count and time (`carpentry_decisions_total{reason}`, the writes, …).
+    pub metrics: crate::metrics::Metrics,
     nodeclaims: ApiResource,
     nodeclasses: ApiResource,
     nodepools: ApiResource,
@@ -155,7 +151,7 @@ impl Act {
         client: kube::Client,
         dry_run: bool,
         instance: String,
-        decisions: Decisions,
+        metrics: crate::metrics::Metrics,
         leader: crate::leader::LeaderStatus,
     ) -> Act {
         let gvk = GroupVersionKind::gvk("karpenter.sh", "v1", "NodeClaim");
@@ -164,7 +160,7 @@ impl Act {
             leader,
             client,
             dry_run,
-            decisions,
+            metrics,
             nodeclaims: ApiResource::from_gvk_with_plural(&gvk, "nodeclaims"),
             nodeclasses: ApiResource::from_gvk_with_plural(
                 &GroupVersionKind::gvk("karpenter.k8s.aws", "v1", "EC2NodeClass"),
@@ -191,7 +187,7 @@ impl Act {
 
     /// Counts a decision and logs its structured reason.
     pub fn decided(&self, reason: &str, detail: &Value) {
-        self.decisions.get_or_create(&vec![("reason".into(), reason.into())]).inc();
+        self.metrics.decisions.get_or_create(&vec![("reason".into(), reason.into())]).inc();
         info!(reason, decision = %detail, dry_run = self.dry_run, "decision");
     }
 
@@ -274,7 +270,11 @@ impl Act {
             ..Default::default()
         };
         let events: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
-        let created = events.create(&PostParams::default(), &event).await?;
+        self.metrics.api_write("create Event", false);
+        let created = events
+            .create(&PostParams::default(), &event)
+            .await
+            .inspect_err(|_| self.metrics.api_write("create Event", true))?;
         Ok(EventObject { namespace, name: created.metadata.name.unwrap_or_default() })
     }
 
@@ -286,11 +286,14 @@ impl Act {
         };
         let events: Api<Event> = Api::namespaced(self.client.clone(), &event.namespace);
         let patch = serde_json::json!({ "series": series });
-        events.patch(&event.name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(|_| ())
+        self.metrics.api_write("patch Event", false);
+        let patched = events.patch(&event.name, &PatchParams::default(), &Patch::Merge(&patch)).await;
+        patched.map(|_| ()).inspect_err(|_| self.metrics.api_write("patch Event", true))
     }
 
     /// Logs a failed write: a stale view quietly (the next pass decides again), else loudly.
     fn failed(&self, what: &str, e: &kube::Error) {
+        self.metrics.api_write(what, true);
         if is_stale(e) {
             debug!(what, error = %e, "write not applied (stale view); retried next pass");
         } else {
@@ -311,6 +314,7 @@ impl Act {
             return true;
         }
         if !self.dry_run {
+            self.metrics.api_write(what, false);
             return false;
         }
         let new = self.unwritten.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).is_new(what, body);
@@ -367,6 +371,7 @@ impl Act {
         };
         let patch = serde_json::json!({"metadata": {"resourceVersion": patched.metadata.resource_version},
             "status": status});
+        self.metrics.api_write(&format!("patch NodeClaim {name} status"), false);
         self.applied(
             &format!("patch NodeClaim {name} status"),
             self.nodeclaims().patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await,

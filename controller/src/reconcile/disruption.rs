@@ -197,6 +197,7 @@ impl<P: CloudProvider> Scheduling<P> {
             self.act.decided("Expired", &json!({"nodeclaim": name, "expireAfter": nc.spec.expire_after.as_str()}));
             self.act.event(&nodeclaim_ref(nc), false, "Expired", note(&reason), "Delete").await;
             if self.act.delete_nodeclaim(&name).await {
+                self.act.metrics.nodeclaim_disrupted(nc, "Expired");
                 // This pass's budgets count it as disrupting (the view is from before the delete).
                 if let Some(node) = facts::node_of(m, nc).and_then(|n| n.metadata.name.clone()) {
                     self.disruption.deleted.insert(node, now);
@@ -315,6 +316,7 @@ impl<P: CloudProvider> Scheduling<P> {
             &json!({"method": cmd.method, "reason": budget_reason, "decision": decision, "nodes": cmd.candidates,
                 "replacements": replacement_types, "savingsPerHour": cmd.savings_per_hour, "why": cmd.why}),
         );
+        self.act.metrics.disruption_decision(cmd.method, budget_reason, !cmd.replacements.is_empty());
         if cmd.replacements.is_empty() {
             self.delete_candidates(m, &cmd, now).await;
             return;
@@ -331,6 +333,7 @@ impl<P: CloudProvider> Scheduling<P> {
             match self.act.create_nodeclaim(&nc).await {
                 Ok(Some(name)) => {
                     self.created(name.clone());
+                    self.act.metrics.nodeclaim_created(&nc, &budget_reason.to_lowercase());
                     replacements.push((name, false))
                 }
                 Ok(None) => {}
@@ -363,7 +366,9 @@ impl<P: CloudProvider> Scheduling<P> {
                 self.act.event(&node_ref(node), false, "DisruptionTerminating", note(&reason), "Disrupt").await;
             }
             info!(node = %node_name, nodeclaim = %nc.name(), method = ?cmd.method, "disrupting");
-            self.act.delete_nodeclaim(nc.name()).await;
+            if self.act.delete_nodeclaim(nc.name()).await {
+                self.act.metrics.nodeclaim_disrupted(nc, cmd.reason.as_str());
+            }
             self.disruption.deleted.insert(node_name.clone(), now);
         }
     }

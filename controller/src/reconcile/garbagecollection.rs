@@ -47,7 +47,11 @@ impl<P: CloudProvider> Collection<P> {
         if !nodeclaims_due && !instances_due {
             return;
         }
-        let instances: Vec<CloudInstance> = match self.cloud.list(m).await {
+        let started = std::time::Instant::now();
+        let listed = self.cloud.list(m).await;
+        let error = listed.as_ref().err().map(|_| "");
+        self.act.metrics.cloud_call("nodeclaim.garbagecollection", "List", self.cloud.name(), started, error);
+        let instances: Vec<CloudInstance> = match listed {
             Ok(list) => list,
             Err(e) => {
                 warn!(error = %format!("{e:#}"), "the cloud provider cannot list its instances; garbage collection waits");
@@ -63,7 +67,9 @@ impl<P: CloudProvider> Collection<P> {
                     &json!({"nodeclaim": nc.name(), "providerID": id,
                     "why": "its instance is gone and its Node is not Ready"}),
                 );
-                self.act.delete_nodeclaim(nc.name()).await;
+                if self.act.delete_nodeclaim(nc.name()).await {
+                    self.act.metrics.nodeclaim_disrupted(nc, "GarbageCollected");
+                }
             }
         }
         if instances_due {
@@ -89,7 +95,11 @@ impl<P: CloudProvider> Collection<P> {
                 if self.act.dry_run || !self.act.leading() {
                     continue;
                 }
-                if let Err(e) = self.cloud.delete_instance(&instance.provider_id).await {
+                let started = std::time::Instant::now();
+                let deleted = self.cloud.delete_instance(&instance.provider_id).await;
+                let error = deleted.as_ref().err().map(|_| "");
+                self.act.metrics.cloud_call("instance.garbagecollection", "Delete", self.cloud.name(), started, error);
+                if let Err(e) = deleted {
                     warn!(provider_id = %instance.provider_id, error = %format!("{e:#}"), "cannot terminate a leaked instance; retried");
                 }
             }

@@ -177,7 +177,13 @@ impl<P: CloudProvider> Lifecycle<P> {
         self.act.event(&nodeclaim_ref(nc), true, "LivenessTimeout", note, "Delete").await;
         // upstream judges the NodePool first, then deletes.
         self.registration_outcome(m, nc, false).await;
-        self.act.delete_nodeclaim(nc.name()).await;
+        if self.act.delete_nodeclaim(nc.name()).await {
+            let reason = match timeout {
+                carpentry_core::nodeclaim::lifecycle::LivenessTimeout::Launch => "LaunchTimeout",
+                carpentry_core::nodeclaim::lifecycle::LivenessTimeout::Registration => "RegistrationTimeout",
+            };
+            self.act.metrics.nodeclaim_disrupted(nc, reason);
+        }
         true
     }
 
@@ -206,7 +212,9 @@ impl<P: CloudProvider> Lifecycle<P> {
                         self.act.decided("LaunchFailed", &json!({"nodeclaim": name, "why": why}));
                         let note = format!("{why}: deleting the NodeClaim; its pods are provisioned again");
                         self.act.event(&nodeclaim_ref(nc), true, "InsufficientCapacityError", note, "Launch").await;
-                        self.act.delete_nodeclaim(&name).await;
+                        if self.act.delete_nodeclaim(&name).await {
+                            self.act.metrics.nodeclaim_disrupted(nc, "InsufficientCapacity");
+                        }
                         return;
                     }
                     Err(e) => {
@@ -297,10 +305,13 @@ impl<P: CloudProvider> Lifecycle<P> {
             return; // a launch is this replica's only while it leads
         }
         let (cloud, nc, class) = (self.cloud.clone(), nc.clone(), class.clone());
-        let (slots, ended) = (self.launch_slots.clone(), self.ended.clone());
+        let (slots, ended, metrics) = (self.launch_slots.clone(), self.ended.clone(), self.act.metrics.clone());
         let launch = tokio::spawn(async move {
             let _slot = slots.acquire_owned().await;
+            let started = Instant::now();
             let result = cloud.create(&nc, &class, &types).await;
+            let error = result.as_ref().err().map(CreateError::upstream_type);
+            metrics.cloud_call("nodeclaim.lifecycle", "Create", cloud.name(), started, error);
             ended.notify_one();
             result
         });

@@ -265,7 +265,9 @@ async fn drive<P: CloudProvider, C: Concern<P>>(
             concern.catalogue_settled = concern.shared.catalogue_settled.load(Ordering::Acquire);
             let latest = concern.shared.catalogue.read().unwrap_or_else(PoisonError::into_inner).clone();
             concern.catalogue = latest;
+            let started = Instant::now();
             concern.pass(loaded.manifests(), &loaded, now).await;
+            concern.act.metrics.pass(C::NAME, started);
             debug!(concern = C::NAME, "pass done");
         }
         tokio::select! {

@@ -117,6 +117,7 @@ impl<P: CloudProvider> Scheduling<P> {
             let target = match self.act.create_nodeclaim(&nc).await {
                 Ok(Some(name)) => {
                     self.act.decided("NodeClaimCreated", &detail);
+                    self.act.metrics.nodeclaim_created(&nc, "provisioned");
                     self.created(name.clone());
                     let mut seen = nc.clone();
                     seen.metadata.name = Some(name.clone());

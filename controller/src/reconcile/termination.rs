@@ -135,8 +135,12 @@ impl<P: CloudProvider> Termination<P> {
                     return None;
                 }
                 let (cloud, nc, ended) = (self.cloud.clone(), nc.clone(), self.ended.clone());
+                let metrics = self.act.metrics.clone();
                 let task = tokio::spawn(async move {
+                    let started = Instant::now();
                     let deletion = cloud.delete(&nc).await;
+                    let error = deletion.as_ref().err().map(|_| "");
+                    metrics.cloud_call("node.termination", "Delete", cloud.name(), started, error);
                     ended.notify_one();
                     deletion
                 });
@@ -197,7 +201,9 @@ impl<P: CloudProvider> Termination<P> {
                     "finalizers": without_finalizer(&nc.metadata.finalizers),
                     "resourceVersion": nc.metadata.resource_version,
                 }});
-                self.act.patch_nodeclaim(nc.name(), patch).await;
+                if self.act.patch_nodeclaim(nc.name(), patch).await {
+                    self.act.metrics.nodeclaim_terminated(nc);
+                }
             }
             Ok(Deletion::Terminating) => {}
             Err(e) => warn!(nodeclaim = %nc.name(), error = %format!("{e:#}"), "instance deletion failed; retried"),

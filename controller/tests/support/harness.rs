@@ -222,3 +222,19 @@ impl Partition {
         Ok(path)
     }
 }
+
+/// The sum of the samples of `name` in a Prometheus text exposition `body` whose labels include
+/// every pair of `labels` (0 when there is none).
+pub fn metric_sum(body: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    body.lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix(name)?;
+            let (set, value) = match rest.strip_prefix('{') {
+                Some(labelled) => labelled.split_once("} ")?,
+                None => ("", rest.strip_prefix(' ')?),
+            };
+            let has = |(k, v): &(&str, &str)| set.split(',').any(|pair| pair == format!("{k}=\"{v}\""));
+            labels.iter().all(has).then(|| value.split(' ').next()?.parse::<f64>().ok())?
+        })
+        .sum()
+}

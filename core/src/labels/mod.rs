@@ -20,6 +20,8 @@ use std::sync::OnceLock;
 
 /// `karpenter.sh/nodepool`: the NodePool that owns a node. Set by Karpenter; users may select on it but not set it.
 pub const NODEPOOL: &str = "karpenter.sh/nodepool";
+/// Annotation on a NodeClaim whose NodePool's `minValues` were relaxed to plan it.
+pub const NODECLAIM_MIN_VALUES_RELAXED: &str = "karpenter.sh/nodeclaim-min-values-relaxed";
 /// `topology.kubernetes.io/zone`.
 pub const TOPOLOGY_ZONE: &str = "topology.kubernetes.io/zone";
 /// `topology.kubernetes.io/region`.

@@ -12,7 +12,7 @@ use crate::scheduling::explain::TaintRef;
 use crate::scheduling::PlannedNodeClaim;
 
 /// upstream `v1.NodeClaimMinValuesRelaxedAnnotationKey`: the plan had to relax a `minValues`.
-const MIN_VALUES_RELAXED: &str = "karpenter.sh/nodeclaim-min-values-relaxed";
+use crate::labels::NODECLAIM_MIN_VALUES_RELAXED as MIN_VALUES_RELAXED;
 
 fn taint_of(t: &TaintRef) -> Taint {
     Taint { key: t.key.clone(), value: t.value.clone(), effect: t.effect.clone(), time_added: None }

@@ -1,0 +1,279 @@
+//! The controller's Prometheus metrics that count and time what the reconcilers do, with
+//! upstream Karpenter v1.14.1's names and labels where upstream has the metric (`pkg/metrics`,
+//! `pkg/controllers/disruption/metrics.go`, `pkg/cloudprovider/metrics/cloudprovider.go`), and
+//! `carpentry_*` for what upstream leaves to controller-runtime or does not measure: each
+//! concern's pass, and every write to the API server. The gauges of the view (objects, pending
+//! pods, NodeClaims by phase) are read at scrape time ([`crate::serve`]).
+
+use std::time::Instant;
+
+use carpentry_core::api::NodeClaim;
+use carpentry_core::disruption::Method;
+use carpentry_core::labels;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+pub type Labels = Vec<(String, String)>;
+type Histograms = Family<Labels, Histogram, fn() -> Histogram>;
+
+/// client_golang's `DefBuckets` (upstream's cloud-provider histogram sets none).
+fn default_buckets() -> Histogram {
+    Histogram::new([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0])
+}
+
+/// From 5 ms doubling to about 80 s: a pass is usually milliseconds, one waiting on a cloud call
+/// up to its 2-minute bound.
+fn pass_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(0.005, 2.0, 15))
+}
+
+/// Every counter and histogram, shared by the reconcilers (clones share the values).
+#[derive(Clone)]
+pub struct Metrics {
+    /// `carpentry_decisions_total{reason}`.
+    pub decisions: Family<Labels, Counter>,
+    /// `carpentry_api_writes_total{verb, resource}`: every write sent to the API server.
+    api_writes: Family<Labels, Counter>,
+    /// `carpentry_api_write_errors_total{verb, resource}`.
+    api_write_errors: Family<Labels, Counter>,
+    /// `karpenter_nodeclaims_created_total{reason, nodepool, min_values_relaxed}`.
+    nodeclaims_created: Family<Labels, Counter>,
+    /// `karpenter_nodeclaims_terminated_total{nodepool, capacity_type, zone}`.
+    nodeclaims_terminated: Family<Labels, Counter>,
+    /// `karpenter_nodeclaims_disrupted_total{reason, nodepool, capacity_type}`.
+    nodeclaims_disrupted: Family<Labels, Counter>,
+    /// `karpenter_voluntary_disruption_decisions_total{decision, reason, consolidation_type}`.
+    disruption_decisions: Family<Labels, Counter>,
+    /// `karpenter_cloudprovider_duration_seconds{controller, method, provider}`.
+    cloud_duration: Histograms,
+    /// `karpenter_cloudprovider_errors_total{controller, method, provider, error}`.
+    cloud_errors: Family<Labels, Counter>,
+    /// `carpentry_reconcile_pass_duration_seconds{concern}`.
+    pass_duration: Histograms,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            decisions: Family::default(),
+            api_writes: Family::default(),
+            api_write_errors: Family::default(),
+            nodeclaims_created: Family::default(),
+            nodeclaims_terminated: Family::default(),
+            nodeclaims_disrupted: Family::default(),
+            disruption_decisions: Family::default(),
+            cloud_duration: Family::new_with_constructor(default_buckets),
+            cloud_errors: Family::default(),
+            pass_duration: Family::new_with_constructor(pass_buckets),
+        }
+    }
+}
+
+fn label(name: &str, value: impl Into<String>) -> (String, String) {
+    (name.to_string(), value.into())
+}
+
+fn nodeclaim_label(nc: &NodeClaim, key: &str) -> String {
+    nc.metadata.labels.as_ref().and_then(|l| l.get(key)).cloned().unwrap_or_default()
+}
+
+/// upstream `pretty.ToSnakeCase` of a reason (`LaunchTimeout` → `launch_timeout`).
+fn snake_case(text: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in text.chars().enumerate() {
+        if c.is_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.extend(c.to_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+impl Metrics {
+    /// Registers every metric in `root`: upstream's as `karpenter_*`, the rest as `carpentry_*`.
+    pub fn register(&self, root: &mut Registry) {
+        self.register_carpentry(root.sub_registry_with_prefix("carpentry"));
+        self.register_karpenter(root.sub_registry_with_prefix("karpenter"));
+    }
+
+    fn register_carpentry(&self, carpentry: &mut Registry) {
+        carpentry.register(
+            "decisions",
+            "Decisions the reconcilers made (or, in --dry-run, would have carried out), by reason",
+            self.decisions.clone(),
+        );
+        carpentry.register(
+            "api_writes",
+            "Writes sent to the API server (creates, patches, deletes, evictions, events), by verb and resource",
+            self.api_writes.clone(),
+        );
+        carpentry.register(
+            "api_write_errors",
+            "Writes the API server refused or did not answer, by verb and resource",
+            self.api_write_errors.clone(),
+        );
+        carpentry.register(
+            "reconcile_pass_duration_seconds",
+            "How long each concern's pass took, by concern",
+            self.pass_duration.clone(),
+        );
+    }
+
+    fn register_karpenter(&self, karpenter: &mut Registry) {
+        karpenter.register(
+            "nodeclaims_created",
+            "Number of nodeclaims created in total by Karpenter. Labeled by reason the nodeclaim was created, the owning nodepool, and if min values was relaxed for this nodeclaim.",
+            self.nodeclaims_created.clone(),
+        );
+        karpenter.register(
+            "nodeclaims_terminated",
+            "Number of nodeclaims terminated in total by Karpenter. Labeled by the owning nodepool, capacity type, and zone.",
+            self.nodeclaims_terminated.clone(),
+        );
+        karpenter.register(
+            "nodeclaims_disrupted",
+            "Number of nodeclaims disrupted in total by Karpenter. Labeled by reason the nodeclaim was disrupted and the owning nodepool.",
+            self.nodeclaims_disrupted.clone(),
+        );
+        karpenter.register(
+            "voluntary_disruption_decisions",
+            "Number of disruption decisions performed. Labeled by disruption decision, reason, and consolidation type.",
+            self.disruption_decisions.clone(),
+        );
+        karpenter.register(
+            "cloudprovider_duration_seconds",
+            "Duration of cloud provider method calls. Labeled by the controller, method name and provider.",
+            self.cloud_duration.clone(),
+        );
+        karpenter.register(
+            "cloudprovider_errors",
+            "Total number of errors returned from CloudProvider calls.",
+            self.cloud_errors.clone(),
+        );
+    }
+
+    /// A write `what` ("patch NodeClaim x status", "evict Pod ns/x") sent, or failed.
+    pub fn api_write(&self, what: &str, failed: bool) {
+        let mut words = what.split(' ');
+        let verb = words.next().unwrap_or_default();
+        let mut resource = words.next().unwrap_or_default().to_string();
+        if what.ends_with(" status") {
+            resource.push_str("/status");
+        }
+        let labels = vec![label("verb", verb), label("resource", resource)];
+        match failed {
+            false => self.api_writes.get_or_create(&labels).inc(),
+            true => self.api_write_errors.get_or_create(&labels).inc(),
+        };
+    }
+
+    /// upstream `provisioner.go` and `disruption/queue.go`: a NodeClaim created, `reason`
+    /// `provisioned` or the disruption's reason in lower case.
+    pub fn nodeclaim_created(&self, nc: &NodeClaim, reason: &str) {
+        let relaxed = nc
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(labels::NODECLAIM_MIN_VALUES_RELAXED))
+            .cloned()
+            .unwrap_or_else(|| "false".into());
+        let labels = vec![
+            label("reason", reason),
+            label("nodepool", nodeclaim_label(nc, labels::NODEPOOL)),
+            label("min_values_relaxed", relaxed),
+        ];
+        self.nodeclaims_created.get_or_create(&labels).inc();
+    }
+
+    /// upstream lifecycle `controller.go`: the termination finalizer came off.
+    pub fn nodeclaim_terminated(&self, nc: &NodeClaim) {
+        let labels = vec![
+            label("nodepool", nodeclaim_label(nc, labels::NODEPOOL)),
+            label("capacity_type", nodeclaim_label(nc, labels::CAPACITY_TYPE)),
+            label("zone", nodeclaim_label(nc, labels::TOPOLOGY_ZONE)),
+        ];
+        self.nodeclaims_terminated.get_or_create(&labels).inc();
+    }
+
+    /// A NodeClaim deleted for `reason` (upstream's words in CamelCase: `Empty`, `Expired`,
+    /// `LaunchTimeout`, `InsufficientCapacity`, `GarbageCollected`), as upstream labels it: snake
+    /// case.
+    pub fn nodeclaim_disrupted(&self, nc: &NodeClaim, reason: &str) {
+        let labels = vec![
+            label("reason", snake_case(reason)),
+            label("nodepool", nodeclaim_label(nc, labels::NODEPOOL)),
+            label("capacity_type", nodeclaim_label(nc, labels::CAPACITY_TYPE)),
+        ];
+        self.nodeclaims_disrupted.get_or_create(&labels).inc();
+    }
+
+    /// upstream `queue.go` `StartCommand`: a disruption command begun.
+    pub fn disruption_decision(&self, method: Method, reason: &str, replaces: bool) {
+        let consolidation_type = match method {
+            Method::Emptiness => "empty",
+            Method::SingleNodeConsolidation => "single",
+            Method::MultiNodeConsolidation => "multi",
+            Method::Drift => "",
+        };
+        let labels = vec![
+            label("decision", if replaces { "replace" } else { "delete" }),
+            label("reason", reason.to_lowercase()),
+            label("consolidation_type", consolidation_type),
+        ];
+        self.disruption_decisions.get_or_create(&labels).inc();
+    }
+
+    /// upstream's cloud-provider decorator: a call of `method` (`Create`, `Delete`, `List`) by
+    /// `controller`, begun at `started`; `error` the upstream error type it failed with
+    /// (`InsufficientCapacityError`, `NodeClaimNotFoundError`, `NodeClassNotReadyError`, or
+    /// empty), `None` when it succeeded.
+    pub fn cloud_call(&self, controller: &str, method: &str, provider: &str, started: Instant, error: Option<&str>) {
+        let labels = vec![label("controller", controller), label("method", method), label("provider", provider)];
+        self.cloud_duration.get_or_create(&labels).observe(started.elapsed().as_secs_f64());
+        if let Some(error) = error {
+            let mut labels = labels;
+            labels.push(label("error", error));
+            self.cloud_errors.get_or_create(&labels).inc();
+        }
+    }
+
+    /// A concern's pass, begun at `started`.
+    pub fn pass(&self, concern: &str, started: Instant) {
+        self.pass_duration.get_or_create(&vec![label("concern", concern)]).observe(started.elapsed().as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_are_labelled_as_upstream_labels_them() {
+        assert_eq!(snake_case("LaunchTimeout"), "launch_timeout");
+        assert_eq!(snake_case("Empty"), "empty");
+        assert_eq!(snake_case("GarbageCollected"), "garbage_collected");
+    }
+
+    #[test]
+    fn writes_count_by_verb_and_resource_and_render_under_their_prefixes() {
+        let metrics = Metrics::default();
+        metrics.api_write("patch NodeClaim default-x status", false);
+        metrics.api_write("patch NodeClaim default-x status", false);
+        metrics.api_write("evict Pod ns/p", true);
+        metrics.disruption_decision(Method::SingleNodeConsolidation, "Underutilized", true);
+        let mut root = Registry::default();
+        metrics.register(&mut root);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &root).expect("encode");
+        assert!(text.contains(r#"carpentry_api_writes_total{verb="patch",resource="NodeClaim/status"} 2"#), "{text}");
+        assert!(text.contains(r#"carpentry_api_write_errors_total{verb="evict",resource="Pod"} 1"#), "{text}");
+        let decision = r#"karpenter_voluntary_disruption_decisions_total{decision="replace",reason="underutilized",consolidation_type="single"} 1"#;
+        assert!(text.contains(decision), "{text}");
+    }
+}
