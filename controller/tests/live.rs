@@ -15,6 +15,8 @@
 //! - a NodePool requirement edit drifts the nodes: replaced under a budget of one node, except the
 //!   nodes a `karpenter.sh/do-not-disrupt` pod and a PDB with `maxUnavailable: 0` hold, which say
 //!   so in `DisruptionBlocked` events, each published once, not once a pass.
+//! - two replicas on one Lease: the follower writes nothing (its own `/metrics`); the leader
+//!   SIGKILLed, the follower leads once the Lease runs out and launches nothing again;
 //!
 //! Prediction is reality: each test also runs core's simulation of the controller's own
 //! `/snapshot` (which carries the provider's timings) through the same edits, and compares what
@@ -37,7 +39,8 @@ mod harness;
 mod prediction;
 
 use harness::{
-    free_port, get, inflate_deployment, install_crds, metric_sum, resource, running_exactly, Controller, Partition,
+    free_port, get, has_sample, inflate_deployment, install_crds, metric_sum, resource, running_exactly, Controller,
+    Partition,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -293,15 +296,12 @@ async fn dry_run_watches_serves_a_snapshot_and_leads() -> Result<()> {
     let body = wait_for("/metrics to report the leader", TIMEOUT, || async {
         let (code, body) = get(metrics, "/metrics")?;
         ensure!(code == 200, "/metrics answered {code}");
-        Ok(body.contains("carpentry_leader 1").then_some(body))
+        Ok(has_sample(&body, "carpentry_leader 1").then_some(body))
     })
     .await?;
-    for expected in [
-        "carpentry_view_synced 1",
-        "carpentry_pods_pending ",
-        "carpentry_view_objects{resource=\"nodepools.karpenter.sh\"}",
-    ] {
-        ensure!(body.contains(expected), "/metrics lacks {expected:?}:\n{body}");
+    ensure!(has_sample(&body, "carpentry_view_synced 1"), "/metrics:\n{body}");
+    for sample in ["carpentry_pods_pending ", "carpentry_view_objects{resource=\"nodepools.karpenter.sh\"} "] {
+        ensure!(body.lines().any(|l| l.starts_with(sample)), "/metrics lacks {sample:?}:\n{body}");
     }
     // A dry run writes nothing but events.
     let writes = metric_sum(&body, "carpentry_api_writes_total", &[]);
@@ -1034,7 +1034,7 @@ async fn a_leader_cut_off_from_the_api_server_steps_down_and_exits() -> Result<(
         &[],
     )?;
     wait_for("the controller to lead", TIMEOUT, || async {
-        Ok(get(metrics, "/metrics").is_ok_and(|(_, body)| body.contains("carpentry_leader 1")).then_some(()))
+        Ok(get(metrics, "/metrics").is_ok_and(|(_, body)| has_sample(&body, "carpentry_leader 1")).then_some(()))
     })
     .await
     .with_context(|| format!("controller log:\n{}", controller.log()))?;
@@ -1056,5 +1056,151 @@ async fn a_leader_cut_off_from_the_api_server_steps_down_and_exits() -> Result<(
     let lease = Api::<Lease>::namespaced(client.clone(), &ns).get(&lease_name).await?;
     let spec = lease.spec.unwrap_or_default();
     ensure!(spec.holder_identity.as_deref().is_some_and(|h| !h.is_empty()), "{spec:?}");
+    Ok(())
+}
+
+/// Two replicas on one Lease: only the leader writes (the follower's writes, from its own
+/// `/metrics`, stay 0); the leader SIGKILLed (no release), the follower leads once the Lease runs
+/// out (15 s after the last renewal) and does not launch again what the dead leader launched: no
+/// NodeClaim created, none launched anew, each keeps its instance.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_follower_writes_nothing_and_takes_over_a_killed_leader_without_launching_again() -> Result<()> {
+    let Some(env) = TestEnv::shared() else { return Ok(()) };
+    env.require("kube-controller-manager")?;
+    let _acting = ACTING.lock().await;
+    let client = env.client().await?;
+    install_crds(&client).await?;
+    let ns = env.namespace(&client, "replicas").await?;
+    let (class, nodepool, node_type) = (unique_name("ha-class"), unique_name("ha-np"), unique_name("k"));
+    let template = json!({
+        "metadata": { "labels": { "node-type": node_type } },
+        "spec": { "requirements": [
+            { "key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"] },
+            { "key": "karpenter.k8s.aws/instance-cpu", "operator": "In", "values": ["2"] },
+        ] },
+    });
+    let disruption = json!({ "consolidationPolicy": "WhenEmpty", "consolidateAfter": "Never" });
+    create_class_and_nodepool(&client, &class, "ha", &nodepool, template, Some(disruption)).await?;
+    let lease_name = unique_name("carpentry-leader");
+    let replica = |metrics: u16| -> Result<Controller> {
+        let (health, metrics) = (free_port()?.to_string(), metrics.to_string());
+        Controller::start(
+            env,
+            &[
+                "--kwok-registration-delay",
+                "1s",
+                "--namespace",
+                &ns,
+                "--health-port",
+                &health,
+                "--metrics-port",
+                &metrics,
+                "--leader-election-namespace",
+                &ns,
+                "--leader-election-name",
+                &lease_name,
+            ],
+        )
+    };
+    let says = |port: u16, text: &'static str| async move {
+        Ok(get(port, "/metrics").is_ok_and(|(_, body)| has_sample(&body, text)).then_some(()))
+    };
+    let (first_metrics, second_metrics) = (free_port()?, free_port()?);
+    let mut first = replica(first_metrics)?;
+    wait_for("the first replica to lead", TIMEOUT, || says(first_metrics, "carpentry_leader 1"))
+        .await
+        .with_context(|| format!("first replica's log:\n{}", first.log()))?;
+    let second = replica(second_metrics)?;
+    let (first_log, second_log) = (first.log.clone(), second.log.clone());
+    let logs = || {
+        let read = |path: &std::path::PathBuf| std::fs::read_to_string(path).unwrap_or_default();
+        format!("first replica's log:\n{}\nsecond replica's log:\n{}", read(&first_log), read(&second_log))
+    };
+    wait_for("the second replica's view to sync", TIMEOUT, || says(second_metrics, "carpentry_view_synced 1"))
+        .await
+        .with_context(logs)?;
+
+    let mut deployment = inflate_deployment(&node_type, true)?;
+    if let Some(spec) = deployment.spec.as_mut() {
+        spec.replicas = Some(2);
+    }
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), &ns);
+    deployments.create(&PostParams::default(), &deployment).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    wait_for("2 inflate pods Running", Duration::from_secs(120), || running_exactly(&pods, 2))
+        .await
+        .with_context(logs)?;
+    let nodeclaims_api =
+        Api::<DynamicObject>::all_with(client.clone(), &resource("karpenter.sh", "NodeClaim", "nodeclaims"));
+    let launched = || async {
+        let list = nodeclaims_api.list(&Default::default()).await?.items;
+        anyhow::Ok(
+            list.into_iter()
+                .filter(|nc| {
+                    nc.metadata.labels.as_ref().and_then(|l| l.get("karpenter.sh/nodepool")) == Some(&nodepool)
+                })
+                .map(|nc| {
+                    let id = nc.data["status"]["providerID"].as_str().unwrap_or_default().to_string();
+                    (nc.metadata.name.unwrap_or_default(), id)
+                })
+                .collect::<std::collections::BTreeMap<String, String>>(),
+        )
+    };
+    let before = launched().await?;
+    ensure!(before.len() == 2 && before.values().all(|id| !id.is_empty()), "{before:?}");
+    let (_, follower) = get(second_metrics, "/metrics")?;
+    ensure!(has_sample(&follower, "carpentry_leader 0"), "the second replica leads too:\n{follower}");
+    let follower_writes = metric_sum(&follower, "carpentry_api_writes_total", &[]);
+    ensure!(follower_writes == 0.0, "the follower wrote {follower_writes} times:\n{follower}");
+    let (_, leader) = get(first_metrics, "/metrics")?;
+    let leader_writes = metric_sum(&leader, "carpentry_api_writes_total", &[]);
+    ensure!(leader_writes > 0.0, "the leader wrote nothing:\n{leader}");
+
+    first.child.kill()?;
+    first.child.wait()?;
+    let killed = std::time::Instant::now();
+    wait_for("the second replica to lead", TIMEOUT, || says(second_metrics, "carpentry_leader 1"))
+        .await
+        .with_context(logs)?;
+    let handover = killed.elapsed();
+    // The Lease runs 15 s from the dead leader's last renewal (at most 3 s before the kill); the
+    // follower tries every few seconds.
+    ensure!(handover <= Duration::from_secs(25), "handover took {} ms", handover.as_millis());
+    // ...and not before: the dead leader released nothing, so a quicker handover would be two
+    // leaders at once.
+    ensure!(
+        handover >= Duration::from_secs(10),
+        "handover after {} ms: the Lease had not run out",
+        handover.as_millis()
+    );
+    // A while for the new leader to reconcile what it found: registered, initialized, launched.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let after = launched().await?;
+    ensure!(after == before, "the new leader changed the NodeClaims: before {before:?}, after {after:?}");
+    let (_, body) = get(second_metrics, "/metrics")?;
+    let creates = [("method", "Create")];
+    for (name, labels) in [
+        ("karpenter_nodeclaims_created_total", &[][..]),
+        ("karpenter_cloudprovider_duration_seconds_count", &creates[..]),
+    ] {
+        let value = metric_sum(&body, name, labels);
+        ensure!(value == 0.0, "the new leader's {name} = {value}:\n{body}");
+    }
+    ensure!(running_exactly(&pods, 2).await?.is_some(), "the pods did not keep running");
+    eprintln!(
+        "two replicas: the follower wrote 0 times while the leader wrote {leader_writes}; handover {} ms after SIGKILL",
+        handover.as_millis()
+    );
+
+    // Clean up: this pool's NodeClaims and Nodes go before the next acting test.
+    deployments.delete("inflate", &Default::default()).await?;
+    for name in before.keys() {
+        nodeclaims_api.delete(name, &Default::default()).await?;
+    }
+    wait_for("the NodeClaims to go", Duration::from_secs(120), || async {
+        Ok(launched().await?.is_empty().then_some(()))
+    })
+    .await
+    .with_context(logs)?;
     Ok(())
 }

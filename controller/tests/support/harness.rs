@@ -238,3 +238,9 @@ pub fn metric_sum(body: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
         })
         .sum()
 }
+
+/// Whether a Prometheus text exposition `body` has the sample line `sample` (`carpentry_leader 1`):
+/// a whole line, as a `# HELP` text may hold the same words.
+pub fn has_sample(body: &str, sample: &str) -> bool {
+    body.lines().any(|line| line == sample)
+}
