@@ -352,30 +352,37 @@ impl Act {
     /// order (lifecycle `controller.go`, v1.14.1: the object before its status), so that no reader
     /// sees a step marked done (a providerID, `Launched`) on a NodeClaim still without the labels
     /// that step wrote. Both under optimistic locks: the metadata under the resourceVersion the
-    /// step was decided on, the status under the one the first patch returned.
-    pub async fn patch_nodeclaim_then_status(&self, nodeclaim: &NodeClaim, metadata: Value, status: Value) -> bool {
+    /// step was decided on, the status under the one the first patch returned. Once both are
+    /// written: the resourceVersion between them (a view may show it before the status).
+    pub async fn patch_nodeclaim_then_status(
+        &self,
+        nodeclaim: &NodeClaim,
+        metadata: Value,
+        status: Value,
+    ) -> Option<Option<String>> {
         let name = nodeclaim.name();
         let mut first = serde_json::json!({"metadata": metadata});
         first["metadata"]["resourceVersion"] = serde_json::json!(nodeclaim.metadata.resource_version);
         if self.would(&format!("patch NodeClaim {name}"), &first) {
             self.would(&format!("patch NodeClaim {name} status"), &serde_json::json!({"status": status}));
-            return false;
+            return None;
         }
         let what = format!("patch NodeClaim {name}");
         let patched = match self.nodeclaims().patch(name, &PatchParams::default(), &Patch::Merge(&first)).await {
             Ok(object) => object,
             Err(e) => {
                 self.failed(&what, &e);
-                return false;
+                return None;
             }
         };
         let patch = serde_json::json!({"metadata": {"resourceVersion": patched.metadata.resource_version},
             "status": status});
         self.metrics.api_write(&format!("patch NodeClaim {name} status"), false);
-        self.applied(
+        let applied = self.applied(
             &format!("patch NodeClaim {name} status"),
             self.nodeclaims().patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await,
-        )
+        );
+        applied.then_some(patched.metadata.resource_version)
     }
 
     /// Patches `nodeclaim`'s status with `status`, under the resourceVersion it was decided on

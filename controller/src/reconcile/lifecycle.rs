@@ -30,6 +30,9 @@ const LAUNCH_CACHE_TTL: Duration = Duration::from_secs(LAUNCH_CACHE_SECONDS);
 /// onto their NodeClaims rather than launched again by the next leader (controller-runtime's
 /// manager waits 30 s for running reconciles; the kubelet's default grace is 30 s too).
 const SHUTDOWN_LAUNCH_GRACE: Duration = Duration::from_secs(20);
+/// How long this concern's own write may take to show in the view (core's).
+const AWAIT_OWN_WRITE: Duration =
+    Duration::from_secs(carpentry_core::disruption::orchestration::AWAIT_OWN_WRITE_SECONDS as u64);
 
 /// A NodeClaim whose launch failed (not for capacity): when to try again, and what it said.
 struct LaunchFailure {
@@ -51,6 +54,11 @@ pub(super) struct Lifecycle<P: CloudProvider> {
     launch_slots: Arc<tokio::sync::Semaphore>,
     /// Notified when a launch ends, for the pass that writes its result.
     ended: Arc<tokio::sync::Notify>,
+    /// NodeClaims this concern wrote a step onto, by UID: the resourceVersions that do not show it
+    /// yet (the one the step was decided on, and one between a step's two writes), and when. Until the view shows a newer version, the NodeClaim is not decided on again,
+    /// so that a step is not written twice from a view that does not show it yet (a write that
+    /// changed nothing keeps the version: [`AWAIT_OWN_WRITE`] bounds the wait).
+    written: HashMap<String, (Vec<Option<String>>, Instant)>,
     pub(super) consistency: super::consistency::State,
 }
 concern_common!(Lifecycle);
@@ -64,6 +72,7 @@ impl<P: CloudProvider> Lifecycle<P> {
             launching: HashMap::new(),
             launch_slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_LAUNCHES)),
             ended: Arc::new(tokio::sync::Notify::new()),
+            written: HashMap::new(),
             consistency: Default::default(),
         }
     }
@@ -77,6 +86,7 @@ impl<P: CloudProvider> Concern<P> for Lifecycle<P> {
         let live = |uid: &String| of(uid).is_some_and(|nc| nc.metadata.deletion_timestamp.is_none());
         self.launched.retain(|uid, (_, at)| at.elapsed() < LAUNCH_CACHE_TTL && live(uid));
         self.launch_failures.retain(|uid, _| live(uid));
+        self.written.retain(|uid, (_, at)| at.elapsed() < AWAIT_OWN_WRITE && live(uid));
         // A deleted NodeClaim's launch under way is still waited for (below), and its finalizer
         // with it; only a NodeClaim gone altogether lets go of it (garbage collection then
         // terminates an instance it starts).
@@ -130,13 +140,21 @@ pub(super) fn has_finalizer(finalizers: &Option<Vec<String>>) -> bool {
 impl<P: CloudProvider> Lifecycle<P> {
     async fn lifecycle(&mut self, m: &Manifests, nc: &NodeClaim, now: i64) {
         let name = nc.name().to_string();
+        let uid = nc.metadata.uid.as_deref().unwrap_or_default();
+        if self.written.get(uid).is_some_and(|(versions, _)| versions.contains(&nc.metadata.resource_version)) {
+            return; // the view does not show this concern's last write yet
+        }
         if !has_finalizer(&nc.metadata.finalizers) {
             let mut finalizers = nc.metadata.finalizers.clone().unwrap_or_default();
             finalizers.push(labels::TERMINATION_FINALIZER.into());
             let rv = &nc.metadata.resource_version;
-            self.act
+            if self
+                .act
                 .patch_nodeclaim(&name, json!({"metadata": {"finalizers": finalizers, "resourceVersion": rv}}))
-                .await;
+                .await
+            {
+                self.wrote(nc);
+            }
             return;
         }
         match phase(nc) {
@@ -268,7 +286,13 @@ impl<P: CloudProvider> Lifecycle<P> {
         // is never seen without its instance type and zone (drift would call that
         // RequirementsDrifted). A failure in between is covered by the provider's launch cache.
         let metadata = json!({"labels": launched.metadata.labels, "annotations": launched.metadata.annotations});
-        self.act.patch_nodeclaim_then_status(nc, metadata, json!(launched.status)).await;
+        if let Some(between) = self.act.patch_nodeclaim_then_status(nc, metadata, json!(launched.status)).await {
+            self.wrote(nc);
+            // The view may show the metadata write before the status: not a newer view either.
+            if let Some((versions, _)) = self.written.get_mut(nc.metadata.uid.as_deref().unwrap_or_default()) {
+                versions.push(between);
+            }
+        }
     }
 
     /// Starts `nc`'s launch as a task of its own, unless its class, a backoff, the catalogue or
@@ -349,9 +373,10 @@ impl<P: CloudProvider> Lifecycle<P> {
         }
         let status = r.nodeclaim.status.as_ref();
         self.act.decided("Registered", &json!({"nodeclaim": nc.name(), "node": node_name}));
-        self.act
-            .patch_nodeclaim_status(nc, json!({"nodeName": node_name, "conditions": status.map(|s| &s.conditions)}))
-            .await;
+        let patch = json!({"nodeName": node_name, "conditions": status.map(|s| &s.conditions)});
+        if self.act.patch_nodeclaim_status(nc, patch).await {
+            self.wrote(nc);
+        }
         self.registration_outcome(m, nc, true).await;
     }
 
@@ -373,6 +398,14 @@ impl<P: CloudProvider> Lifecycle<P> {
         }
         self.act.decided("Initialized", &json!({"nodeclaim": nc.name(), "node": node_name}));
         let conditions = initialized.status.as_ref().map(|s| &s.conditions);
-        self.act.patch_nodeclaim_status(nc, json!({"conditions": conditions})).await;
+        if self.act.patch_nodeclaim_status(nc, json!({"conditions": conditions})).await {
+            self.wrote(nc);
+        }
+    }
+
+    /// A step was written onto `nc`, decided on its version in the view.
+    fn wrote(&mut self, nc: &NodeClaim) {
+        let uid = nc.metadata.uid.clone().unwrap_or_default();
+        self.written.insert(uid, (vec![nc.metadata.resource_version.clone()], Instant::now()));
     }
 }
