@@ -82,15 +82,20 @@ impl<P: CloudProvider> Concern<P> for Lifecycle<P> {
     const NAME: &'static str = "lifecycle";
 
     async fn pass(&mut self, m: &Manifests, _: &super::Loaded, now: i64) {
-        let of = |uid: &String| m.nodeclaims.iter().find(|nc| nc.metadata.uid.as_ref() == Some(uid));
-        let live = |uid: &String| of(uid).is_some_and(|nc| nc.metadata.deletion_timestamp.is_none());
+        // Each NodeClaim by UID, whether it is being deleted: one lookup per remembered entry.
+        let deleting: HashMap<&str, bool> = m
+            .nodeclaims
+            .iter()
+            .filter_map(|nc| Some((nc.metadata.uid.as_deref()?, nc.metadata.deletion_timestamp.is_some())))
+            .collect();
+        let live = |uid: &String| deleting.get(uid.as_str()) == Some(&false);
         self.launched.retain(|uid, (_, at)| at.elapsed() < LAUNCH_CACHE_TTL && live(uid));
         self.launch_failures.retain(|uid, _| live(uid));
         self.written.retain(|uid, (_, at)| at.elapsed() < AWAIT_OWN_WRITE && live(uid));
         // A deleted NodeClaim's launch under way is still waited for (below), and its finalizer
         // with it; only a NodeClaim gone altogether lets go of it (garbage collection then
         // terminates an instance it starts).
-        self.launching.retain(|uid, _| of(uid).is_some());
+        self.launching.retain(|uid, _| deleting.contains_key(uid.as_str()));
         self.publish_launches();
         for nc in &m.nodeclaims {
             match nc.metadata.deletion_timestamp {

@@ -99,13 +99,16 @@ impl<P: CloudProvider> Concern<P> for Termination<P> {
         for nc in m.nodeclaims.iter().filter(|nc| nc.metadata.deletion_timestamp.is_some()) {
             self.finalize_nodeclaim(m, nc, now).await;
         }
-        self.awaiting_volumes.retain(|n| m.nodes.iter().any(|node| node.metadata.name.as_deref() == Some(n)));
+        let nodes: HashSet<&str> = m.nodes.iter().filter_map(|n| n.metadata.name.as_deref()).collect();
+        self.awaiting_volumes.retain(|n| nodes.contains(n.as_str()));
         if !self.evictions.is_empty() {
             let pods: HashSet<PodRef> = m.pods.iter().map(PodRef::of).collect();
             self.evictions.retain(|r, _| pods.contains(r));
         }
-        self.instance_checks.retain(|id, _| m.nodeclaims.iter().any(|nc| provider_id(nc) == id));
-        self.deleting.retain(|uid, _| m.nodeclaims.iter().any(|nc| nc.metadata.uid.as_ref() == Some(uid)));
+        let ids: HashSet<&str> = m.nodeclaims.iter().map(provider_id).collect();
+        self.instance_checks.retain(|id, _| ids.contains(id.as_str()));
+        let uids: HashSet<&str> = m.nodeclaims.iter().filter_map(|nc| nc.metadata.uid.as_deref()).collect();
+        self.deleting.retain(|uid, _| uids.contains(uid.as_str()));
         for node in &m.nodes {
             let name = node.metadata.name.as_deref().unwrap_or_default();
             // A node with a pod or volume attachment that does not load is not drained: that pod
