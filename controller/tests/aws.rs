@@ -52,7 +52,9 @@
 //!    launch waits while spot interruptions are read from the queue and their nodes drained (the
 //!    second while the first one's instance deletion waits on EC2), and `/healthz` stays ok; once EC2 answers, the waiting launch is made with one CreateFleet
 //!    (the held request never reached EC2), and every instance has a NodeClaim.
-//! 6. A denied `ec2:DescribeSubnets`: the EC2NodeClass says so (condition and event naming the
+//! 6. An EC2NodeClass whose selectors match nothing (made at the start): `SubnetsReady` and
+//!    `SecurityGroupsReady` are `False` with upstream's reasons, each said in one event however
+//!    often it was resolved since. A denied `ec2:DescribeSubnets`: the EC2NodeClass says so (condition and event naming the
 //!    action), its NodePool is `NodeClassReady=False`, and no NodeClaim is even planned for it
 //!    (no CreateFleet either).
 //! 7. The EC2NodeClass deleted while its NodeClaims run: its `karpenter.k8s.aws/termination`
@@ -612,6 +614,12 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
     }
     eprintln!("instance profile {profile_name} at {} holds {roles:?}", profile.path());
     ensure!(status["amis"].as_array().is_some_and(|a| a.iter().any(|a| a["id"] == ami_x86.as_str())), "{status}");
+
+    // An EC2NodeClass whose selectors match nothing (#45 3.7): checked at 6, by when it has been
+    // resolved again many times, that each condition it fails was said in one event.
+    let unmatched_class = unique_name("aws-unmatched");
+    let unmatched_tag = unique_name("nothing-has-this-tag");
+    create_class(&client, &unmatched_class, &unmatched_tag, json!({ "instanceProfile": USERS_PROFILE })).await?;
 
     // 1. inflate 0 → 3.
     let patch = json!({ "spec": { "replicas": 3 } });
@@ -1252,6 +1260,33 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
     .with_context(|| format!("controller log:\n{}", log()))?;
     eprintln!("EC2 back after {} s: {} launches, one CreateFleet each", hung.elapsed().as_secs(), new.len());
 
+    // The EC2NodeClass whose selectors match nothing: its subnets and security groups conditions
+    // say so (upstream's reasons), it is not Ready, and each was said in one event, not one per
+    // resolution.
+    let unmatched = nodeclass_status(&client, &unmatched_class).await?;
+    eprintln!("selectors that match nothing: {unmatched}");
+    for (type_, reason) in [("SubnetsReady", "SubnetsNotFound"), ("SecurityGroupsReady", "SecurityGroupsNotFound")] {
+        let c = condition(&unmatched, type_).with_context(|| format!("no {type_}: {unmatched}"))?;
+        ensure!(c["status"] == "False" && c["reason"] == reason, "{type_}: {c}");
+    }
+    ensure!(condition(&unmatched, "Ready").is_some_and(|c| c["status"] == "False"), "{unmatched}");
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
+    let on_unmatched: Vec<(String, i32)> = events
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(unmatched_class.as_str()))
+        .map(|e| (e.reason.unwrap_or_default(), e.series.map_or(1, |s| s.count)))
+        .collect();
+    let mut reasons: Vec<&str> = on_unmatched.iter().map(|(r, _)| r.as_str()).collect();
+    reasons.sort();
+    ensure!(
+        reasons == ["SecurityGroupsNotFound", "SubnetsNotFound"] && on_unmatched.iter().all(|(_, n)| *n == 1),
+        "events on the EC2NodeClass whose selectors match nothing (reason, count): {on_unmatched:?}"
+    );
+    Api::<DynamicObject>::all_with(client.clone(), &classes_api).delete(&unmatched_class, &Default::default()).await?;
+
     // 6. A denied action: the EC2NodeClass says which, and nothing launches for it.
     moto.write("deny.json", &json!(["ec2:DescribeSubnets"]))?;
     let (denied_class, denied_pool) = (unique_name("aws-denied"), unique_name("aws-denied-np"));
@@ -1266,7 +1301,6 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
     eprintln!("denied: {status}");
     assert_eq!(status["reason"], "UnauthorizedOperation");
     ensure!(status["message"].as_str().is_some_and(|m| m.contains("ec2:DescribeSubnets")), "{status}");
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
     let note = wait_for("an event on the EC2NodeClass naming the action", TIMEOUT, || async {
         Ok(events.list(&Default::default()).await?.items.into_iter().find_map(|e| {
             let on = e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(denied_class.as_str());

@@ -15,6 +15,9 @@
 //! - a NodePool requirement edit drifts the nodes: replaced under a budget of one node, except the
 //!   nodes a `karpenter.sh/do-not-disrupt` pod and a PDB with `maxUnavailable: 0` hold, which say
 //!   so in `DisruptionBlocked` events, each published once, not once a pass.
+//! - bad objects beside good ones: a NodePool no instance type satisfies, one naming a missing
+//!   EC2NodeClass, a pod whose `karpenter.sh/do-not-disrupt` value protects nothing; each said
+//!   once on the object while a good NodePool provisions and the controller runs on;
 //! - two replicas on one Lease: the follower writes nothing (its own `/metrics`); the leader
 //!   SIGKILLed, the follower leads once the Lease runs out and launches nothing again;
 //!
@@ -1202,5 +1205,188 @@ async fn a_follower_writes_nothing_and_takes_over_a_killed_leader_without_launch
     })
     .await
     .with_context(logs)?;
+    Ok(())
+}
+
+/// Bad objects beside good ones (#45 3.7): a NodePool whose requirement no instance type meets, a
+/// NodePool naming an EC2NodeClass that does not exist, and a pod whose
+/// `karpenter.sh/do-not-disrupt` value protects nothing (`"True"`). Each is said once, on the
+/// object (a condition where the object has one, and one Warning event), while a pod of a good
+/// NodePool is provisioned as usual and the controller never restarts. (A NodePool that fails
+/// validation is the inflate test's; an EC2NodeClass whose selectors match nothing is aws.rs's.)
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_objects_are_each_said_once_on_the_object_and_the_rest_provisions() -> Result<()> {
+    let Some(env) = TestEnv::shared() else { return Ok(()) };
+    let _acting = ACTING.lock().await;
+    let client = env.client().await?;
+    install_crds(&client).await?;
+    let ns = env.namespace(&client, "bad-objects").await?;
+    let (class, nodepool, node_type) = (unique_name("bad-class"), unique_name("bad-good-np"), unique_name("k"));
+    let (impossible, orphan, impossible_type) =
+        (unique_name("bad-impossible-np"), unique_name("bad-orphan-np"), unique_name("k"));
+    let pp = PostParams::default();
+    let cpu2 = json!({ "key": "karpenter.k8s.aws/instance-cpu", "operator": "In", "values": ["2"] });
+    let template = json!({
+        "metadata": { "labels": { "node-type": node_type } },
+        "spec": { "requirements": [cpu2] },
+    });
+    create_class_and_nodepool(&client, &class, "bad-objects", &nodepool, template, None).await?;
+    let nodepools_api =
+        Api::<DynamicObject>::all_with(client.clone(), &resource("karpenter.sh", "NodePool", "nodepools"));
+    let mut obj = DynamicObject::new(&impossible, &resource("karpenter.sh", "NodePool", "nodepools"));
+    obj.data = json!({ "spec": { "template": {
+        "metadata": { "labels": { "node-type": impossible_type } },
+        "spec": {
+            "nodeClassRef": { "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": class },
+            "requirements": [{ "key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["no-such-type"] }],
+        },
+    } } });
+    nodepools_api.create(&pp, &obj).await?;
+    let mut obj = DynamicObject::new(&orphan, &resource("karpenter.sh", "NodePool", "nodepools"));
+    obj.data = json!({ "spec": { "template": { "spec": {
+        "nodeClassRef": { "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": unique_name("missing") },
+        "requirements": [cpu2],
+    } } } });
+    nodepools_api.create(&pp, &obj).await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let pod = |name: &str, selected: &str, annotations: serde_json::Value| -> Result<Pod> {
+        Ok(serde_json::from_value(json!({
+            "metadata": { "name": name, "annotations": annotations },
+            "spec": {
+                "nodeSelector": { "node-type": selected },
+                "containers": [{ "name": "pause", "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.7",
+                    "resources": { "requests": { "cpu": "1" } } }],
+            },
+        }))?)
+    };
+    pods.create(&pp, &pod("guarded", &node_type, json!({ "karpenter.sh/do-not-disrupt": "True" }))?).await?;
+    pods.create(&pp, &pod("pinned", &impossible_type, json!({}))?).await?;
+
+    let (health, metrics) = (free_port()?, free_port()?);
+    let lease_name = unique_name("carpentry-leader");
+    let mut controller = Controller::start(
+        env,
+        &[
+            "--kwok-registration-delay",
+            "1s",
+            "--namespace",
+            &ns,
+            "--health-port",
+            &health.to_string(),
+            "--metrics-port",
+            &metrics.to_string(),
+            "--leader-election-namespace",
+            &ns,
+            "--leader-election-name",
+            &lease_name,
+        ],
+    )?;
+    let log = || format!("controller log:\n{}", controller.log());
+    // The good NodePool provisions as usual.
+    let placed = wait_for("the guarded pod Running", Duration::from_secs(90), || running_exactly(&pods, 1))
+        .await
+        .with_context(log)?;
+    eprintln!("bad objects beside: {placed:?} Running");
+
+    // The NodePool naming a missing EC2NodeClass: NodeClassReady=False (NodeClassNotFound), so not
+    // Ready, and one event on it.
+    let missing = wait_for("the orphan NodePool's NodeClassReady=False", TIMEOUT, || async {
+        let status = nodepools_api.get(&orphan).await?.data["status"].clone();
+        let conditions = status["conditions"].as_array().cloned().unwrap_or_default();
+        let find = |t: &str| conditions.iter().find(|c| c["type"] == t && c["status"] == "False").cloned();
+        Ok(find("NodeClassReady").zip(find("Ready")))
+    })
+    .await
+    .with_context(log)?;
+    eprintln!("orphan NodePool: {}", missing.0);
+    ensure!(missing.0["reason"] == "NodeClassNotFound", "{}", missing.0);
+    let said = |object: String, reason: &'static str, words: &'static str| {
+        let client = client.clone();
+        async move {
+            let about = events_about(&client, &object).await?;
+            Ok(about.into_iter().find(|(r, note)| r == reason && note.contains(words)).map(|(_, note)| note))
+        }
+    };
+    let note = wait_for("NodeClassNotFound on the orphan NodePool", TIMEOUT, || {
+        said(orphan.clone(), "NodeClassNotFound", "NodeClassReady")
+    })
+    .await
+    .with_context(log)?;
+    eprintln!("event: {note}");
+    // The NodePool no instance type satisfies: its pod cannot be placed, and the NodePool is told
+    // which requirement leaves every instance type out.
+    let note = wait_for("NoCompatibleInstanceTypes on the impossible NodePool", TIMEOUT, || {
+        said(impossible.clone(), "NoCompatibleInstanceTypes", "node.kubernetes.io/instance-type In [no-such-type]")
+    })
+    .await
+    .with_context(log)?;
+    eprintln!("event: {note}");
+    let note =
+        wait_for("FailedScheduling on the pinned pod", TIMEOUT, || said("pinned".to_string(), "FailedScheduling", ""))
+            .await
+            .with_context(log)?;
+    eprintln!("event: {note}");
+    // The pod whose do-not-disrupt value is "True": said to protect nothing.
+    let note = wait_for("InvalidAnnotation on the guarded pod", TIMEOUT, || {
+        said("guarded".to_string(), "InvalidAnnotation", "\"True\"")
+    })
+    .await
+    .with_context(log)?;
+    eprintln!("event: {note}");
+
+    // Each said once: decided on every pass (provisioning retries the pinned pod, disruption
+    // looks at the guarded one every 10 s), written once within upstream's 2-minute dedupe.
+    tokio::time::sleep(Duration::from_secs(25)).await;
+    for (object, reason) in [
+        (orphan.as_str(), "NodeClassNotFound"),
+        (impossible.as_str(), "NoCompatibleInstanceTypes"),
+        ("pinned", "FailedScheduling"),
+        ("guarded", "InvalidAnnotation"),
+    ] {
+        let counts = publish_counts(&client, object, reason).await?;
+        ensure!(counts == [1], "{reason} on {object} written {counts:?} times (a count per event) within 25 s");
+    }
+    // Nothing launched for the bad NodePools, and the controller never stopped.
+    let nodeclaims_api =
+        Api::<DynamicObject>::all_with(client.clone(), &resource("karpenter.sh", "NodeClaim", "nodeclaims"));
+    let of_pool = |list: &[DynamicObject], pool: &str| {
+        list.iter()
+            .filter(|nc| {
+                nc.metadata.labels.as_ref().and_then(|l| l.get("karpenter.sh/nodepool")).map(String::as_str)
+                    == Some(pool)
+            })
+            .count()
+    };
+    let claims = nodeclaims_api.list(&Default::default()).await?.items;
+    ensure!(of_pool(&claims, &impossible) + of_pool(&claims, &orphan) == 0, "NodeClaims for a bad NodePool");
+    ensure!(of_pool(&claims, &nodepool) == 1, "{} NodeClaims for one pod", of_pool(&claims, &nodepool));
+    ensure!(controller.child.try_wait()?.is_none(), "the controller exited:\n{}", controller.log());
+    ensure!(!controller.log().contains("panicked"), "{}", controller.log());
+    let log = || format!("controller log:\n{}", controller.log());
+    let (_, body) = get(metrics, "/metrics")?;
+    ensure!(has_sample(&body, "carpentry_leader 1"), "/metrics:\n{body}");
+
+    // Clean up: the pool's NodeClaim and Node go before the next acting test; the bad NodePools too.
+    for p in ["guarded", "pinned"] {
+        pods.delete(p, &Default::default()).await?;
+    }
+    for np in [&impossible, &orphan] {
+        nodepools_api.delete(np, &Default::default()).await?;
+    }
+    for nc in claims.iter().filter(|nc| of_pool(std::slice::from_ref(nc), &nodepool) == 1) {
+        nodeclaims_api.delete(nc.metadata.name.as_deref().unwrap_or_default(), &Default::default()).await?;
+    }
+    let nodes_api: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    wait_for("the NodeClaim and its Node to go", Duration::from_secs(120), || async {
+        let left = of_pool(&nodeclaims_api.list(&Default::default()).await?.items, &nodepool);
+        let nodes = nodes_api.list(&Default::default()).await?.items;
+        let on_pool = nodes
+            .iter()
+            .filter(|n| n.metadata.labels.as_ref().and_then(|l| l.get("karpenter.sh/nodepool")) == Some(&nodepool))
+            .count();
+        Ok((left == 0 && on_pool == 0).then_some(()))
+    })
+    .await
+    .with_context(log)?;
     Ok(())
 }

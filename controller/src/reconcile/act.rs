@@ -136,6 +136,16 @@ pub fn nodeclass_ref(c: &carpentry_core::api::EC2NodeClass) -> ObjectReference {
     }
 }
 
+pub fn nodepool_ref(np: &carpentry_core::api::NodePool) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(carpentry_core::api::KARPENTER_API_VERSION.into()),
+        kind: Some("NodePool".into()),
+        name: np.metadata.name.clone(),
+        uid: np.metadata.uid.clone(),
+        ..Default::default()
+    }
+}
+
 pub fn nodeclaim_ref(nc: &NodeClaim) -> ObjectReference {
     ObjectReference {
         api_version: Some(carpentry_core::api::KARPENTER_API_VERSION.into()),

@@ -23,12 +23,13 @@ use carpentry_core::disruption::orchestration::{self, Progress, Verdict};
 use carpentry_core::disruption::{self, facts, Command};
 use carpentry_core::manifest::Manifests;
 use carpentry_core::nodeclaim::disruption::{self as conditions, PodMarks};
+use carpentry_core::pod::IgnoredValue;
 use carpentry_core::simulation::Reason;
 use k8s_openapi::api::core::v1::Node;
 use serde_json::json;
 use tracing::{info, warn};
 
-use super::act::{node_ref, nodeclaim_ref};
+use super::act::{node_ref, nodeclaim_ref, pod_ref};
 use super::Scheduling;
 use crate::cloud::CloudProvider;
 
@@ -68,6 +69,32 @@ fn explain(node: &str) -> String {
 }
 
 impl<P: CloudProvider> Scheduling<P> {
+    /// A `karpenter.sh/do-not-disrupt` value that protects nothing by mistake, on a managed node
+    /// or a pod bound to one, is said in a Warning event on it (core's rule; the events dedupe
+    /// keeps it to one while it stays).
+    async fn ignored_protections(&self, m: &Manifests) {
+        let managed: BTreeMap<&str, &Node> = m
+            .nodes
+            .iter()
+            .filter(|n| n.metadata.labels.as_ref().is_some_and(|l| l.contains_key(carpentry_core::labels::NODEPOOL)))
+            .filter_map(|n| Some((n.metadata.name.as_deref()?, n)))
+            .collect();
+        for node in managed.values() {
+            if let Some(ignored) = carpentry_core::pod::node_value_ignored(node) {
+                self.act.event(&node_ref(node), true, IgnoredValue::REASON, ignored.to_string(), "Disrupt").await;
+            }
+        }
+        for pod in &m.pods {
+            let bound = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+            if !bound.is_some_and(|n| managed.contains_key(n)) {
+                continue;
+            }
+            if let Some(ignored) = carpentry_core::pod::pod_value_ignored(pod) {
+                self.act.event(&pod_ref(pod), true, IgnoredValue::REASON, ignored.to_string(), "Disrupt").await;
+            }
+        }
+    }
+
     /// Everything disruption does in one reconciler pass.
     pub(super) async fn disruption(&mut self, m: &Manifests, now: i64) {
         self.disruption.nominated.retain(|_, until| *until > now);
@@ -93,6 +120,7 @@ impl<P: CloudProvider> Scheduling<P> {
             return;
         }
         self.disruption.next_pass = now + orchestration::POLL_SECONDS;
+        self.ignored_protections(m).await;
         let pass = disruption::decide(&self.disruption_view(m, now));
         let nodes: BTreeMap<&str, &Node> =
             m.nodes.iter().filter_map(|n| Some((n.metadata.name.as_deref()?, n))).collect();

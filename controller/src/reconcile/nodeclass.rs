@@ -70,16 +70,11 @@ impl<P: CloudProvider> NodeClasses<P> {
             }
             if let Some(status) = self.cloud.nodeclass_status(class, &now).await {
                 // A dependent condition that turns False (or says something new) is also an
-                // event on the EC2NodeClass, where `kubectl describe` shows it.
-                let before = class.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
-                for c in status.conditions.iter().filter(|c| c.status == "False" && c.type_ != "Ready") {
-                    let same =
-                        before.iter().any(|b| b.type_ == c.type_ && b.status == c.status && b.message == c.message);
-                    if !same {
-                        let note = format!("{}: {}", c.type_, c.message.as_deref().unwrap_or_default());
-                        let reason = c.reason.clone().unwrap_or_else(|| c.type_.clone());
-                        self.act.event(&act::nodeclass_ref(class), true, &reason, note, "Resolve").await;
-                    }
+                // event on the EC2NodeClass, where `kubectl describe` shows it (core's rule).
+                for c in carpentry_core::providers::nodeclass::warnings(class.status.as_ref(), &status) {
+                    let note = format!("{}: {}", c.type_, c.message.as_deref().unwrap_or_default());
+                    let reason = c.reason.as_deref().unwrap_or(&c.type_);
+                    self.act.event(&act::nodeclass_ref(class), true, reason, note, "Resolve").await;
                 }
                 let patch = json!({"metadata": {"resourceVersion": class.metadata.resource_version},
                     "status": status});

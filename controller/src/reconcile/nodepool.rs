@@ -2,7 +2,8 @@
 //! `nodepool.validation`, `nodepool.registrationhealth`), core's [`carpentry_core::nodepool`]
 //! applied: the hash annotations on the NodePool (and, while its hash version is another
 //! scheme's, its NodeClaims re-stamped first), and `status` — conditions on every change,
-//! `resources` and `nodes` every 5 s once the view is synced.
+//! `resources` and `nodes` every 5 s once the view is synced. A condition that turns `False` is
+//! also a Warning event on the NodePool (core's [`nodepool::warnings`]).
 
 use std::collections::BTreeMap;
 use std::sync::PoisonError;
@@ -14,6 +15,7 @@ use carpentry_core::resources::ResourceList;
 use serde_json::json;
 use tracing::warn;
 
+use super::act::nodepool_ref;
 use super::{Common, Scheduling};
 use crate::cloud::CloudProvider;
 
@@ -50,6 +52,11 @@ impl<P: CloudProvider> Scheduling<P> {
             }
             let pool_usage = usage.as_ref().map(|u| u.get(np.name()).unwrap_or(&nothing));
             if let Some(status) = nodepool::status(np, m.nodeclass_for(np), pool_usage, &at) {
+                for c in nodepool::warnings(np.status.as_ref(), &status) {
+                    let note = format!("{}: {}", c.type_, c.message.as_deref().unwrap_or_default());
+                    let reason = c.reason.as_deref().unwrap_or(&c.type_);
+                    self.act.event(&nodepool_ref(np), true, reason, note, "Reconcile").await;
+                }
                 let patch = json!({"metadata": {"resourceVersion": np.metadata.resource_version}, "status": status});
                 self.act.patch_nodepool_status(np.name(), patch).await;
             }

@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 use tracing::{info, warn};
 
-use super::act::pod_ref;
+use super::act::{nodepool_ref, pod_ref};
 use super::Scheduling;
 use crate::cloud::CloudProvider;
 
@@ -154,6 +154,13 @@ impl<P: CloudProvider> Scheduling<P> {
                     let note = format!("Pod should schedule on: {kind}/{} ({})", placement.name, explain(r));
                     self.act.event(&pod_ref(pod), false, "Nominated", note, "Provision").await;
                 }
+            }
+        }
+        // A NodePool its own spec keeps out of the round says why (core's notice; upstream logs it).
+        for skipped in &results.skipped_nodepools {
+            let Some(notice) = skipped.notice(&input) else { continue };
+            if let Some(np) = m.nodepools.iter().find(|np| np.name() == skipped.nodepool) {
+                self.act.event(&nodepool_ref(np), true, notice.reason, notice.message, "Provision").await;
             }
         }
         for u in &results.unschedulable {

@@ -11,6 +11,19 @@ use super::Condition;
 /// upstream `status.ConditionReady`.
 pub const READY: &str = "Ready";
 
+/// The dependent conditions `after` has `False` that `before` did not have `False` with the same
+/// message: what the controller says in a Warning event on the object as well, where
+/// `kubectl describe` shows it (carpentry; upstream publishes no event for a condition). `Ready`,
+/// the roll-up of the others, is left out: its message only repeats theirs. A condition already
+/// `False` when the controller starts is not said again.
+pub fn turned_false<'a>(before: &'a [Condition], after: &'a [Condition]) -> impl Iterator<Item = &'a Condition> + 'a {
+    after.iter().filter(move |c| {
+        c.type_ != READY
+            && c.status == "False"
+            && !before.iter().any(|b| b.type_ == c.type_ && b.status == c.status && b.message == c.message)
+    })
+}
+
 /// The conditions of one object being edited.
 pub struct ConditionSet<'a> {
     list: &'a mut Vec<Condition>,
@@ -123,6 +136,28 @@ impl<'a> ConditionSet<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dependent_that_turns_false_or_says_something_new_is_said_once() {
+        let condition = |type_: &str, status: &str, message: &str| Condition {
+            type_: type_.into(),
+            status: status.into(),
+            message: Some(message.into()),
+            ..Condition::default()
+        };
+        let before = vec![condition("SubnetsReady", "False", "none match"), condition("AMIsReady", "True", "")];
+        let after = vec![
+            condition("SubnetsReady", "False", "none match"),
+            condition("AMIsReady", "False", "no image"),
+            condition("SecurityGroupsReady", "False", "denied"),
+            condition(READY, "False", "AMIsReady=False"),
+        ];
+        let said: Vec<&str> = turned_false(&before, &after).map(|c| c.type_.as_str()).collect();
+        assert_eq!(said, ["AMIsReady", "SecurityGroupsReady"]);
+        let reworded = vec![condition("SubnetsReady", "False", "still none")];
+        assert_eq!(turned_false(&before, &reworded).count(), 1);
+        assert_eq!(turned_false(&after, &after).count(), 0);
+    }
 
     const DEPENDENTS: &[&str] = &["ValidationSucceeded", "NodeClassReady"];
 

@@ -17,7 +17,7 @@ pub mod validation;
 
 use crate::api::condition_set::ConditionSet;
 use crate::api::nodepool::NodePoolStatus;
-use crate::api::{EC2NodeClass, NodePool};
+use crate::api::{Condition, EC2NodeClass, NodePool};
 use crate::resources::ResourceList;
 
 /// upstream `ConditionTypeValidationSucceeded`.
@@ -53,6 +53,19 @@ pub fn status(
         counter::count(usage, &mut status);
     }
     (status != before).then_some(status)
+}
+
+/// The NodePool's conditions that are also said in a Warning event on the NodePool
+/// ([`crate::api::condition_set::turned_false`]), except two said otherwise: `ValidationSucceeded`
+/// (a NodePool that fails validation is left out of the view, and that says it in its own event)
+/// and `NodeClassReady` while the NodeClass has not been reconciled yet
+/// (`NodeClassReadinessUnknown`: the first seconds of every NodePool created with its class).
+pub fn warnings<'a>(before: Option<&'a NodePoolStatus>, after: &'a NodePoolStatus) -> Vec<&'a Condition> {
+    let before = before.map(|s| s.conditions.as_slice()).unwrap_or_default();
+    crate::api::condition_set::turned_false(before, &after.conditions)
+        .filter(|c| c.type_ != VALIDATION_SUCCEEDED)
+        .filter(|c| c.reason.as_deref() != Some("NodeClassReadinessUnknown"))
+        .collect()
 }
 
 /// The NodePool's creation time, RFC 3339 (a condition set first "transitioned" then).

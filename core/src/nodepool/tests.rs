@@ -200,3 +200,27 @@ fn registration_health_turns_true_on_a_registration_and_false_at_half_of_four_fa
     }]);
     assert!(registrationhealth::owned_by(&nc, &np));
 }
+
+#[test]
+fn a_missing_nodeclass_is_a_warning_once_and_a_class_not_yet_reconciled_is_none() {
+    let np = nodepool(NODEPOOL);
+    let now = "2026-01-01T00:05:00Z";
+    let missing = status(&np, None, None, now).expect("a first status");
+    let said: Vec<(&str, Option<&str>)> =
+        warnings(None, &missing).iter().map(|c| (c.type_.as_str(), c.reason.as_deref())).collect();
+    assert_eq!(said, [(NODECLASS_READY, Some("NodeClassNotFound"))]);
+    // Written, then seen again: nothing new to say.
+    let mut written = np.clone();
+    written.status = Some(missing.clone());
+    assert_eq!(status(&written, None, None, now), None);
+    assert!(warnings(Some(&missing), &missing).is_empty());
+    // A class created with the NodePool and not reconciled yet.
+    let fresh = status(&np, Some(&nodeclass(None)), None, now).expect("a first status");
+    assert_eq!(condition(&fresh, NODECLASS_READY), ("False", "NodeClassReadinessUnknown"));
+    assert!(warnings(None, &fresh).is_empty());
+    // A NodePool that fails validation says so in the view's event, not here.
+    let invalid = nodepool(&NODEPOOL.replace("values: [on-demand]", "values: [bogus]"));
+    let s = status(&invalid, Some(&nodeclass(Some(("True", "Ready")))), None, now).expect("a first status");
+    assert_eq!(condition(&s, VALIDATION_SUCCEEDED).0, "False");
+    assert!(warnings(None, &s).is_empty());
+}

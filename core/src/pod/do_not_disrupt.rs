@@ -44,9 +44,75 @@ pub fn node_protected(node: &Node) -> bool {
     node.metadata.annotations.as_ref().and_then(|a| a.get(DO_NOT_DISRUPT)).is_some_and(|v| v == "true")
 }
 
+/// A `karpenter.sh/do-not-disrupt` value that protects nothing, by the look of it by mistake:
+/// upstream ignores it without a word, so `"True"` or `"yes"` leaves the pod (or node) as
+/// disruptable as no annotation. `"false"` is taken as meant, and so is a duration of zero or less.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IgnoredValue {
+    /// On a pod: neither `"true"` nor a Go duration.
+    Pod { value: String },
+    /// On a node: not exactly `"true"`.
+    Node { value: String },
+}
+
+impl IgnoredValue {
+    /// The event reason.
+    pub const REASON: &'static str = "InvalidAnnotation";
+}
+
+impl std::fmt::Display for IgnoredValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IgnoredValue::Pod { value } => write!(
+                f,
+                "{DO_NOT_DISRUPT}: {value:?} is neither \"true\" nor a duration (such as \"1h\"): it is ignored, \
+                 and this pod does not keep its node from being disrupted"
+            ),
+            IgnoredValue::Node { value } => {
+                write!(f, "{DO_NOT_DISRUPT}: {value:?} is not \"true\": it is ignored, and this node may be disrupted")
+            }
+        }
+    }
+}
+
+/// The pod's annotation, if its value is ignored by mistake.
+pub fn pod_value_ignored(pod: &Pod) -> Option<IgnoredValue> {
+    let value = pod.metadata.annotations.as_ref()?.get(DO_NOT_DISRUPT)?;
+    let meant = value == "true" || value == "false" || crate::api::duration::parse_go_duration(value).is_ok();
+    (!meant).then(|| IgnoredValue::Pod { value: value.clone() })
+}
+
+/// The node's annotation, if its value is ignored by mistake.
+pub fn node_value_ignored(node: &Node) -> Option<IgnoredValue> {
+    let value = node.metadata.annotations.as_ref()?.get(DO_NOT_DISRUPT)?;
+    (value != "true" && value != "false").then(|| IgnoredValue::Node { value: value.clone() })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_value_that_protects_nothing_by_mistake_is_named() {
+        let ignored = |value: &str| pod_value_ignored(&pod(value, None));
+        for meant in ["true", "false", "1h", "0s", "-5m"] {
+            assert_eq!(ignored(meant), None, "{meant}");
+        }
+        assert_eq!(ignored("True"), Some(IgnoredValue::Pod { value: "True".into() }));
+        assert_eq!(
+            ignored("yes").unwrap().to_string(),
+            "karpenter.sh/do-not-disrupt: \"yes\" is neither \"true\" nor a duration (such as \"1h\"): it is ignored, \
+             and this pod does not keep its node from being disrupted"
+        );
+        let node = |value: &str| -> Node {
+            serde_json::from_value(
+                serde_json::json!({"metadata": {"name": "n", "annotations": {DO_NOT_DISRUPT: value}}}),
+            )
+            .unwrap()
+        };
+        assert_eq!(node_value_ignored(&node("true")), None);
+        assert_eq!(node_value_ignored(&node("1h")), Some(IgnoredValue::Node { value: "1h".into() }));
+    }
 
     fn pod(value: &str, start: Option<&str>) -> Pod {
         serde_json::from_value(serde_json::json!({

@@ -7,6 +7,8 @@
 
 pub(crate) mod do_not_disrupt;
 
+pub use do_not_disrupt::{node_value_ignored, pod_value_ignored, IgnoredValue};
+
 use std::fmt;
 
 use k8s_openapi::api::core::v1::Pod;

@@ -17,7 +17,7 @@ use super::securitygroup::{security_group_status, DiscoveredSecurityGroup};
 use super::subnet::{subnet_status, DiscoveredSubnet};
 use crate::api::condition_set::ConditionSet;
 use crate::api::ec2nodeclass::EC2NodeClassStatus;
-use crate::api::EC2NodeClass;
+use crate::api::{Condition, EC2NodeClass};
 
 pub const AMIS_READY: &str = "AMIsReady";
 pub const SUBNETS_READY: &str = "SubnetsReady";
@@ -153,6 +153,13 @@ pub fn nodeclass_status(class: &EC2NodeClass, resolved: &Resolved, now: &str) ->
     }
     status.conditions = conditions;
     status
+}
+
+/// The EC2NodeClass's conditions that are also said in a Warning event on it: every dependent
+/// that turns `False` ([`crate::api::condition_set::turned_false`]).
+pub fn warnings<'a>(before: Option<&'a EC2NodeClassStatus>, after: &'a EC2NodeClassStatus) -> Vec<&'a Condition> {
+    let before = before.map(|s| s.conditions.as_slice()).unwrap_or_default();
+    crate::api::condition_set::turned_false(before, &after.conditions).collect()
 }
 
 /// Whether a NodeClass can launch now: `Ready=True` at its generation.

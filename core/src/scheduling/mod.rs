@@ -29,7 +29,7 @@ pub(crate) mod volumes;
 pub use cloudprovider::{launch_for, Launch, NoLaunch};
 pub use nodeclaim_template::{AllowedInstanceTypes, InstanceTypeOption, NodeClaimTemplate, Prefilter, Rejection};
 pub use scheduler::{
-    nodepool_usage, schedule, ExistingPlacement, PlannedNodeClaim, RelaxedPod, Results, SkippedNodePool,
+    nodepool_usage, schedule, ExistingPlacement, PlannedNodeClaim, RelaxedPod, Results, SkipNotice, SkippedNodePool,
 };
 
 #[cfg(test)]

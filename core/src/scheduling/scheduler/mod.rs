@@ -19,15 +19,18 @@
 //!
 //! Files (upstream file in brackets): this root [the round's types and `Schedule`], `prepare`
 //! [`NewScheduler`: NodePools, templates, limits], `existing_node` [existingnode.go], `queue`
-//! [queue.go, `Solve`/`add`], `nodeclaim` [nodeclaim.go], `why` [our explanations].
+//! [queue.go, `Solve`/`add`], `nodeclaim` [nodeclaim.go], `skipped` [provisioner.go's "skipping"
+//! logs, as events], `why` [our explanations].
 
 mod existing_node;
 mod nodeclaim;
 mod prepare;
 mod queue;
+mod skipped;
 mod why;
 
 pub use prepare::nodepool_usage;
+pub use skipped::SkipNotice;
 
 use existing_node::*;
 use nodeclaim::*;
@@ -354,11 +357,7 @@ pub fn schedule(input: &Input) -> Results {
         let w = |n: &NodePoolInput| n.nodepool.spec.weight.unwrap_or(0);
         w(b).cmp(&w(a)).then_with(|| b.nodepool.name().cmp(a.nodepool.name()))
     });
-    let unavailable: BTreeMap<&str, Vec<&UnavailableOffering>> =
-        input.unavailable_offerings.iter().fold(BTreeMap::new(), |mut m, u| {
-            m.entry(u.instance_type.as_str()).or_default().push(u);
-            m
-        });
+    let unavailable = unavailable_by_type(input);
     let mut templates = Vec::new();
     for np in eligible {
         match build_template(np, &unavailable, &daemons, input.options.min_values_policy) {

@@ -26,15 +26,12 @@ pub(super) fn eligibility(np: &NodePool) -> Result<(), SkipReason> {
     Ok(())
 }
 
-pub(super) fn build_template(
-    np: &NodePoolInput,
+/// The unavailable-offerings input marks offerings unavailable (upstream's ICE cache).
+pub(super) fn marked_unavailable(
+    instance_types: &Arc<Vec<InstanceType>>,
     unavailable: &BTreeMap<&str, Vec<&UnavailableOffering>>,
-    daemons: &[Daemon],
-    policy: MinValuesPolicy,
-) -> Result<Template, SkipReason> {
-    let base = NodeClaimTemplate::new(&np.nodepool).map_err(SkipReason::Requirements)?;
-    // The unavailable-offerings input marks offerings unavailable (upstream's ICE cache).
-    let mut instance_types = np.instance_types.clone();
+) -> Arc<Vec<InstanceType>> {
+    let mut instance_types = instance_types.clone();
     if instance_types.iter().any(|it| unavailable.contains_key(it.name.as_str())) {
         let types = Arc::make_mut(&mut instance_types);
         for it in types.iter_mut() {
@@ -47,6 +44,25 @@ pub(super) fn build_template(
             }
         }
     }
+    instance_types
+}
+
+/// The unavailable offerings by instance type.
+pub(super) fn unavailable_by_type(input: &Input) -> BTreeMap<&str, Vec<&UnavailableOffering>> {
+    input.unavailable_offerings.iter().fold(BTreeMap::new(), |mut m, u| {
+        m.entry(u.instance_type.as_str()).or_default().push(u);
+        m
+    })
+}
+
+pub(super) fn build_template(
+    np: &NodePoolInput,
+    unavailable: &BTreeMap<&str, Vec<&UnavailableOffering>>,
+    daemons: &[Daemon],
+    policy: MinValuesPolicy,
+) -> Result<Template, SkipReason> {
+    let base = NodeClaimTemplate::new(&np.nodepool).map_err(SkipReason::Requirements)?;
+    let instance_types = marked_unavailable(&np.instance_types, unavailable);
     // Prefilter without limits: limits are applied per new NodeClaim against what remains.
     let mut unlimited = base.clone();
     unlimited.limits.clear();
