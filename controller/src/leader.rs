@@ -40,12 +40,14 @@ pub struct LeaderStatus {
     /// When a renewal of the Lease by this replica was last seen.
     renewed: Arc<Mutex<Option<Instant>>>,
     pub lease: String,
+    /// Leader election is disabled (`--disable-leader-election`): this replica always leads.
+    unelected: bool,
 }
 
 impl LeaderStatus {
     /// It holds the Lease and a renewal was seen within the renew deadline.
     pub fn leading(&self) -> bool {
-        self.holds.load(Ordering::Acquire) && within_deadline(self.last_renewal(), Instant::now())
+        self.unelected || self.holds.load(Ordering::Acquire) && within_deadline(self.last_renewal(), Instant::now())
     }
 
     fn last_renewal(&self) -> Option<Instant> {
@@ -134,6 +136,15 @@ impl Leader {
             }
         });
         Ok(Leader { status, lost, task: Some((receiver, follow)), manager: Some(manager) })
+    }
+
+    /// No election (upstream `--disable-leader-election`): this replica leads from the start and
+    /// never loses it. For a single replica that must act at once after a restart (upstream's own
+    /// tests run so); two replicas without election both act.
+    pub fn unelected() -> Leader {
+        let status = LeaderStatus { lease: "(leader election disabled)".into(), unelected: true, ..Default::default() };
+        let (_never, lost) = tokio::sync::watch::channel(None);
+        Leader { status, lost, task: None, manager: None }
     }
 
     /// Resolves with why, once leadership is lost (never, while it is not).

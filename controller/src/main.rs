@@ -55,6 +55,10 @@ pub struct Args {
     /// Namespace of the leader-election Lease (default: the pod's namespace, else `default`).
     #[arg(long, value_name = "NS")]
     pub leader_election_namespace: Option<String>,
+    /// Run without leader election: this replica acts at once and alone (upstream
+    /// `--disable-leader-election`). Only for a single replica.
+    #[arg(long, env = "DISABLE_LEADER_ELECTION", value_parser = clap::builder::BoolishValueParser::new())]
+    pub disable_leader_election: bool,
     /// Name of the leader-election Lease (upstream `LEADER_ELECTION_NAME`).
     #[arg(long, default_value = "karpenter-leader-election")]
     pub leader_election_name: String,
@@ -190,14 +194,19 @@ async fn drive<P: cloud::CloudProvider>(
     let client = clients.requests;
     let (shutdown_tx, shutdown) = tokio::sync::watch::channel(false);
     let view = Arc::new(view::ClusterView::start(clients.watches.clone(), args.namespace.as_deref(), shutdown.clone()));
-    let leader = leader::Leader::start(
-        client.clone(),
-        clients.watches.clone(),
-        args.leader_election_namespace.clone().unwrap_or_else(pod_namespace),
-        args.leader_election_name.clone(),
-        shutdown.clone(),
-    )
-    .await?;
+    let leader = if args.disable_leader_election {
+        warn!("leader election is disabled: this replica acts alone; run one replica only");
+        leader::Leader::unelected()
+    } else {
+        leader::Leader::start(
+            client.clone(),
+            clients.watches.clone(),
+            args.leader_election_namespace.clone().unwrap_or_else(pod_namespace),
+            args.leader_election_name.clone(),
+            shutdown.clone(),
+        )
+        .await?
+    };
     let metrics = metrics::Metrics::default();
     let act = reconcile::act::Act::new(client.clone(), args.dry_run, identity(), metrics.clone(), leader.status());
     info!(cloud_provider = cloud.name(), "cloud provider ready");

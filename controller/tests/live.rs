@@ -1259,8 +1259,8 @@ async fn bad_objects_are_each_said_once_on_the_object_and_the_rest_provisions() 
             },
         }))?)
     };
-    pods.create(&pp, &pod("guarded", &node_type, json!({ "karpenter.sh/do-not-disrupt": "True" }))?).await?;
-    pods.create(&pp, &pod("pinned", &impossible_type, json!({}))?).await?;
+    pods.create(&pp, &pod("bad-guarded", &node_type, json!({ "karpenter.sh/do-not-disrupt": "True" }))?).await?;
+    pods.create(&pp, &pod("bad-pinned", &impossible_type, json!({}))?).await?;
 
     let (health, metrics) = (free_port()?, free_port()?);
     let lease_name = unique_name("carpentry-leader");
@@ -1321,14 +1321,15 @@ async fn bad_objects_are_each_said_once_on_the_object_and_the_rest_provisions() 
     .await
     .with_context(log)?;
     eprintln!("event: {note}");
-    let note =
-        wait_for("FailedScheduling on the pinned pod", TIMEOUT, || said("pinned".to_string(), "FailedScheduling", ""))
-            .await
-            .with_context(log)?;
+    let note = wait_for("FailedScheduling on the pinned pod", TIMEOUT, || {
+        said("bad-pinned".to_string(), "FailedScheduling", "")
+    })
+    .await
+    .with_context(log)?;
     eprintln!("event: {note}");
     // The pod whose do-not-disrupt value is "True": said to protect nothing.
     let note = wait_for("InvalidAnnotation on the guarded pod", TIMEOUT, || {
-        said("guarded".to_string(), "InvalidAnnotation", "\"True\"")
+        said("bad-guarded".to_string(), "InvalidAnnotation", "\"True\"")
     })
     .await
     .with_context(log)?;
@@ -1340,8 +1341,8 @@ async fn bad_objects_are_each_said_once_on_the_object_and_the_rest_provisions() 
     for (object, reason) in [
         (orphan.as_str(), "NodeClassNotFound"),
         (impossible.as_str(), "NoCompatibleInstanceTypes"),
-        ("pinned", "FailedScheduling"),
-        ("guarded", "InvalidAnnotation"),
+        ("bad-pinned", "FailedScheduling"),
+        ("bad-guarded", "InvalidAnnotation"),
     ] {
         let counts = publish_counts(&client, object, reason).await?;
         ensure!(counts == [1], "{reason} on {object} written {counts:?} times (a count per event) within 25 s");
@@ -1367,7 +1368,7 @@ async fn bad_objects_are_each_said_once_on_the_object_and_the_rest_provisions() 
     ensure!(has_sample(&body, "carpentry_leader 1"), "/metrics:\n{body}");
 
     // Clean up: the pool's NodeClaim and Node go before the next acting test; the bad NodePools too.
-    for p in ["guarded", "pinned"] {
+    for p in ["bad-guarded", "bad-pinned"] {
         pods.delete(p, &Default::default()).await?;
     }
     for np in [&impossible, &orphan] {

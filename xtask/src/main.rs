@@ -4,6 +4,7 @@
 //! (`cargo xtask play`, `cargo xtask test`) work on a clean clone.
 
 mod catalog;
+mod chaos;
 mod crds;
 mod fidelity;
 mod freshness;
@@ -45,6 +46,10 @@ enum Task {
     Fidelity(fidelity::FidelityArgs),
     /// Pods/second of our scheduler and upstream's, side by side (ends with `min speedup: X`).
     BenchVsUpstream(fidelity::BenchArgs),
+    /// Kill the controller N times at random points of launch, registration, drain and
+    /// termination (controller/tests/chaos.rs); ends with `leaked instances: N` and
+    /// `stuck NodeClaims: N`, and fails unless both are 0.
+    Chaos(chaos::ChaosArgs),
     /// Check the code's shape: no module cycles in core, a //! doc on every source file, no
     /// references outside the repository (`--report`: core's module graph and API size).
     Tidy(tidy::TidyArgs),
@@ -65,7 +70,9 @@ fn main() -> Result<()> {
     // which builds nothing, so that path is the one a building `play` runs).
     let lock = match &cli.task {
         Task::Play(args) if args.prebuilt.is_some() => lock_shared_target()?,
-        Task::Play(_) | Task::Test(_) | Task::Fidelity(_) | Task::BenchVsUpstream(_) => restore_freshness()?,
+        Task::Play(_) | Task::Test(_) | Task::Fidelity(_) | Task::BenchVsUpstream(_) | Task::Chaos(_) => {
+            restore_freshness()?
+        }
         _ => None,
     };
     match cli.task {
@@ -77,6 +84,7 @@ fn main() -> Result<()> {
         Task::Fidelity(args) => fidelity::run(args),
         Task::BenchVsUpstream(args) => fidelity::bench(args),
         Task::Tidy(args) => tidy::run(args),
+        Task::Chaos(args) => chaos::run(args),
     }
 }
 

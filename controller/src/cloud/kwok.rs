@@ -12,7 +12,7 @@
 //! Divergence (docs/divergences.md): upstream names the Node `<nodeclaim>-<random>`; here it is
 //! named after its NodeClaim, so a snapshot's names and the simulation's line up.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -51,6 +51,27 @@ pub struct Kwok {
 impl Kwok {
     pub fn new(client: kube::Client, region: String, registration_delay: Duration) -> Kwok {
         Kwok { client, region, registration_delay, launching: Arc::default() }
+    }
+
+    /// The machine boots: its Node `name` is made after the registration delay (not when its
+    /// NodeClaim was deleted meanwhile).
+    fn boot(&self, name: String, node: Node) {
+        if let Ok(mut l) = self.launching.lock() {
+            l.insert(name.clone(), false);
+        }
+        let (client, delay, launching) = (self.client.clone(), self.registration_delay, self.launching.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            if launching.lock().map(|mut l| l.remove(&name)).ok().flatten() == Some(true) {
+                return;
+            }
+            let nodes: Api<Node> = Api::all(client);
+            match nodes.create(&PostParams::default(), &node).await {
+                Ok(_) => info!(node = %name, "kwok: the Node joined"),
+                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                Err(e) => warn!(node = %name, error = %carpentry_core::error_chain(&e), "kwok: cannot create the Node"),
+            }
+        });
     }
 
     /// Deletes the Node that is the instance; gone once the Node is.
@@ -124,25 +145,41 @@ impl CloudProvider for Kwok {
         let it = instance_types.iter().find(|it| it.name == launch.instance_type);
         let instance = Instance::of_launch(&launch, it, format!("{PROVIDER_ID_PREFIX}{name}"));
         let node = node_of(nodeclaim, &instance, &self.region);
-        if let Ok(mut l) = self.launching.lock() {
-            l.insert(name.clone(), false);
-        }
-        let (client, delay, launching) = (self.client.clone(), self.registration_delay, self.launching.clone());
         info!(nodeclaim = %name, instance_type = %launch.instance_type, zone = %launch.zone,
             capacity_type = %launch.capacity_type, price = launch.price, "kwok: launched");
-        tokio::spawn(async move {
-            tokio::time::sleep(delay).await;
-            if launching.lock().map(|mut l| l.remove(&name)).ok().flatten() == Some(true) {
-                return;
-            }
-            let nodes: Api<Node> = Api::all(client);
-            match nodes.create(&PostParams::default(), &node).await {
-                Ok(_) => info!(node = %name, "kwok: the Node joined"),
-                Err(kube::Error::Api(e)) if e.code == 409 => {}
-                Err(e) => warn!(node = %name, error = %carpentry_core::error_chain(&e), "kwok: cannot create the Node"),
-            }
-        });
+        self.boot(name, node);
         Ok(instance)
+    }
+
+    /// A launched NodeClaim whose Node neither exists nor is being made by this process (it was
+    /// launched before a restart) gets its Node now, after the registration delay. Not one that
+    /// registered (its Node going is the instance going) nor one being deleted.
+    async fn resume(&self, view: &Manifests) {
+        let nodes: HashSet<&str> = view.nodes.iter().filter_map(|n| n.metadata.name.as_deref()).collect();
+        for nc in &view.nodeclaims {
+            let Some(status) = nc.status.as_ref() else { continue };
+            let registered =
+                carpentry_core::api::find_condition(&status.conditions, "Registered").is_some_and(|c| c.is_true());
+            let booting = self.launching.lock().map(|l| l.contains_key(nc.name())).unwrap_or(true);
+            // The machine's Node is named in its providerID (this provider names it after the
+            // NodeClaim; upstream's kwok provider otherwise).
+            let Some(node_name) = status.provider_id.strip_prefix(PROVIDER_ID_PREFIX) else { continue };
+            if registered || booting || nc.metadata.deletion_timestamp.is_some() || nodes.contains(node_name) {
+                continue;
+            }
+            let instance = Instance {
+                provider_id: status.provider_id.clone(),
+                image_id: status.image_id.clone(),
+                labels: nc.metadata.labels.clone().unwrap_or_default(),
+                annotations: Default::default(),
+                capacity: status.capacity.clone(),
+                allocatable: status.allocatable.clone(),
+            };
+            info!(nodeclaim = %nc.name(), "kwok: launched before a restart; its Node is made now");
+            let mut node = node_of(nc, &instance, &self.region);
+            node.metadata.name = Some(node_name.to_string());
+            self.boot(node_name.to_string(), node);
+        }
     }
 
     /// Ready without AWS: one subnet per zone of `--region` in the catalogue, saying it is simulated.

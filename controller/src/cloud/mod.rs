@@ -168,6 +168,14 @@ pub trait CloudProvider: Send + Sync + 'static {
     /// `nodeclass` `finalize`: its instance profiles, its launch templates).
     fn finalize_nodeclass(&self, class: &EC2NodeClass) -> impl Future<Output = anyhow::Result<()>> + Send;
 
+    /// Machines launched before this process started whose boot the provider itself simulates
+    /// (kwok: this process makes a launched NodeClaim's Node after the registration delay, so a
+    /// restart in between would lose a machine that on a real cloud outlives the controller);
+    /// called on the lifecycle's first pass. A real cloud boots its instances itself.
+    fn resume(&self, _view: &Manifests) -> impl Future<Output = ()> + Send {
+        std::future::ready(())
+    }
+
     /// Deletes (or with `dry_run` only names) the per-NodeClass resources that nothing in `view`
     /// uses any more (upstream `instanceprofile.garbagecollection`); what it deleted.
     fn collect_nodeclass_garbage(

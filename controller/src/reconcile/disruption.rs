@@ -71,7 +71,7 @@ fn explain(node: &str) -> String {
 impl<P: CloudProvider> Scheduling<P> {
     /// A `karpenter.sh/do-not-disrupt` value that protects nothing by mistake, on a managed node
     /// or a pod bound to one, is said in a Warning event on it (core's rule; the events dedupe
-    /// keeps it to one while it stays).
+    /// writes it once per 2 minutes while it stays, a repeat counted into its series).
     async fn ignored_protections(&self, m: &Manifests) {
         let managed: BTreeMap<&str, &Node> = m
             .nodes

@@ -6,8 +6,8 @@
 //! upstream's lifecycle reconciles run concurrently): a pass starts it and goes on, and the pass
 //! after it ends writes its result, so one slow CreateFleet holds up no other NodeClaim.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
 use carpentry_core::api::NodeClaim;
@@ -60,6 +60,8 @@ pub(super) struct Lifecycle<P: CloudProvider> {
     /// changed nothing keeps the version: [`AWAIT_OWN_WRITE`] bounds the wait).
     written: HashMap<String, (Vec<Option<String>>, Instant)>,
     pub(super) consistency: super::consistency::State,
+    /// The provider was asked to resume what it launched before this process started.
+    resumed: bool,
 }
 concern_common!(Lifecycle);
 
@@ -74,6 +76,7 @@ impl<P: CloudProvider> Lifecycle<P> {
             ended: Arc::new(tokio::sync::Notify::new()),
             written: HashMap::new(),
             consistency: Default::default(),
+            resumed: false,
         }
     }
 }
@@ -82,6 +85,13 @@ impl<P: CloudProvider> Concern<P> for Lifecycle<P> {
     const NAME: &'static str = "lifecycle";
 
     async fn pass(&mut self, m: &Manifests, _: &super::Loaded, now: i64) {
+        if !self.resumed {
+            self.resumed = true;
+            // A dry run makes no machine boot either.
+            if !self.act.dry_run {
+                self.cloud.resume(m).await;
+            }
+        }
         // Each NodeClaim by UID, whether it is being deleted: one lookup per remembered entry.
         let deleting: HashMap<&str, bool> = m
             .nodeclaims
@@ -96,6 +106,19 @@ impl<P: CloudProvider> Concern<P> for Lifecycle<P> {
         // with it; only a NodeClaim gone altogether lets go of it (garbage collection then
         // terminates an instance it starts).
         self.launching.retain(|uid, _| deleting.contains_key(uid.as_str()));
+        {
+            // A nomination is kept while its NodeClaim may still fail to launch: not once it has
+            // launched, and past its NodeClaim in the view only while the view may not show a
+            // NodeClaim just created yet.
+            let names: HashSet<&str> = m
+                .nodeclaims
+                .iter()
+                .filter(|nc| nc.status.as_ref().is_none_or(|s| s.provider_id.is_empty()))
+                .map(NodeClaim::name)
+                .collect();
+            let mut nominations = self.shared.nominations.lock().unwrap_or_else(PoisonError::into_inner);
+            nominations.retain(|name, (_, at)| names.contains(name.as_str()) || at.elapsed() < AWAIT_OWN_WRITE);
+        }
         self.publish_launches();
         for nc in &m.nodeclaims {
             match nc.metadata.deletion_timestamp {
@@ -227,6 +250,7 @@ impl<P: CloudProvider> Lifecycle<P> {
                 match result {
                     Ok(instance) => {
                         self.launch_failures.remove(&uid);
+                        self.nominated(&name, true);
                         self.launched.insert(uid, (instance.clone(), Instant::now()));
                         instance
                     }
@@ -235,6 +259,13 @@ impl<P: CloudProvider> Lifecycle<P> {
                         self.act.decided("LaunchFailed", &json!({"nodeclaim": name, "why": why}));
                         let note = format!("{why}: deleting the NodeClaim; its pods are provisioned again");
                         self.act.event(&nodeclaim_ref(nc), true, "InsufficientCapacityError", note, "Launch").await;
+                        for pod in self.nominated(&name, true) {
+                            let note = format!(
+                                "nodeclaim/{name}, which this pod should schedule on, cannot launch: {why}; \
+                                 the pod is provisioned again"
+                            );
+                            self.act.event(&pod, true, "InsufficientCapacityError", note, "Launch").await;
+                        }
                         if self.act.delete_nodeclaim(&name).await {
                             self.act.metrics.nodeclaim_disrupted(nc, "InsufficientCapacity");
                         }
@@ -272,6 +303,14 @@ impl<P: CloudProvider> Lifecycle<P> {
                             self.common.act.decided("LaunchFailed", &json!({"nodeclaim": name, "why": why}));
                             let note = format!("{why}; trying again in {} s", failure.backoff.as_secs());
                             self.common.act.event(&nodeclaim_ref(nc), true, "LaunchFailed", note, "Launch").await;
+                            let retry_in = failure.backoff.as_secs();
+                            for pod in self.common.nominated(&name, false) {
+                                let note = format!(
+                                    "nodeclaim/{name}, which this pod should schedule on, has not launched: {why}; \
+                                     trying again in {retry_in} s"
+                                );
+                                self.common.act.event(&pod, true, "LaunchFailed", note, "Launch").await;
+                            }
                         }
                         return;
                     }

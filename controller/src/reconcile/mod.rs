@@ -60,6 +60,7 @@ use std::time::{Duration, Instant};
 use carpentry_core::manifest::Manifests;
 use carpentry_core::nodepool::registrationhealth::Tracker;
 use carpentry_core::{Catalogue, HeldDecision};
+use k8s_openapi::api::core::v1::ObjectReference;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::{debug, error, info, warn};
@@ -107,6 +108,9 @@ struct Shared {
     /// NodeClaims created (by a provisioning round or as a disruption's replacement) and not yet
     /// seen in the view, with when (milliseconds since start): upstream `Synced` waits for them.
     awaiting_created: Mutex<Vec<(String, u64)>>,
+    /// The pods a provisioning round nominated onto each NodeClaim it created or placed them on
+    /// (by NodeClaim name, with when): a launch that fails says so on them too.
+    nominations: Mutex<HashMap<String, (Vec<ObjectReference>, Instant)>>,
     /// When the reconcilers started (the batcher's clock counts milliseconds from it).
     epoch: Instant,
 }
@@ -138,6 +142,32 @@ impl<P: CloudProvider> Clone for Common<P> {
 }
 
 impl<P: CloudProvider> Common<P> {
+    /// Records that `pods` should schedule on NodeClaim `nodeclaim` (a provisioning round's
+    /// nomination), so that a launch that fails says so on them too.
+    fn nominate(&self, nodeclaim: &str, pods: Vec<ObjectReference>) {
+        if pods.is_empty() {
+            return;
+        }
+        let mut nominations = self.shared.nominations.lock().unwrap_or_else(PoisonError::into_inner);
+        let (nominated, at) = nominations.entry(nodeclaim.to_string()).or_insert_with(|| (Vec::new(), Instant::now()));
+        for pod in pods {
+            if !nominated.contains(&pod) {
+                nominated.push(pod);
+            }
+        }
+        *at = Instant::now();
+    }
+
+    /// The pods nominated onto `nodeclaim`; forgotten with `forget` (it launched, or is gone).
+    fn nominated(&self, nodeclaim: &str, forget: bool) -> Vec<ObjectReference> {
+        let mut nominations = self.shared.nominations.lock().unwrap_or_else(PoisonError::into_inner);
+        if forget {
+            nominations.remove(nodeclaim).map(|(pods, _)| pods).unwrap_or_default()
+        } else {
+            nominations.get(nodeclaim).map(|(pods, _)| pods.clone()).unwrap_or_default()
+        }
+    }
+
     /// Milliseconds since the reconcilers started.
     fn millis(&self) -> u64 {
         self.shared.epoch.elapsed().as_millis() as u64
@@ -305,6 +335,7 @@ impl<P: CloudProvider> Reconciler<P> {
             launches_under_way: Mutex::new(HashSet::new()),
             registration_health: Mutex::new(HashMap::new()),
             awaiting_created: Mutex::new(Vec::new()),
+            nominations: Mutex::new(HashMap::new()),
             epoch: Instant::now(),
         };
         let common = Common {

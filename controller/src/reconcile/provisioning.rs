@@ -119,6 +119,8 @@ impl<P: CloudProvider> Scheduling<P> {
                     self.act.decided("NodeClaimCreated", &detail);
                     self.act.metrics.nodeclaim_created(&nc, "provisioned");
                     self.created(name.clone());
+                    let nominated = planned.pods.iter().filter_map(|r| pods.get(r)).map(|p| pod_ref(p)).collect();
+                    self.nominate(&name, nominated);
                     let mut seen = nc.clone();
                     seen.metadata.name = Some(name.clone());
                     nodeclaims.push(seen);
@@ -147,6 +149,8 @@ impl<P: CloudProvider> Scheduling<P> {
                 self.disruption.nominated.insert(placement.name.clone(), until);
                 "node"
             } else {
+                let nominated = placement.pods.iter().filter_map(|r| pods.get(r)).map(|p| pod_ref(p)).collect();
+                self.nominate(&placement.name, nominated);
                 "nodeclaim"
             };
             for r in &placement.pods {

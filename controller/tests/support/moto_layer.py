@@ -10,13 +10,18 @@ them while the server runs):
   override in request order whatever its priority.
 - Insufficient capacity: overrides whose (instance type, zone, capacity type) is listed in
   `$MOTO_LAYER_DIR/ice.json` are not launched, and each comes back in the response's `Errors` with
-  `InsufficientInstanceCapacity`, as EC2 answers (moto never reports an error).
+  `InsufficientInstanceCapacity`, as EC2 answers (moto never reports an error). Every listed
+  override is reported, also ones pricier than the one launched, which EC2's lowest-price
+  strategy may not have tried.
 - A failing fleet: while `$MOTO_LAYER_DIR/fleet_error.json` holds `[code, message]`, every
   override of every CreateFleet comes back in `Errors` with that code and nothing launches, as EC2
   answers an instant fleet it cannot launch at all (`UnauthorizedOperation` for a role the caller
   may not pass, `InvalidParameterValue`, ...).
 - Denied actions: an action listed in `$MOTO_LAYER_DIR/deny.json` (`ec2:DescribeSubnets`) answers
   HTTP 403 `UnauthorizedOperation` as EC2 does for a missing IAM permission (moto enforces no IAM).
+- Throttling: an action listed in `$MOTO_LAYER_DIR/throttle.json` (`ec2:CreateFleet`) answers
+  HTTP 503 `RequestLimitExceeded`, as EC2 throttles a caller over its request rate (moto never
+  throttles).
 - On-demand prices: moto has no Pricing service (it answers HTTP 500). While
   `$MOTO_LAYER_DIR/pricing.json` ({region: {instance type: USD}}) exists, `GetProducts` answers
   the shared-tenancy query with one price-list document per listed type, in the Pricing API's
@@ -197,6 +202,13 @@ def denied(environ, start_response):
         caller = auth.split("Credential=")[-1].split("/")[0] if "Credential=" in auth else "-"
         with LOCK, open(os.path.join(LAYER_DIR, "actions.log"), "a") as f:
             f.write(f"{caller} {action}\n")
+    if action in set(read("throttle.json", [])):
+        payload = (b"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response><Errors><Error>"
+                   b"<Code>RequestLimitExceeded</Code><Message>Request limit exceeded.</Message></Error>"
+                   b"</Errors><RequestID>throttled-by-test-layer</RequestID></Response>")
+        start_response("503 Service Unavailable", [("Content-Type", "text/xml"),
+                                                   ("Content-Length", str(len(payload)))])
+        return [payload]
     if action not in set(read("deny.json", [])):
         return None
     message = (f"You are not authorized to perform this operation. User: "

@@ -2,7 +2,8 @@
 //! `provisioner.go::NewScheduler` logs "skipping, no resolved instance types found" and
 //! `scheduler.go::NewScheduler` "skipping, nodepool requirements filtered out all instance types",
 //! v1.14.1). A log line is the last place an operator looks, so carpentry also says it in a
-//! Warning event on the NodePool (through the events dedupe: once while it holds), naming which of
+//! Warning event on the NodePool (through the events dedupe: written once per 2 minutes while it
+//! holds, each repeat counted into the event's series), naming which of
 //! the NodePool's constraints leave out how many instance types. A skip the NodePool's conditions
 //! already say (not Ready) or that its owner chose (static, being deleted, another provider's
 //! NodeClass) gets none.

@@ -1,0 +1,458 @@
+//! The controller SIGKILLed and restarted (#45 3.1), on the testenv with the kwok provider.
+//!
+//! Real: the API server, etcd, kube-scheduler, kube-controller-manager (the Deployment, the
+//! PodDisruptionBudget's status), KWOK (it runs the kwok provider's Nodes and their pods), the
+//! controller binary as users run it (one replica, `--disable-leader-election`, so that a restart
+//! acts at once rather than after the Lease runs out). Injected: the kills (SIGKILL, no shutdown
+//! of any kind) and the workload changes, both chosen by a seeded generator.
+//!
+//! Each kill aims at one phase, in turn: a launch (a NodeClaim without its instance yet),
+//! registration (launched, its Node not registered), a drain (a NodeClaim deleted while its node
+//! runs a pod) and termination (a NodeClaim deleted, its instance being terminated and its
+//! finalizers coming off). The test waits until a watch shows the phase (a NodeClaim without its
+//! providerID; launched and not Registered; the node tainted `karpenter.sh/disrupted` by the
+//! controller's termination), then kills after a random delay. The seed fixes the phases, the
+//! delays and the workload; where exactly the controller is when the kill lands still varies. Every [`ROUND`] kills, and at the end, a controller runs undisturbed and the
+//! cluster must converge to what an undisturbed run gives: one NodeClaim per inflate pod (1 CPU
+//! pods, 2-vCPU types), each of the type the first undisturbed launch chose, launched, registered
+//! and initialized; one Node per NodeClaim and the other way round (no leaked instance); nothing
+//! left deleting (no NodeClaim stuck, every finalizer cleared). Evictions go through the Eviction
+//! API, which enforces the inflate PodDisruptionBudget (`maxUnavailable: 1`) itself.
+//!
+//! `CARPENTRY_CHAOS_KILLS` (default [`DEFAULT_KILLS`]) and `CARPENTRY_CHAOS_SEED` (default: from the
+//! clock) set the run; both are printed first, so that a run can be repeated with
+//! `cargo xtask chaos --kills N --seed S`. The test ends by printing `leaked instances: N` and
+//! `stuck NodeClaims: N`.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Context, Result};
+use carpentry_tests::testenv::{unique_name, wait_for, TestEnv};
+use futures::TryStreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Api, Client};
+use serde_json::json;
+
+#[path = "support/harness.rs"]
+mod harness;
+
+use harness::{free_port, get, inflate_deployment, install_crds, resource, running_exactly, Controller};
+
+const DEFAULT_KILLS: usize = 20;
+/// Kills between convergence checks.
+const ROUND: usize = 4;
+const MAX_REPLICAS: i64 = 5;
+/// How long the cluster may take to show a phase before the kill happens anyway.
+const PHASE_WAIT: Duration = Duration::from_secs(40);
+/// How long an undisturbed controller may take to converge (emptiness waits 15 s to validate).
+const CONVERGE: Duration = Duration::from_secs(150);
+
+/// splitmix64: small, seedable, the same sequence everywhere.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n`.
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Phase {
+    Launch,
+    Registration,
+    Drain,
+    Termination,
+}
+
+/// The cluster as one NodePool's objects show it.
+struct Cluster {
+    client: Client,
+    nodepool: String,
+    ns: String,
+}
+
+impl Cluster {
+    async fn nodeclaims(&self) -> Result<Vec<DynamicObject>> {
+        let api =
+            Api::<DynamicObject>::all_with(self.client.clone(), &resource("karpenter.sh", "NodeClaim", "nodeclaims"));
+        Ok(api
+            .list(&Default::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|nc| {
+                nc.metadata.labels.as_ref().and_then(|l| l.get("karpenter.sh/nodepool")) == Some(&self.nodepool)
+            })
+            .collect())
+    }
+
+    async fn nodes(&self) -> Result<Vec<Node>> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        Ok(api
+            .list(&Default::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|n| n.metadata.labels.as_ref().and_then(|l| l.get("karpenter.sh/nodepool")) == Some(&self.nodepool))
+            .collect())
+    }
+
+    async fn scale(&self, replicas: i64) -> Result<()> {
+        let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(self.client.clone(), &self.ns);
+        let patch = json!({ "spec": { "replicas": replicas } });
+        deployments.patch("inflate", &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        Ok(())
+    }
+
+    /// A NodeClaim whose node runs an inflate pod (`with_pod`), or one whose node runs none.
+    async fn nodeclaim_of_node(&self, with_pod: bool) -> Result<Option<String>> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.ns);
+        let busy: Vec<String> = pods
+            .list(&Default::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter_map(|p| p.spec.and_then(|s| s.node_name))
+            .collect();
+        Ok(self.nodeclaims().await?.into_iter().find_map(|nc| {
+            let node = nc.data["status"]["nodeName"].as_str()?;
+            (nc.metadata.deletion_timestamp.is_none() && busy.iter().any(|b| b == node) == with_pod)
+                .then(|| nc.metadata.name.clone())
+                .flatten()
+        }))
+    }
+
+    async fn delete_nodeclaim(&self, name: &str) -> Result<()> {
+        let api =
+            Api::<DynamicObject>::all_with(self.client.clone(), &resource("karpenter.sh", "NodeClaim", "nodeclaims"));
+        let _ = api.delete(name, &Default::default()).await;
+        Ok(())
+    }
+
+    /// Whether a NodeClaim of the pool shows `phase` within `timeout`, as a watch sees each of
+    /// its states (a launch's is a moment long: a poll misses it).
+    async fn shows(&self, phase: Phase, timeout: Duration) -> Result<bool> {
+        let api =
+            Api::<DynamicObject>::all_with(self.client.clone(), &resource("karpenter.sh", "NodeClaim", "nodeclaims"));
+        let in_phase = |nc: &DynamicObject| {
+            let registered = nc.data["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Registered" && c["status"] == "True");
+            let launched = nc.data["status"]["providerID"].as_str().is_some_and(|p| !p.is_empty());
+            let deleting = nc.metadata.deletion_timestamp.is_some();
+            match phase {
+                Phase::Launch => !launched && !deleting,
+                _ => launched && !registered && !deleting,
+            }
+        };
+        let ours = |nc: &DynamicObject| {
+            nc.metadata.labels.as_ref().and_then(|l| l.get("karpenter.sh/nodepool")) == Some(&self.nodepool)
+        };
+        if matches!(phase, Phase::Drain | Phase::Termination) {
+            // The controller's termination has begun: the node is tainted `karpenter.sh/disrupted`
+            // before its drain (or, for kwok, the instance, the Node, is deleting).
+            let nodes: Api<Node> = Api::all(self.client.clone());
+            let terminating = |n: &Node| {
+                let taints = n.spec.as_ref().and_then(|s| s.taints.as_ref());
+                n.metadata.deletion_timestamp.is_some()
+                    || taints.is_some_and(|t| t.iter().any(|t| t.key == "karpenter.sh/disrupted"))
+            };
+            let of_pool = |n: &Node| {
+                n.metadata.labels.as_ref().and_then(|l| l.get("karpenter.sh/nodepool")) == Some(&self.nodepool)
+            };
+            let stream = watcher(nodes, watcher::Config::default()).applied_objects();
+            return first_within(stream, timeout, |n| of_pool(n) && terminating(n)).await;
+        }
+        let stream = watcher(api, watcher::Config::default()).applied_objects();
+        first_within(stream, timeout, |nc| ours(nc) && in_phase(nc)).await
+    }
+
+    /// What an undisturbed controller must reach: `replicas` pods Running, one NodeClaim each, of
+    /// `instance_type`, launched, registered, initialized and not deleting, one Node each.
+    /// `Ok(None)` while it does not hold; the leaked instances and stuck NodeClaims as counted.
+    async fn converged(&self, replicas: usize, instance_type: &str) -> Result<Option<()>> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.ns);
+        if running_exactly(&pods, replicas).await?.is_none() {
+            return Ok(None);
+        }
+        let (leaked, stuck, claims) = self.census().await?;
+        let settled = claims.len() == replicas
+            && leaked.is_empty()
+            && stuck.is_empty()
+            && claims.iter().all(|nc| {
+                nc.metadata.labels.as_ref().and_then(|l| l.get("node.kubernetes.io/instance-type")).map(String::as_str)
+                    == Some(instance_type)
+            });
+        Ok(settled.then_some(()))
+    }
+
+    /// Leaked instances (Nodes no NodeClaim has, by providerID), stuck NodeClaims (deleting, or not
+    /// yet launched, registered and initialized, or without their Node), and the NodeClaims.
+    async fn census(&self) -> Result<(Vec<String>, Vec<String>, Vec<DynamicObject>)> {
+        let claims = self.nodeclaims().await?;
+        let nodes = self.nodes().await?;
+        let provider = |nc: &DynamicObject| nc.data["status"]["providerID"].as_str().unwrap_or_default().to_string();
+        let leaked: Vec<String> = nodes
+            .iter()
+            .filter(|n| {
+                let id = n.spec.as_ref().and_then(|s| s.provider_id.clone()).unwrap_or_default();
+                n.metadata.deletion_timestamp.is_some() || !claims.iter().any(|nc| provider(nc) == id)
+            })
+            .filter_map(|n| n.metadata.name.clone())
+            .collect();
+        let ready = |nc: &DynamicObject| {
+            ["Launched", "Registered", "Initialized"].iter().all(|t| {
+                nc.data["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c["type"] == *t && c["status"] == "True")
+            })
+        };
+        let stuck: Vec<String> = claims
+            .iter()
+            .filter(|nc| {
+                let id = provider(nc);
+                nc.metadata.deletion_timestamp.is_some()
+                    || !ready(nc)
+                    || !nodes
+                        .iter()
+                        .any(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(id.as_str()))
+            })
+            .filter_map(|nc| nc.metadata.name.clone())
+            .collect();
+        Ok((leaked, stuck, claims))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn killed_at_random_points_of_launch_registration_drain_and_termination_it_converges() -> Result<()> {
+    let Some(env) = TestEnv::shared() else { return Ok(()) };
+    env.require("kube-controller-manager")?;
+    let kills: usize =
+        std::env::var("CARPENTRY_CHAOS_KILLS").ok().and_then(|k| k.parse().ok()).unwrap_or(DEFAULT_KILLS);
+    let seed: u64 = std::env::var("CARPENTRY_CHAOS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
+    });
+    eprintln!("chaos: {kills} kills, seed {seed} (again: cargo xtask chaos --kills {kills} --seed {seed})");
+    let mut rng = Rng(seed);
+    let client = env.client().await?;
+    install_crds(&client).await?;
+    let ns = env.namespace(&client, "chaos").await?;
+    let (class, nodepool, node_type) = (unique_name("chaos-class"), unique_name("chaos-np"), unique_name("k"));
+    let pp = PostParams::default();
+    let classes = resource("karpenter.k8s.aws", "EC2NodeClass", "ec2nodeclasses");
+    let mut obj = DynamicObject::new(&class, &classes);
+    obj.data = json!({ "spec": {
+        "amiSelectorTerms": [{ "alias": "al2023@latest" }],
+        "role": "KarpenterNodeRole-chaos",
+        "subnetSelectorTerms": [{ "tags": { "karpenter.sh/discovery": "chaos" } }],
+        "securityGroupSelectorTerms": [{ "tags": { "karpenter.sh/discovery": "chaos" } }],
+    } });
+    Api::<DynamicObject>::all_with(client.clone(), &classes).create(&pp, &obj).await?;
+    let pools = resource("karpenter.sh", "NodePool", "nodepools");
+    let mut obj = DynamicObject::new(&nodepool, &pools);
+    obj.data = json!({ "spec": {
+        "template": {
+            "metadata": { "labels": { "node-type": node_type } },
+            "spec": {
+                "nodeClassRef": { "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": class },
+                "requirements": [
+                    { "key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"] },
+                    { "key": "karpenter.k8s.aws/instance-cpu", "operator": "In", "values": ["2"] },
+                ],
+            },
+        },
+        "disruption": { "consolidationPolicy": "WhenEmpty", "consolidateAfter": "0s", "budgets": [{ "nodes": "100%" }] },
+    } });
+    Api::<DynamicObject>::all_with(client.clone(), &pools).create(&pp, &obj).await?;
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), &ns);
+    deployments.create(&pp, &inflate_deployment(&node_type, false)?).await?;
+    let pdb: k8s_openapi::api::policy::v1::PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": { "name": "inflate" },
+        "spec": { "maxUnavailable": 1, "selector": { "matchLabels": { "app": "inflate" } } },
+    }))?;
+    Api::<k8s_openapi::api::policy::v1::PodDisruptionBudget>::namespaced(client.clone(), &ns).create(&pp, &pdb).await?;
+    let cluster = Cluster { client: client.clone(), nodepool: nodepool.clone(), ns: ns.clone() };
+    let start = || -> Result<(Controller, u16)> {
+        let health = free_port()?;
+        let controller = Controller::start(
+            env,
+            &[
+                "--disable-leader-election",
+                "--kwok-registration-delay",
+                "1s",
+                "--namespace",
+                &ns,
+                "--health-port",
+                &health.to_string(),
+                "--metrics-port",
+                &free_port()?.to_string(),
+            ],
+        )?;
+        Ok((controller, health))
+    };
+
+    // The undisturbed run's choice: the instance type of 1 CPU pods on this NodePool.
+    let mut replicas: i64 = 2;
+    cluster.scale(replicas).await?;
+    let (mut controller, _) = start()?;
+    let instance_type = wait_for("the first undisturbed launch", CONVERGE, || async {
+        Ok(cluster.nodeclaims().await?.iter().find_map(|nc| {
+            nc.metadata.labels.as_ref().and_then(|l| l.get("node.kubernetes.io/instance-type")).cloned()
+        }))
+    })
+    .await
+    .with_context(|| format!("controller log:\n{}", controller.log()))?;
+    eprintln!("chaos: the undisturbed launch is a {instance_type}");
+
+    let began = Instant::now();
+    let mut not_reached = Vec::new();
+    let mut failures = Vec::new();
+    let (mut leaked_total, mut stuck_total) = (0usize, 0usize);
+    for kill in 0..kills {
+        let phase = [Phase::Launch, Phase::Registration, Phase::Drain, Phase::Termination][kill % 4];
+        // The workload change that leads into the phase, made while the controller is down.
+        // The last convergence check's controller stops first: the change is for the next one.
+        drop(controller);
+        // At the most replicas, a launch comes from a busy node's NodeClaim deleted instead (its
+        // pod needs a new node).
+        let mut replace = false;
+        match phase {
+            Phase::Launch | Phase::Registration if replicas < MAX_REPLICAS => {
+                replicas = (replicas + 1 + rng.below(2) as i64).min(MAX_REPLICAS);
+                cluster.scale(replicas).await?;
+            }
+            Phase::Launch | Phase::Registration => replace = true,
+            Phase::Drain => {}
+            Phase::Termination => {
+                replicas = (replicas - 1 - rng.below(2) as i64).max(0);
+                cluster.scale(replicas).await?;
+            }
+        }
+        let (next, health) = start()?;
+        controller = next;
+        if replace || matches!(phase, Phase::Drain | Phase::Termination) {
+            let _ = wait_for("/readyz", Duration::from_secs(30), || async {
+                Ok(matches!(get(health, "/readyz"), Ok((200, _))).then_some(()))
+            })
+            .await;
+            // A NodeClaim deleted as a user deletes one: a busy node's for a drain (or a launch),
+            // an empty one's (else any) for termination.
+            let target = match phase {
+                Phase::Launch | Phase::Registration | Phase::Drain => cluster.nodeclaim_of_node(true).await?,
+                _ => match cluster.nodeclaim_of_node(false).await? {
+                    Some(empty) => Some(empty),
+                    None => cluster.nodeclaim_of_node(true).await?,
+                },
+            };
+            if let Some(target) = target {
+                cluster.delete_nodeclaim(&target).await?;
+            }
+        }
+        let waited = Instant::now();
+        let reached = cluster.shows(phase, PHASE_WAIT).await?;
+        let delay = match phase {
+            Phase::Launch => rng.below(300),
+            Phase::Registration => rng.below(900),
+            Phase::Drain => rng.below(1500),
+            Phase::Termination => rng.below(2500),
+        };
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+        if let Some(status) = controller.child.try_wait()? {
+            failures.push(format!("kill {kill}: the controller exited by itself ({status})"));
+            eprintln!("controller log (tail):\n{}", tail(&controller.log(), 60));
+        }
+        controller.child.kill()?;
+        controller.child.wait()?;
+        eprintln!(
+            "chaos: kill {kill} in {phase:?} ({}shown after {} ms, killed {delay} ms later), {replicas} replicas",
+            if reached { "" } else { "not " },
+            waited.elapsed().as_millis() - u128::from(delay)
+        );
+        if !reached {
+            not_reached.push(kill);
+        }
+        if (kill + 1) % ROUND == 0 || kill + 1 == kills {
+            // An undisturbed controller converges.
+            drop(controller);
+            let (next, _) = start()?;
+            controller = next;
+            let converged = Instant::now();
+            let outcome =
+                wait_for("convergence", CONVERGE, || cluster.converged(replicas as usize, &instance_type)).await;
+            let (leaked, stuck, claims) = cluster.census().await?;
+            eprintln!(
+                "chaos: after kill {kill}: {} in {} s; {} NodeClaims for {replicas} pods; leaked {leaked:?}, stuck {stuck:?}",
+                if outcome.is_ok() { "converged" } else { "NOT converged" },
+                converged.elapsed().as_secs(),
+                claims.len()
+            );
+            leaked_total += leaked.len();
+            stuck_total += stuck.len();
+            if let Err(e) = outcome {
+                failures.push(format!("after kill {kill}: {e:#}; leaked {leaked:?}, stuck {stuck:?}"));
+                // The controller's own account, for the failure.
+                eprintln!("controller log (tail):\n{}", tail(&controller.log(), 60));
+            }
+        }
+    }
+    eprintln!("chaos: {kills} kills in {} s, seed {seed}", began.elapsed().as_secs());
+    eprintln!("leaked instances: {leaked_total}");
+    eprintln!("stuck NodeClaims: {stuck_total}");
+    ensure!(failures.is_empty(), "seed {seed}: {}", failures.join("\n"));
+    ensure!(
+        not_reached.len() * 4 <= kills,
+        "seed {seed}: the cluster did not show the aimed-at phase before kills {not_reached:?}"
+    );
+
+    // Clean up: nothing of this pool left.
+    cluster.scale(0).await?;
+    for nc in cluster.nodeclaims().await? {
+        cluster.delete_nodeclaim(nc.metadata.name.as_deref().unwrap_or_default()).await?;
+    }
+    wait_for("the NodeClaims and Nodes to go", CONVERGE, || async {
+        Ok((cluster.nodeclaims().await?.is_empty() && cluster.nodes().await?.is_empty()).then_some(()))
+    })
+    .await
+    .with_context(|| format!("controller log:\n{}", controller.log()))?;
+    Ok(())
+}
+
+/// Whether `stream` yields an object `wanted` takes within `timeout`.
+async fn first_within<K>(
+    stream: impl futures::Stream<Item = Result<K, watcher::Error>>,
+    timeout: Duration,
+    wanted: impl Fn(&K) -> bool,
+) -> Result<bool> {
+    let mut stream = std::pin::pin!(stream);
+    let seen = tokio::time::timeout(timeout, async {
+        while let Some(object) = stream.try_next().await? {
+            if wanted(&object) {
+                return anyhow::Ok(true);
+            }
+        }
+        anyhow::Ok(false)
+    })
+    .await;
+    Ok(matches!(seen, Ok(Ok(true))))
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
