@@ -1,4 +1,5 @@
-//! The controller SIGKILLed and restarted (#45 3.1), on the testenv with the kwok provider.
+//! The controller SIGKILLed and restarted (#45 3.1), and upstream's runaway guard (#45 3.5), on
+//! the testenv with the kwok provider.
 //!
 //! Real: the API server, etcd, kube-scheduler, kube-controller-manager (the Deployment, the
 //! PodDisruptionBudget's status), KWOK (it runs the kwok provider's Nodes and their pods), the
@@ -39,6 +40,10 @@ use serde_json::json;
 mod harness;
 
 use harness::{free_port, get, inflate_deployment, install_crds, resource, running_exactly, Controller};
+
+/// Controllers that act see every NodePool and Node of the control plane (`--namespace` limits
+/// pods only): this binary's tests run one at a time.
+static ACTING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 const DEFAULT_KILLS: usize = 20;
 /// Kills between convergence checks.
@@ -242,6 +247,7 @@ impl Cluster {
 #[tokio::test(flavor = "multi_thread")]
 async fn killed_at_random_points_of_launch_registration_drain_and_termination_it_converges() -> Result<()> {
     let Some(env) = TestEnv::shared() else { return Ok(()) };
+    let _acting = ACTING.lock().await;
     env.require("kube-controller-manager")?;
     let kills: usize =
         std::env::var("CARPENTRY_CHAOS_KILLS").ok().and_then(|k| k.parse().ok()).unwrap_or(DEFAULT_KILLS);
@@ -455,4 +461,154 @@ async fn first_within<K>(
 fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// How long a runaway configuration runs (upstream's run 5 minutes; CI's budget is smaller), and a
+/// minute more with `consolidateAfter: 30s`, whose nodes only begin to go after about 45 s.
+const RUNAWAY: Duration = Duration::from_secs(90);
+
+/// upstream's runaway guard (test/suites/regression/chaos_test.go, v1.14.1): a side controller
+/// taints every new node of the NodePool `test=true:NoExecute`, so its pod is evicted as soon as
+/// it lands and never stays; the controller keeps provisioning for it and consolidating the empty
+/// nodes, and the node count must stay under a fixed ceiling (upstream: fewer than 35 in 5
+/// minutes; here 10 in 90 s with `0s`, measured at most 6-7 of 14-15 made, and 16 in 150 s with
+/// `30s`, measured at most 10-12, where no consolidation would keep every node made), with `WhenEmptyOrUnderutilized` /
+/// `consolidateAfter: 0s` and with `WhenEmpty` / `30s`. Real: the taint eviction
+/// (kube-controller-manager's taint-eviction-controller), the Deployment. Injected: the side
+/// controller (a watch and a patch in the test).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_node_that_never_keeps_its_pod_does_not_run_away() -> Result<()> {
+    let Some(env) = TestEnv::shared() else { return Ok(()) };
+    let _acting = ACTING.lock().await;
+    env.require("kube-controller-manager")?;
+    let client = env.client().await?;
+    install_crds(&client).await?;
+    for (policy, after, ceiling, runs_for) in
+        [("WhenEmptyOrUnderutilized", "0s", 10, RUNAWAY), ("WhenEmpty", "30s", 16, RUNAWAY + Duration::from_secs(60))]
+    {
+        let ns = env.namespace(&client, "runaway").await?;
+        let (class, nodepool, node_type) = (unique_name("runaway-class"), unique_name("runaway-np"), unique_name("k"));
+        let pp = PostParams::default();
+        let classes = resource("karpenter.k8s.aws", "EC2NodeClass", "ec2nodeclasses");
+        let mut obj = DynamicObject::new(&class, &classes);
+        obj.data = json!({ "spec": {
+            "amiSelectorTerms": [{ "alias": "al2023@latest" }],
+            "role": "KarpenterNodeRole-runaway",
+            "subnetSelectorTerms": [{ "tags": { "karpenter.sh/discovery": "runaway" } }],
+            "securityGroupSelectorTerms": [{ "tags": { "karpenter.sh/discovery": "runaway" } }],
+        } });
+        Api::<DynamicObject>::all_with(client.clone(), &classes).create(&pp, &obj).await?;
+        let pools = resource("karpenter.sh", "NodePool", "nodepools");
+        let mut obj = DynamicObject::new(&nodepool, &pools);
+        obj.data = json!({ "spec": {
+            "template": {
+                "metadata": { "labels": { "node-type": node_type } },
+                "spec": {
+                    "nodeClassRef": { "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": class },
+                    "requirements": [
+                        { "key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"] },
+                        { "key": "karpenter.k8s.aws/instance-cpu", "operator": "In", "values": ["2"] },
+                    ],
+                },
+            },
+            // Every empty node may go in one command: with kwok's 1 s boots (a real instance takes
+            // about a minute) the default 10% budget lets one go per command (about 25 s, its 15 s
+            // validation included) while a new one comes every few seconds.
+            "disruption": { "consolidationPolicy": policy, "consolidateAfter": after, "budgets": [{ "nodes": "100%" }] },
+        } });
+        let pools_api = Api::<DynamicObject>::all_with(client.clone(), &pools);
+        pools_api.create(&pp, &obj).await?;
+        let cluster = Cluster { client: client.clone(), nodepool: nodepool.clone(), ns: ns.clone() };
+        // The side controller: every node of the pool tainted test=true:NoExecute.
+        let tainter = tokio::spawn(taint_every_node(client.clone(), nodepool.clone()));
+        let mut deployment = inflate_deployment(&node_type, false)?;
+        deployment.spec.as_mut().context("spec")?.replicas = Some(1);
+        let mut template = serde_json::to_value(&deployment.spec.as_ref().context("spec")?.template)?;
+        template["spec"]["terminationGracePeriodSeconds"] = json!(0);
+        deployment.spec.as_mut().context("spec")?.template = serde_json::from_value(template)?;
+        let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), &ns);
+        deployments.create(&pp, &deployment).await?;
+        let controller = Controller::start(
+            env,
+            &[
+                "--disable-leader-election",
+                "--kwok-registration-delay",
+                "1s",
+                "--namespace",
+                &ns,
+                "--health-port",
+                &free_port()?.to_string(),
+                "--metrics-port",
+                &free_port()?.to_string(),
+            ],
+        )?;
+        let began = Instant::now();
+        let (mut most, mut seen, mut series) = (0usize, std::collections::BTreeSet::new(), Vec::new());
+        while began.elapsed() < runs_for {
+            let nodes = cluster.nodes().await?;
+            most = most.max(nodes.len());
+            if began.elapsed().as_secs().is_multiple_of(10) {
+                series.push(nodes.len());
+            }
+            seen.extend(nodes.iter().filter_map(|n| n.metadata.name.clone()));
+            ensure!(
+                most < ceiling,
+                "{policy} / {after}: {most} nodes after {} s (ceiling {ceiling}); controller log:\n{}",
+                began.elapsed().as_secs(),
+                tail(&controller.log(), 80)
+            );
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        eprintln!(
+            "runaway guard, {policy} / consolidateAfter {after}: at most {most} nodes at once, {} made in {} s (ceiling {ceiling}); nodes every 10 s: {series:?}",
+            seen.len(),
+            runs_for.as_secs()
+        );
+        ensure!(seen.len() >= 2, "{policy}: the taint never made a node useless ({} nodes made)", seen.len());
+        // Clean up: the pool's NodeClaims go before the next configuration.
+        tainter.abort();
+        deployments.delete("inflate", &Default::default()).await?;
+        pools_api.delete(&nodepool, &Default::default()).await?;
+        for nc in cluster.nodeclaims().await? {
+            cluster.delete_nodeclaim(nc.metadata.name.as_deref().unwrap_or_default()).await?;
+        }
+        wait_for("the NodeClaims and Nodes to go", CONVERGE, || async {
+            Ok((cluster.nodeclaims().await?.is_empty() && cluster.nodes().await?.is_empty()).then_some(()))
+        })
+        .await
+        .with_context(|| format!("controller log:\n{}", tail(&controller.log(), 80)))?;
+    }
+    Ok(())
+}
+
+/// Taints every node of `nodepool` `test=true:NoExecute` as it appears, as upstream's taint adder
+/// does, until aborted.
+async fn taint_every_node(client: Client, nodepool: String) {
+    let nodes: Api<Node> = Api::all(client);
+    let config = watcher::Config::default().labels(&format!("karpenter.sh/nodepool={nodepool}"));
+    let stream = watcher(nodes.clone(), config).applied_objects();
+    let mut stream = std::pin::pin!(stream);
+    while let Ok(Some(node)) = stream.try_next().await {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        // A write of the controller's between the read and the patch: read again and retry.
+        for _ in 0..5 {
+            let Ok(Some(node)) = nodes.get_opt(&name).await else { break };
+            let mut taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+            if node.metadata.deletion_timestamp.is_some() || taints.iter().any(|t| t.key == "test") {
+                break;
+            }
+            taints.push(k8s_openapi::api::core::v1::Taint {
+                key: "test".into(),
+                value: Some("true".into()),
+                effect: "NoExecute".into(),
+                time_added: None,
+            });
+            // The resourceVersion makes it an optimistic lock: a list patch replaces the list.
+            let patch = json!({ "metadata": { "resourceVersion": node.metadata.resource_version }, "spec": { "taints": taints } });
+            if nodes.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await.is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
 }
