@@ -259,33 +259,8 @@ async fn killed_at_random_points_of_launch_registration_drain_and_termination_it
     let client = env.client().await?;
     install_crds(&client).await?;
     let ns = env.namespace(&client, "chaos").await?;
-    let (class, nodepool, node_type) = (unique_name("chaos-class"), unique_name("chaos-np"), unique_name("k"));
+    let (nodepool, node_type) = create_pool(&client, "chaos", "on-demand", "WhenEmpty", "0s").await?;
     let pp = PostParams::default();
-    let classes = resource("karpenter.k8s.aws", "EC2NodeClass", "ec2nodeclasses");
-    let mut obj = DynamicObject::new(&class, &classes);
-    obj.data = json!({ "spec": {
-        "amiSelectorTerms": [{ "alias": "al2023@latest" }],
-        "role": "KarpenterNodeRole-chaos",
-        "subnetSelectorTerms": [{ "tags": { "karpenter.sh/discovery": "chaos" } }],
-        "securityGroupSelectorTerms": [{ "tags": { "karpenter.sh/discovery": "chaos" } }],
-    } });
-    Api::<DynamicObject>::all_with(client.clone(), &classes).create(&pp, &obj).await?;
-    let pools = resource("karpenter.sh", "NodePool", "nodepools");
-    let mut obj = DynamicObject::new(&nodepool, &pools);
-    obj.data = json!({ "spec": {
-        "template": {
-            "metadata": { "labels": { "node-type": node_type } },
-            "spec": {
-                "nodeClassRef": { "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": class },
-                "requirements": [
-                    { "key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"] },
-                    { "key": "karpenter.k8s.aws/instance-cpu", "operator": "In", "values": ["2"] },
-                ],
-            },
-        },
-        "disruption": { "consolidationPolicy": "WhenEmpty", "consolidateAfter": "0s", "budgets": [{ "nodes": "100%" }] },
-    } });
-    Api::<DynamicObject>::all_with(client.clone(), &pools).create(&pp, &obj).await?;
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), &ns);
     deployments.create(&pp, &inflate_deployment(&node_type, false)?).await?;
     let pdb: k8s_openapi::api::policy::v1::PodDisruptionBudget = serde_json::from_value(json!({
@@ -439,6 +414,50 @@ async fn killed_at_random_points_of_launch_registration_drain_and_termination_it
     Ok(())
 }
 
+/// An EC2NodeClass and a NodePool of 2-vCPU `capacity_type` types with the disruption `policy` and
+/// `consolidate_after`, named after `prefix`; the NodePool's name and its nodes' `node-type` label.
+/// Its budget lets every empty node go in one command: with kwok's 1 s boots (a real instance takes
+/// about a minute) the default 10% lets one go per command (about 25 s, its 15 s validation
+/// included) while a new one may come every few seconds.
+async fn create_pool(
+    client: &Client,
+    prefix: &str,
+    capacity_type: &str,
+    policy: &str,
+    consolidate_after: &str,
+) -> Result<(String, String)> {
+    let (class, nodepool, node_type) =
+        (unique_name(&format!("{prefix}-class")), unique_name(&format!("{prefix}-np")), unique_name("k"));
+    let pp = PostParams::default();
+    let classes = resource("karpenter.k8s.aws", "EC2NodeClass", "ec2nodeclasses");
+    let mut obj = DynamicObject::new(&class, &classes);
+    obj.data = json!({ "spec": {
+        "amiSelectorTerms": [{ "alias": "al2023@latest" }],
+        "role": format!("KarpenterNodeRole-{prefix}"),
+        "subnetSelectorTerms": [{ "tags": { "karpenter.sh/discovery": prefix } }],
+        "securityGroupSelectorTerms": [{ "tags": { "karpenter.sh/discovery": prefix } }],
+    } });
+    Api::<DynamicObject>::all_with(client.clone(), &classes).create(&pp, &obj).await?;
+    let pools = resource("karpenter.sh", "NodePool", "nodepools");
+    let mut obj = DynamicObject::new(&nodepool, &pools);
+    obj.data = json!({ "spec": {
+        "template": {
+            "metadata": { "labels": { "node-type": node_type } },
+            "spec": {
+                "nodeClassRef": { "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": class },
+                "requirements": [
+                    { "key": "karpenter.sh/capacity-type", "operator": "In", "values": [capacity_type] },
+                    { "key": "karpenter.k8s.aws/instance-cpu", "operator": "In", "values": ["2"] },
+                ],
+            },
+        },
+        "disruption": { "consolidationPolicy": policy, "consolidateAfter": consolidate_after,
+            "budgets": [{ "nodes": "100%" }] },
+    } });
+    Api::<DynamicObject>::all_with(client.clone(), &pools).create(&pp, &obj).await?;
+    Ok((nodepool, node_type))
+}
+
 /// Whether `stream` yields an object `wanted` takes within `timeout`.
 async fn first_within<K>(
     stream: impl futures::Stream<Item = Result<K, watcher::Error>>,
@@ -487,37 +506,10 @@ async fn a_node_that_never_keeps_its_pod_does_not_run_away() -> Result<()> {
         [("WhenEmptyOrUnderutilized", "0s", 10, RUNAWAY), ("WhenEmpty", "30s", 16, RUNAWAY + Duration::from_secs(60))]
     {
         let ns = env.namespace(&client, "runaway").await?;
-        let (class, nodepool, node_type) = (unique_name("runaway-class"), unique_name("runaway-np"), unique_name("k"));
+        let (nodepool, node_type) = create_pool(&client, "runaway", "spot", policy, after).await?;
         let pp = PostParams::default();
-        let classes = resource("karpenter.k8s.aws", "EC2NodeClass", "ec2nodeclasses");
-        let mut obj = DynamicObject::new(&class, &classes);
-        obj.data = json!({ "spec": {
-            "amiSelectorTerms": [{ "alias": "al2023@latest" }],
-            "role": "KarpenterNodeRole-runaway",
-            "subnetSelectorTerms": [{ "tags": { "karpenter.sh/discovery": "runaway" } }],
-            "securityGroupSelectorTerms": [{ "tags": { "karpenter.sh/discovery": "runaway" } }],
-        } });
-        Api::<DynamicObject>::all_with(client.clone(), &classes).create(&pp, &obj).await?;
-        let pools = resource("karpenter.sh", "NodePool", "nodepools");
-        let mut obj = DynamicObject::new(&nodepool, &pools);
-        obj.data = json!({ "spec": {
-            "template": {
-                "metadata": { "labels": { "node-type": node_type } },
-                "spec": {
-                    "nodeClassRef": { "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": class },
-                    "requirements": [
-                        { "key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"] },
-                        { "key": "karpenter.k8s.aws/instance-cpu", "operator": "In", "values": ["2"] },
-                    ],
-                },
-            },
-            // Every empty node may go in one command: with kwok's 1 s boots (a real instance takes
-            // about a minute) the default 10% budget lets one go per command (about 25 s, its 15 s
-            // validation included) while a new one comes every few seconds.
-            "disruption": { "consolidationPolicy": policy, "consolidateAfter": after, "budgets": [{ "nodes": "100%" }] },
-        } });
-        let pools_api = Api::<DynamicObject>::all_with(client.clone(), &pools);
-        pools_api.create(&pp, &obj).await?;
+        let pools_api =
+            Api::<DynamicObject>::all_with(client.clone(), &resource("karpenter.sh", "NodePool", "nodepools"));
         let cluster = Cluster { client: client.clone(), nodepool: nodepool.clone(), ns: ns.clone() };
         // The side controller: every node of the pool tainted test=true:NoExecute.
         let tainter = tokio::spawn(taint_every_node(client.clone(), nodepool.clone()));
