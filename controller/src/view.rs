@@ -10,6 +10,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use carpentry_core::manifest::{api_documents, ListedResource, Manifests, LISTED_RESOURCES};
 use carpentry_core::{LiveLoad, LoadError, Skipped};
@@ -19,7 +20,8 @@ use kube::api::{Api, DynamicObject};
 use kube::core::GroupVersionKind;
 use kube::discovery::ApiResource;
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::{watcher, WatchStreamExt};
+use kube::runtime::utils::Backoff;
+use kube::runtime::watcher;
 use tracing::{info, warn};
 
 /// Kinds watched in `--namespace` only when it is given (the rest are cluster-scoped, or read
@@ -153,7 +155,12 @@ impl Loaded {
     }
 }
 
-/// Runs one watch into its store until shutdown, with kube-runtime's backoff on errors.
+/// Runs one watch into its store until shutdown, with kube-runtime's backoff on errors (client-go's
+/// reflector backoff: 0.8 s doubling to 30 s, jittered).
+///
+/// The backoff is kept here rather than by `WatchStreamExt::default_backoff`, which resets it on
+/// any item: a re-list yields `Init` before its request is made, so while the API server is down
+/// the list was retried about once a second forever. It resets on what the server sent.
 async fn watch(
     resource: ListedResource,
     api: Api<DynamicObject>,
@@ -164,7 +171,8 @@ async fn watch(
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let name = resource.name();
-    let mut events = reflector::reflector(writer, watcher(api, watcher::Config::default()).default_backoff()).boxed();
+    let mut events = reflector::reflector(writer, watcher(api, watcher::Config::default())).boxed();
+    let mut backoff = watcher::DefaultBackoff::default();
     loop {
         let next = tokio::select! {
             next = events.next() => next,
@@ -172,7 +180,11 @@ async fn watch(
         };
         match next {
             None => return,
+            // A re-list begins with `Init` before its request is made (kube-runtime's ListWatch):
+            // the server has said nothing yet, so it neither recovers the watch nor wakes anyone.
+            Some(Ok(watcher::Event::Init)) => {}
             Some(Ok(event)) => {
+                backoff.reset();
                 changed.notify_one();
                 if let Ok(mut f) = failing.lock() {
                     if f.take().is_some() {
@@ -183,13 +195,27 @@ async fn watch(
                     info!(resource = %name, "watch synced");
                 }
             }
+            // 410 Gone (the server's history no longer reaches our resourceVersion: etcd
+            // compacted it, or the server restarted) comes from a server that answers: list again
+            // at once, as after any expired watch, or an outage's grown backoff would keep the view
+            // stale up to 30 s more. It cannot repeat without a list between, which resets the backoff.
+            Some(Err(watcher::Error::WatchError(status))) if status.code == 410 => {
+                info!(resource = %name, "watch expired (410 Gone); listing again");
+            }
             Some(Err(e)) => {
                 let text = carpentry_core::error_chain(&e);
-                let mut f = failing.lock().unwrap_or_else(|p| p.into_inner());
-                if f.as_deref() != Some(text.as_str()) {
-                    warn!(resource = %name, error = %text, "watch failing (retrying with backoff)");
+                {
+                    let mut f = failing.lock().unwrap_or_else(|p| p.into_inner());
+                    if f.as_deref() != Some(text.as_str()) {
+                        warn!(resource = %name, error = %text, "watch failing (retrying with backoff)");
+                    }
+                    *f = Some(text);
                 }
-                *f = Some(text);
+                let wait = backoff.next().unwrap_or(Duration::from_secs(30));
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => {}
+                    _ = shutdown.changed() => return,
+                }
             }
         }
     }

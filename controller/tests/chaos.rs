@@ -1,5 +1,5 @@
-//! The controller SIGKILLed and restarted (#45 3.1), and upstream's runaway guard (#45 3.5), on
-//! the testenv with the kwok provider.
+//! The controller SIGKILLed and restarted (#45 3.1), kube-apiserver restarted under it (#45 3.2)
+//! and upstream's runaway guard (#45 3.5), on the testenv with the kwok provider.
 //!
 //! Real: the API server, etcd, kube-scheduler, kube-controller-manager (the Deployment, the
 //! PodDisruptionBudget's status), KWOK (it runs the kwok provider's Nodes and their pods), the
@@ -39,7 +39,7 @@ use serde_json::json;
 #[path = "support/harness.rs"]
 mod harness;
 
-use harness::{free_port, get, inflate_deployment, install_crds, resource, running_exactly, Controller};
+use harness::{free_port, get, inflate_deployment, install_crds, metric_sum, resource, running_exactly, Controller};
 
 /// Controllers that act see every NodePool and Node of the control plane (`--namespace` limits
 /// pods only): this binary's tests run one at a time.
@@ -274,7 +274,7 @@ async fn killed_at_random_points_of_launch_registration_drain_and_termination_it
     // The undisturbed run's choice: the instance type of 1 CPU pods on this NodePool.
     let mut replicas: i64 = 2;
     cluster.scale(replicas).await?;
-    let (mut controller, _) = start()?;
+    let (mut controller, ..) = start()?;
     let instance_type = wait_for("the first undisturbed launch", CONVERGE, || async {
         Ok(cluster.nodeclaims().await?.iter().find_map(|nc| {
             nc.metadata.labels.as_ref().and_then(|l| l.get("node.kubernetes.io/instance-type")).cloned()
@@ -308,7 +308,7 @@ async fn killed_at_random_points_of_launch_registration_drain_and_termination_it
                 cluster.scale(replicas).await?;
             }
         }
-        let (next, health) = start()?;
+        let (next, health, _) = start()?;
         controller = next;
         if replace || matches!(phase, Phase::Drain | Phase::Termination) {
             let _ = wait_for("/readyz", Duration::from_secs(30), || async {
@@ -354,7 +354,7 @@ async fn killed_at_random_points_of_launch_registration_drain_and_termination_it
         if (kill + 1) % ROUND == 0 || kill + 1 == kills {
             // An undisturbed controller converges.
             drop(controller);
-            let (next, _) = start()?;
+            let (next, ..) = start()?;
             controller = next;
             let converged = Instant::now();
             let outcome =
@@ -398,9 +398,9 @@ async fn killed_at_random_points_of_launch_registration_drain_and_termination_it
 }
 
 /// One controller without leader election (it acts at once after a restart), kwok nodes joining
-/// 1 s after launch, pods of `ns` only; with its health port.
-fn start_alone(env: &TestEnv, ns: &str) -> Result<(Controller, u16)> {
-    let health = free_port()?;
+/// 1 s after launch, pods of `ns` only; with its health and metrics ports.
+fn start_alone(env: &TestEnv, ns: &str) -> Result<(Controller, u16, u16)> {
+    let (health, metrics) = (free_port()?, free_port()?);
     let controller = Controller::start(
         env,
         &[
@@ -412,10 +412,102 @@ fn start_alone(env: &TestEnv, ns: &str) -> Result<(Controller, u16)> {
             "--health-port",
             &health.to_string(),
             "--metrics-port",
-            &free_port()?.to_string(),
+            &metrics.to_string(),
         ],
     )?;
-    Ok((controller, health))
+    Ok((controller, health, metrics))
+}
+
+/// #45 3.2: kube-apiserver restarted under a running controller (etcd, kube-scheduler,
+/// kube-controller-manager and KWOK kept, as in a control-plane upgrade or crash): once in an
+/// orderly way (SIGTERM, down 5 s) a moment after the workload grows, while the controller
+/// provisions, and once as a crash (SIGKILL, down 10 s) at rest, after which the workload shrinks.
+/// The same controller process reconnects, lists again and converges each time: one NodeClaim per
+/// pod, nothing leaked or stuck, the shrink seen through the new watches; it never exits, its
+/// liveness is ok again, and its own count of created NodeClaims
+/// (`karpenter_nodeclaims_created_total`) is exactly the pods that needed a node: nothing was
+/// created twice. Real: every component, the restarts (`testenv restart`: the same port,
+/// arguments and etcd). Injected: nothing but their timing.
+#[tokio::test(flavor = "multi_thread")]
+async fn kube_apiserver_restarted_under_it_it_reconnects_and_creates_nothing_twice() -> Result<()> {
+    let Some(env) = TestEnv::shared() else { return Ok(()) };
+    let _acting = ACTING.lock().await;
+    env.require("kube-controller-manager")?;
+    let client = env.client().await?;
+    install_crds(&client).await?;
+    let ns = env.namespace(&client, "apiserver").await?;
+    let (nodepool, node_type) = create_pool(&client, "apiserver", "on-demand", "WhenEmpty", "0s").await?;
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), &ns);
+    deployments.create(&PostParams::default(), &inflate_deployment(&node_type, false)?).await?;
+    let cluster = Cluster { client: client.clone(), nodepool: nodepool.clone(), ns: ns.clone() };
+    let (mut controller, health, metrics) = start_alone(env, &ns)?;
+    let created = || -> Result<f64> {
+        let (status, body) = get(metrics, "/metrics")?;
+        ensure!(status == 200, "/metrics answered {status}");
+        Ok(metric_sum(&body, "karpenter_nodeclaims_created_total", &[("nodepool", &nodepool)]))
+    };
+    let converge = |replicas: usize, why: &'static str| {
+        let cluster = &cluster;
+        async move {
+            let outcome = wait_for(why, CONVERGE, || async {
+                let claims = cluster.nodeclaims().await?;
+                let Some(instance_type) = claims.iter().find_map(|nc| {
+                    nc.metadata.labels.as_ref().and_then(|l| l.get("node.kubernetes.io/instance-type")).cloned()
+                }) else {
+                    return Ok((replicas == 0 && claims.is_empty()).then_some(()));
+                };
+                cluster.converged(replicas, &instance_type).await
+            })
+            .await;
+            let (leaked, stuck, claims) = cluster.census().await?;
+            outcome.with_context(|| {
+                format!("{} NodeClaims for {replicas} pods; leaked {leaked:?}, stuck {stuck:?}", claims.len())
+            })
+        }
+    };
+
+    cluster.scale(2).await?;
+    converge(2, "2 pods on 2 nodes before any restart").await.with_context(|| tail(&controller.log(), 60))?;
+
+    // An orderly restart while the controller provisions for two more pods.
+    cluster.scale(4).await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let began = Instant::now();
+    env.restart("kube-apiserver", Duration::from_secs(5), false)?;
+    eprintln!("apiserver restart: serving again after {} ms", began.elapsed().as_millis());
+    converge(4, "4 pods on 4 nodes after an orderly restart mid-launch")
+        .await
+        .with_context(|| tail(&controller.log(), 60))?;
+    eprintln!("apiserver restart: converged {} ms after the restart began", began.elapsed().as_millis());
+
+    // A crash at rest; the shrink afterwards is seen through the watches made again.
+    let began = Instant::now();
+    env.restart("kube-apiserver", Duration::from_secs(10), true)?;
+    cluster.scale(1).await?;
+    // kube-controller-manager's informers come back on client-go's backoff (up to 30 s): the
+    // ReplicaSet's pods go when they do, and the controller's consolidation follows.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    wait_for("3 of 4 pods to go after the crash", CONVERGE, || running_exactly(&pods, 1)).await?;
+    eprintln!("apiserver crash: 1 pod left {} ms after the crash", began.elapsed().as_millis());
+    converge(1, "1 pod on 1 node after a crash at rest").await.with_context(|| tail(&controller.log(), 60))?;
+    eprintln!("apiserver crash: converged {} ms after the crash", began.elapsed().as_millis());
+
+    ensure!(
+        controller.child.try_wait()?.is_none(),
+        "the controller exited across the restarts; its log:\n{}",
+        tail(&controller.log(), 60)
+    );
+    wait_for("/healthz ok after the restarts", Duration::from_secs(30), || async {
+        Ok(matches!(get(health, "/healthz"), Ok((200, _))).then_some(()))
+    })
+    .await?;
+    let made = created()?;
+    ensure!(made == 4.0, "{made} NodeClaims created for 4 pods that each needed a node (a NodeClaim made twice)");
+
+    // Clean up: nothing of this pool left.
+    cluster.scale(0).await?;
+    converge(0, "the pool's NodeClaims and Nodes to go").await.with_context(|| tail(&controller.log(), 60))?;
+    Ok(())
 }
 
 /// An EC2NodeClass and a NodePool of 2-vCPU `capacity_type` types with the disruption `policy` and
@@ -494,8 +586,13 @@ const RUNAWAY: Duration = Duration::from_secs(90);
 /// taints every new node of the NodePool `test=true:NoExecute`, so its pod is evicted as soon as
 /// it lands and never stays; the controller keeps provisioning for it and consolidating the empty
 /// nodes, and the node count must stay under a fixed ceiling (upstream: fewer than 35 in 5
-/// minutes; here 16, measured at most 5-10 in 90 s with `0s` and 9-12 in 150 s with `30s`), and
-/// at the end at least half the nodes made must be gone (no consolidation would keep them all), with `WhenEmptyOrUnderutilized` /
+/// minutes). Here 16 with `0s` (measured at most 5-10 in 90 s) and 24 with `30s`, whose nodes
+/// each live at least about 55 s (30 s empty, a 10 s poll, 15 s validation) while a new one comes
+/// every 4-5 s on an idle machine: a level of 11-14 (measured at most 9-12 in CI's runs, 14 of 28
+/// made alone), where a runaway keeps climbing. And
+/// at the end at least a quarter of the nodes made must be gone (no consolidation would keep them
+/// all; the count at one moment swings with the emptiness command's 15 s validation: a run under CI's
+/// load ended with 8 of 14 there, its peak), with `WhenEmptyOrUnderutilized` /
 /// `consolidateAfter: 0s` and with `WhenEmpty` / `30s`. Real: the taint eviction
 /// (kube-controller-manager's taint-eviction-controller), the Deployment. Injected: the side
 /// controller (a watch and a patch in the test).
@@ -507,7 +604,7 @@ async fn a_node_that_never_keeps_its_pod_does_not_run_away() -> Result<()> {
     let client = env.client().await?;
     install_crds(&client).await?;
     for (policy, after, ceiling, runs_for) in
-        [("WhenEmptyOrUnderutilized", "0s", 16, RUNAWAY), ("WhenEmpty", "30s", 16, RUNAWAY + Duration::from_secs(60))]
+        [("WhenEmptyOrUnderutilized", "0s", 16, RUNAWAY), ("WhenEmpty", "30s", 24, RUNAWAY + Duration::from_secs(60))]
     {
         let ns = env.namespace(&client, "runaway").await?;
         let (nodepool, node_type) = create_pool(&client, "runaway", "spot", policy, after).await?;
@@ -524,7 +621,7 @@ async fn a_node_that_never_keeps_its_pod_does_not_run_away() -> Result<()> {
         deployment.spec.as_mut().context("spec")?.template = serde_json::from_value(template)?;
         let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), &ns);
         deployments.create(&pp, &deployment).await?;
-        let (controller, _) = start_alone(env, &ns)?;
+        let (controller, ..) = start_alone(env, &ns)?;
         let began = Instant::now();
         let (mut most, mut seen, mut series) = (0usize, std::collections::BTreeSet::new(), Vec::new());
         while began.elapsed() < runs_for {
@@ -548,9 +645,13 @@ async fn a_node_that_never_keeps_its_pod_does_not_run_away() -> Result<()> {
             runs_for.as_secs()
         );
         ensure!(seen.len() >= 2, "{policy}: the taint never made a node useless ({} nodes made)", seen.len());
-        // Bounded however fast nodes come: at the end at least half of the nodes made are gone.
+        // Nodes go however fast they come: at the end at least a quarter of the nodes made are gone.
         let left = cluster.nodes().await?.len();
-        ensure!(left * 2 <= seen.len(), "{policy} / {after}: {left} of the {} nodes made are still there", seen.len());
+        ensure!(
+            left * 4 <= seen.len() * 3,
+            "{policy} / {after}: {left} of the {} nodes made are still there",
+            seen.len()
+        );
         // Clean up: the pool's NodeClaims go before the next configuration.
         tainter.abort();
         deployments.delete("inflate", &Default::default()).await?;

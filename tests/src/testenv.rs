@@ -220,6 +220,26 @@ impl TestEnv {
         Ok(name)
     }
 
+    /// Restarts `component` in place (`testenv restart`): stopped (SIGTERM and up to 10 s, or
+    /// SIGKILL when `kill`), kept down for `down_for`, started again on the same port with the
+    /// same arguments and data; returns once it serves again. For faults a control plane has: an
+    /// upgrade or a crash of kube-apiserver (etcd and every client kept).
+    pub fn restart(&self, component: &str, down_for: Duration, kill: bool) -> Result<()> {
+        let bin = self.bin.as_ref().context("restarting a component needs the testenv binary")?;
+        let mut cmd = Command::new(bin);
+        cmd.args(["restart", "--component", component, "--down-for", &format!("{}ms", down_for.as_millis()), "--dir"])
+            .arg(&self.dir);
+        if kill {
+            cmd.arg("--kill");
+        }
+        let output = cmd.output().with_context(|| format!("run {}", bin.display()))?;
+        if !output.status.success() {
+            bail!("testenv restart {component} {}: {}", output.status, String::from_utf8_lossy(&output.stderr));
+        }
+        say(String::from_utf8_lossy(&output.stdout).trim_end());
+        Ok(())
+    }
+
     /// kubectl against this environment (KUBECONFIG set): the one built into the testenv
     /// binary when known (it matches the server's version), else `kubectl` from PATH.
     pub fn kubectl(&self) -> Command {

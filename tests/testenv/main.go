@@ -9,6 +9,7 @@
 //	testenv up --dir D --profile api|sched|full [--detach]
 //	testenv down --dir D
 //	testenv status --dir D
+//	testenv restart --dir D [--component kube-apiserver] [--down-for 5s] [--kill]
 //	testenv kube-apiserver --help        (same as a symlink named kube-apiserver)
 //
 // Every component runs in its own process (the supervisor re-executes this binary), because
@@ -36,6 +37,7 @@ var commands = map[string]func(args []string) int{
 	"up":                      runUp,
 	"down":                    runDown,
 	"status":                  runStatus,
+	"restart":                 runRestart,
 	"version":                 runVersion,
 }
 
@@ -76,6 +78,7 @@ Usage:
   testenv up --dir DIR [--profile api|sched|full] [--detach] [--parent-pid PID]
   testenv down --dir DIR
   testenv status --dir DIR
+  testenv restart --dir DIR [--component NAME] [--down-for DURATION] [--kill]
   testenv COMPONENT [ARGS...]   (or call the binary through a symlink named COMPONENT)
 
 Commands: %s

@@ -4,6 +4,8 @@ package main
 // processes of this binary on 127.0.0.1, waits until each is ready and writes D/kubeconfig,
 // D/env and D/ready.json; it then watches them until it is told to stop (SIGTERM, SIGINT,
 // `testenv down`), its parent goes away, or a component dies, and tears everything down.
+// `testenv restart` (SIGUSR1 and D/restart.json) stops one component and starts it again in
+// place: the same port, arguments and data, as a control-plane upgrade or crash does.
 
 import (
 	"context"
@@ -51,9 +53,10 @@ var controllersForFull = []string{
 
 // Files under --dir.
 const (
-	readyFileName = "ready.json"
-	pidFileName   = "testenv.pid"
-	pidsFileName  = "pids.json" // component pids as they start, for `down` after a crash
+	readyFileName   = "ready.json"
+	pidFileName     = "testenv.pid"
+	pidsFileName    = "pids.json"    // component pids as they start, for `down` after a crash
+	restartFileName = "restart.json" // what `testenv restart` asks of the supervisor
 )
 
 // readyInfo is D/ready.json, written (atomically) once every component is ready.
@@ -69,6 +72,17 @@ type readyInfo struct {
 	StartupSeconds     float64                  `json:"startupSeconds"`
 	KwokNodeAnnotation string                   `json:"kwokNodeAnnotation,omitempty"`
 	Components         map[string]componentInfo `json:"components"`
+	// Restarts counts the restarts in place of each component (`testenv restart`).
+	Restarts map[string]int `json:"restarts,omitempty"`
+}
+
+// restartRequest is D/restart.json, written by `testenv restart` before it signals.
+type restartRequest struct {
+	Component string `json:"component"`
+	// DownForMs is how long the component stays stopped before it starts again.
+	DownForMs int64 `json:"downForMs"`
+	// Kill stops it with SIGKILL, as a crash does, rather than an orderly SIGTERM.
+	Kill bool `json:"kill,omitempty"`
 }
 
 type componentInfo struct {
@@ -127,7 +141,7 @@ func runUp(args []string) int {
 	if o.detach {
 		return detach(o, args)
 	}
-	s := &supervisor{opts: o, components: map[string]*component{}}
+	s := &supervisor{opts: o, components: map[string]*component{}, restarts: map[string]int{}}
 	if err := s.up(); err != nil {
 		fmt.Fprintln(os.Stderr, "testenv up:", err)
 		return 1
@@ -215,8 +229,13 @@ type component struct {
 	url  string
 	log  string
 	cmd  *exec.Cmd
+	args []string
 	done chan struct{} // closed when the process has exited
 	err  error         // its exit status, valid after done
+	// ready tells when it serves; kept to wait for it again after a restart in place.
+	ready func(ctx context.Context, c *component) error
+	// retired: stopped on purpose by a restart, so its exit is not a failure (under mu).
+	retired bool
 }
 
 type supervisor struct {
@@ -229,6 +248,8 @@ type supervisor struct {
 	order      []string // start order
 	stopping   bool
 	exits      chan *component
+	restarts   map[string]int // under mu
+	startup    time.Duration  // to ready, set when ready.json is first written
 }
 
 func (s *supervisor) logf(format string, args ...any) {
@@ -257,6 +278,8 @@ func (s *supervisor) up() error {
 	defer cancel()
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	restartSignals := make(chan os.Signal, 1)
+	signal.Notify(restartSignals, syscall.SIGUSR1)
 	stopReason := make(chan string, 4)
 	go func() {
 		sig := <-signals
@@ -274,6 +297,11 @@ func (s *supervisor) up() error {
 			case reason := <-stopReason:
 				s.logf("stopping: %s", reason)
 				break wait
+			case <-restartSignals:
+				if rerr := s.restart(ctx); rerr != nil {
+					err = rerr
+					break wait
+				}
 			case c := <-s.exits:
 				s.mu.Lock()
 				current := s.components[c.name] == c
@@ -544,6 +572,7 @@ func (s *supervisor) startWithRetry(ctx context.Context, name string, nports int
 			return nil, fmt.Errorf("%s not ready after %s (%v); last lines of %s:\n%s", name, time.Since(s.started).Round(time.Second), err, logPath, tail(logPath, 30))
 		}
 		s.logf("%s ready (pid %d, %s)", name, c.cmd.Process.Pid, c.url)
+		c.ready = ready
 		return c, nil
 	}
 }
@@ -573,7 +602,7 @@ func (s *supervisor) spawn(name string, port int, args []string, logPath string)
 	// Own process group (a terminal's ^C goes to the supervisor, which stops them in order),
 	// and SIGKILL if the supervisor dies without cleaning up.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	c := &component{name: name, port: port, log: logPath, cmd: cmd, done: make(chan struct{})}
+	c := &component{name: name, port: port, log: logPath, cmd: cmd, args: args, done: make(chan struct{})}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -597,7 +626,7 @@ func (s *supervisor) spawn(name string, port int, args []string, logPath string)
 		c.err = cmd.Wait()
 		close(c.done)
 		s.mu.Lock()
-		expected := s.stopping || s.components[name] != c
+		expected := s.stopping || s.components[name] != c || c.retired
 		s.mu.Unlock()
 		if !expected {
 			select {
@@ -607,6 +636,89 @@ func (s *supervisor) spawn(name string, port int, args []string, logPath string)
 		}
 	}()
 	return c, nil
+}
+
+// restart carries out D/restart.json: it stops the component (SIGTERM, SIGKILL after 10 s),
+// waits the requested time and starts it again with the same port and arguments (etcd keeps its
+// data directory, the API server its port, so clients reconnect to the same address), waits
+// until it serves, and rewrites ready.json with its new pid. A component that does not come back
+// is an error, and the environment stops as when a component dies.
+func (s *supervisor) restart(ctx context.Context) error {
+	path := filepath.Join(s.opts.dir, restartFileName)
+	req := restartRequest{Component: "kube-apiserver"}
+	if data, err := os.ReadFile(path); err == nil {
+		if err := json.Unmarshal(data, &req); err != nil {
+			s.logf("restart: ignoring %s: %v", path, err)
+			return nil
+		}
+	}
+	_ = os.Remove(path)
+	s.mu.Lock()
+	old := s.components[req.Component]
+	if old != nil {
+		old.retired = true
+	}
+	s.mu.Unlock()
+	if old == nil || old.ready == nil {
+		s.logf("restart: no running component %q; nothing done", req.Component)
+		return nil
+	}
+	began := time.Now()
+	s.logf("restart: stopping %s (pid %d, kill %t)", old.name, old.cmd.Process.Pid, req.Kill)
+	if req.Kill {
+		_ = old.cmd.Process.Kill()
+	} else {
+		_ = old.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	select {
+	case <-old.done:
+	case <-time.After(10 * time.Second):
+		s.logf("%s did not stop in 10s; killing it", old.name)
+		_ = old.cmd.Process.Kill()
+		<-old.done
+	}
+	select {
+	case <-time.After(time.Duration(req.DownForMs) * time.Millisecond):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	var c *component
+	var err error
+	// The port is ours: its listener closed a moment ago, and Go servers bind with SO_REUSEADDR.
+	for attempt := 1; attempt <= 3; attempt++ {
+		if c, err = s.spawn(old.name, old.port, old.args, old.log); err != nil {
+			return fmt.Errorf("restart %s: %w", old.name, err)
+		}
+		readyCtx, cancel := context.WithTimeout(ctx, s.opts.timeout)
+		go func() {
+			select {
+			case <-c.done:
+			case <-readyCtx.Done():
+			}
+			cancel()
+		}()
+		err = old.ready(readyCtx, c)
+		cancel()
+		select {
+		case <-c.done:
+			err = fmt.Errorf("exited while starting (%v)", c.err)
+			if strings.Contains(tail(c.log, 30), "address already in use") {
+				time.Sleep(time.Second)
+				continue
+			}
+		default:
+		}
+		break
+	}
+	if err != nil {
+		return fmt.Errorf("restart %s on port %d: %v; last lines of %s:\n%s", old.name, old.port, err, old.log, tail(old.log, 30))
+	}
+	c.ready = old.ready
+	s.mu.Lock()
+	s.restarts[old.name]++
+	s.mu.Unlock()
+	s.logf("restart: %s ready again (pid %d) %s after it was asked to stop", old.name, c.cmd.Process.Pid, time.Since(began).Round(time.Millisecond))
+	return s.writeReady()
 }
 
 // teardown removes ready.json first (so nobody picks up a dying environment), then stops the
@@ -698,6 +810,9 @@ func (s *supervisor) writeKubeconfig(port int) error {
 
 func (s *supervisor) writeReady() error {
 	dir := s.opts.dir
+	if s.startup == 0 {
+		s.startup = time.Since(s.started)
+	}
 	info := readyInfo{
 		Kubeconfig:     filepath.Join(dir, "kubeconfig"),
 		CA:             s.pki.path("ca.crt"),
@@ -705,10 +820,14 @@ func (s *supervisor) writeReady() error {
 		K8sVersion:     kubernetesVersion(),
 		Dir:            dir,
 		SupervisorPID:  os.Getpid(),
-		StartupSeconds: float64(time.Since(s.started).Milliseconds()) / 1000,
+		StartupSeconds: float64(s.startup.Milliseconds()) / 1000,
 		Components:     map[string]componentInfo{},
+		Restarts:       map[string]int{},
 	}
 	s.mu.Lock()
+	for name, n := range s.restarts {
+		info.Restarts[name] = n
+	}
 	for name, c := range s.components {
 		info.Components[name] = componentInfo{PID: c.cmd.Process.Pid, Port: c.port, URL: c.url, Log: c.log}
 	}
@@ -772,6 +891,60 @@ func runDown(args []string) int {
 	}
 	fmt.Printf("testenv: stopped; logs kept in %s\n", filepath.Join(dir, "logs"))
 	return 0
+}
+
+// runRestart asks the supervisor of D to restart one component in place (D/restart.json, then
+// SIGUSR1) and waits until ready.json shows it serving again under a new pid.
+func runRestart(args []string) int {
+	fs := flag.NewFlagSet("testenv restart", flag.ContinueOnError)
+	dirFlag := fs.String("dir", "", "state directory given to `testenv up` (required)")
+	name := fs.String("component", "kube-apiserver", "the component to restart: etcd, kube-apiserver, kube-scheduler, kube-controller-manager or kwok")
+	downFor := fs.Duration("down-for", 0, "how long it stays stopped before it starts again")
+	kill := fs.Bool("kill", false, "stop it with SIGKILL, as a crash does (default: SIGTERM, an orderly stop of up to 10 s)")
+	wait := fs.Duration("timeout", 3*time.Minute, "how long to wait for it to serve again")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *dirFlag == "" || fs.NArg() != 0 {
+		fmt.Fprintln(os.Stderr, "testenv restart: --dir is required and there are no positional arguments")
+		return 2
+	}
+	dir, _ := filepath.Abs(*dirFlag)
+	readyPath := filepath.Join(dir, readyFileName)
+	info, err := readReady(readyPath)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "testenv restart: not ready (%v)\n", err)
+		return 1
+	}
+	before, found := info.Components[*name]
+	if !found {
+		fmt.Fprintf(os.Stderr, "testenv restart: profile %s runs no %s\n", info.Profile, *name)
+		return 2
+	}
+	data, _ := json.Marshal(restartRequest{Component: *name, DownForMs: downFor.Milliseconds(), Kill: *kill})
+	if err := writeAtomic(filepath.Join(dir, restartFileName), data); err != nil {
+		fmt.Fprintln(os.Stderr, "testenv restart:", err)
+		return 1
+	}
+	if err := syscall.Kill(info.SupervisorPID, syscall.SIGUSR1); err != nil {
+		fmt.Fprintf(os.Stderr, "testenv restart: signal supervisor %d: %v\n", info.SupervisorPID, err)
+		return 1
+	}
+	began := time.Now()
+	for time.Since(began) < *wait {
+		time.Sleep(100 * time.Millisecond)
+		if !alive(info.SupervisorPID) {
+			fmt.Fprintf(os.Stderr, "testenv restart: the supervisor exited; %s:\n%s", before.Log, tail(before.Log, 30))
+			return 1
+		}
+		now, err := readReady(readyPath)
+		if err == nil && now.Components[*name].PID != before.PID {
+			fmt.Printf("testenv: %s restarted (pid %d, was %d) in %.1fs\n", *name, now.Components[*name].PID, before.PID, time.Since(began).Seconds())
+			return 0
+		}
+	}
+	fmt.Fprintf(os.Stderr, "testenv restart: %s not serving again after %s; %s:\n%s", *name, *wait, before.Log, tail(before.Log, 30))
+	return 1
 }
 
 // runStatus prints ready.json's components with their resident memory; exit 1 if not ready.

@@ -53,6 +53,21 @@ enum TestenvCommand {
         #[arg(long, default_value = "target/testenv/dev")]
         dir: PathBuf,
     },
+    /// Restart one component of the environment in DIR in place (same port, arguments and data),
+    /// as a control-plane upgrade (or, with --kill, a crash) does; returns once it serves again.
+    Restart {
+        #[arg(long, default_value = "target/testenv/dev")]
+        dir: PathBuf,
+        /// etcd, kube-apiserver, kube-scheduler, kube-controller-manager or kwok.
+        #[arg(long, default_value = "kube-apiserver")]
+        component: String,
+        /// How long it stays stopped, e.g. 10s.
+        #[arg(long, default_value = "0s")]
+        down_for: String,
+        /// SIGKILL rather than an orderly SIGTERM.
+        #[arg(long)]
+        kill: bool,
+    },
     /// Show the environment in DIR: components, ports, memory.
     Status {
         #[arg(long, default_value = "target/testenv/dev")]
@@ -76,6 +91,14 @@ pub fn run(args: TestenvArgs) -> Result<()> {
             Ok(())
         }
         TestenvCommand::Down { dir } => util::run(Command::new(ensure_built()?).arg("down").arg("--dir").arg(&dir)),
+        TestenvCommand::Restart { dir, component, down_for, kill } => {
+            let mut cmd = Command::new(ensure_built()?);
+            cmd.args(["restart", "--component", &component, "--down-for", &down_for, "--dir"]).arg(&dir);
+            if kill {
+                cmd.arg("--kill");
+            }
+            util::run(&mut cmd)
+        }
         TestenvCommand::Status { dir } => util::run(Command::new(ensure_built()?).arg("status").arg("--dir").arg(&dir)),
     }
 }
