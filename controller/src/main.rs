@@ -14,6 +14,7 @@ mod clock;
 mod cloud;
 mod leader;
 mod metrics;
+mod ratelimit;
 mod reconcile;
 mod serve;
 mod view;
@@ -59,6 +60,13 @@ pub struct Args {
     /// `--disable-leader-election`). Only for a single replica.
     #[arg(long, env = "DISABLE_LEADER_ELECTION", value_parser = clap::builder::BoolishValueParser::new())]
     pub disable_leader_election: bool,
+    /// Requests a second to the API server, smoothed (upstream `--kube-client-qps`); 0 or less:
+    /// no limit. The leader election's requests are not counted.
+    #[arg(long, env = "KUBE_CLIENT_QPS", default_value_t = 200, allow_negative_numbers = true)]
+    pub kube_client_qps: i32,
+    /// Requests at once before the rate applies (upstream `--kube-client-burst`).
+    #[arg(long, env = "KUBE_CLIENT_BURST", default_value_t = 300)]
+    pub kube_client_burst: u32,
     /// Name of the leader-election Lease (upstream `LEADER_ELECTION_NAME`).
     #[arg(long, default_value = "karpenter-leader-election")]
     pub leader_election_name: String,
@@ -162,7 +170,8 @@ async fn run(args: Args) -> Result<()> {
             "--cluster-endpoint and --cluster-ca-bundle are read by the aws provider only (nodes' bootstrap user data)"
         );
     }
-    let (clients, server, trusted_ca) = connect(args.kubeconfig.as_deref()).await?;
+    let limit = ratelimit::RateLimitLayer::new(f64::from(args.kube_client_qps), args.kube_client_burst);
+    let (clients, server, trusted_ca) = connect(args.kubeconfig.as_deref(), &limit).await?;
     let client = clients.requests.clone();
     info!(server = %server, dry_run = args.dry_run, region = %region, "carpentry-controller starting");
     match args.cloud_provider {
@@ -199,7 +208,7 @@ async fn drive<P: cloud::CloudProvider>(
         leader::Leader::unelected()
     } else {
         leader::Leader::start(
-            client.clone(),
+            clients.leader.clone(),
             clients.watches.clone(),
             args.leader_election_namespace.clone().unwrap_or_else(pod_namespace),
             args.leader_election_name.clone(),
@@ -272,16 +281,22 @@ async fn drive<P: cloud::CloudProvider>(
 const API_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Clients of one API server: `requests` (every call that gets an answer, bounded by
-/// [`API_READ_TIMEOUT`]) and `watches` (long-lived watch streams).
+/// [`API_READ_TIMEOUT`]) and `watches` (long-lived watch streams), each under the client-side
+/// rate limit; and `leader`, the leader election's, bounded and not limited (upstream gives it a
+/// config of its own: a burst of writes waiting for tokens must not delay a renewal).
 struct Clients {
     requests: kube::Client,
     watches: kube::Client,
+    leader: kube::Client,
 }
 
 /// The clients for `kubeconfig`, else the in-cluster configuration, else the default kubeconfig;
 /// the server's URL, for logs and the snapshot's header; and the CA certificates the connection
 /// trusts, as base64 of their PEM (upstream `GetCABundle`: nodes' bootstrap trusts the same CA).
-async fn connect(kubeconfig: Option<&std::path::Path>) -> Result<(Clients, String, Option<String>)> {
+async fn connect(
+    kubeconfig: Option<&std::path::Path>,
+    limit: &ratelimit::RateLimitLayer,
+) -> Result<(Clients, String, Option<String>)> {
     let config = match kubeconfig {
         Some(path) => {
             let file = kube::config::Kubeconfig::read_from(path)
@@ -297,13 +312,18 @@ async fn connect(kubeconfig: Option<&std::path::Path>) -> Result<(Clients, Strin
         let pem: String = certs.iter().map(|der| pem_certificate(der)).collect();
         aws_smithy_types::base64::encode(pem)
     });
-    let watches = kube::Client::try_from(config.clone()).context("cannot build the Kubernetes client")?;
+    let build = |config: kube::Config, limited: bool| -> Result<kube::Client> {
+        let builder = kube::client::ClientBuilder::try_from(config).context("cannot build the Kubernetes client")?;
+        Ok(if limited { builder.with_layer(limit).build() } else { builder.build() })
+    };
+    let watches = build(config.clone(), true)?;
     let mut bounded = config;
     bounded.read_timeout = Some(API_READ_TIMEOUT);
     // The timeout counts from each request, not from when its pooled connection went idle.
     bounded.reset_reader_on_write = true;
-    let requests = kube::Client::try_from(bounded).context("cannot build the Kubernetes client")?;
-    Ok((Clients { requests, watches }, server, trusted_ca))
+    let requests = build(bounded.clone(), true)?;
+    let leader = build(bounded, false)?;
+    Ok((Clients { requests, watches, leader }, server, trusted_ca))
 }
 
 /// One DER certificate as PEM (base64 in lines of 64).

@@ -13,6 +13,7 @@ mod gomod;
 mod helm;
 mod moto;
 mod play;
+mod scale;
 mod testenv;
 mod testrun;
 mod tidy;
@@ -50,6 +51,10 @@ enum Task {
     /// termination (controller/tests/chaos.rs); ends with `leaked instances: N` and
     /// `stuck NodeClaims: N`, and fails unless both are 0.
     Chaos(chaos::ChaosArgs),
+    /// The controller's scale figures (controller/tests/scale.rs): one provisioning round of N
+    /// pending pods on the testenv with the kwok provider, beside core's own time, then a minute
+    /// at rest (API writes, CPU, memory).
+    Scale(scale::ScaleArgs),
     /// Check the code's shape: no module cycles in core, a //! doc on every source file, no
     /// references outside the repository (`--report`: core's module graph and API size).
     Tidy(tidy::TidyArgs),
@@ -70,9 +75,12 @@ fn main() -> Result<()> {
     // which builds nothing, so that path is the one a building `play` runs).
     let lock = match &cli.task {
         Task::Play(args) if args.prebuilt.is_some() => lock_shared_target()?,
-        Task::Play(_) | Task::Test(_) | Task::Fidelity(_) | Task::BenchVsUpstream(_) | Task::Chaos(_) => {
-            restore_freshness()?
-        }
+        Task::Play(_)
+        | Task::Test(_)
+        | Task::Fidelity(_)
+        | Task::BenchVsUpstream(_)
+        | Task::Chaos(_)
+        | Task::Scale(_) => restore_freshness()?,
         _ => None,
     };
     match cli.task {
@@ -85,6 +93,7 @@ fn main() -> Result<()> {
         Task::BenchVsUpstream(args) => fidelity::bench(args),
         Task::Tidy(args) => tidy::run(args),
         Task::Chaos(args) => chaos::run(args),
+        Task::Scale(args) => scale::run(args),
     }
 }
 

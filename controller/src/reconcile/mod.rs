@@ -397,7 +397,11 @@ impl<P: CloudProvider> Reconciler<P> {
                 break;
             }
             self.progress.mark(LOADER, crate::clock::now_seconds());
+            let started = Instant::now();
             let loaded = self.load().await;
+            if loaded.is_some() {
+                self.common.act.metrics.pass(LOADER, started);
+            }
             publish.send_replace(loaded);
         }
         // The concerns see the shutdown too; each ends after its current call (and what its
