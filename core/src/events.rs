@@ -10,6 +10,12 @@
 //! `tools/events`: an event's series is kept while its repeats come within 6 minutes), so the API
 //! server holds one object per distinct event, not one per 2 minutes.
 //!
+//! Pods' `Nominated` events share upstream's rate limit (`PodNominationRateLimiter`,
+//! `pkg/controllers/provisioning/scheduling/events.go`: a token bucket of 10 refilled at 5 a
+//! second): a round that nominates 1,000 pods writes about a dozen, not 1,000. An event the limit
+//! drops is remembered as published, as upstream's dedupe cache took it before the limit was asked,
+//! so it is not tried again within the dedupe timeout.
+//!
 //! Times are the caller's `now` (seconds). `T` is what the adapter needs to count a repeat into an
 //! event it published (the API object's name); core never looks at it.
 
@@ -22,6 +28,11 @@ pub const DEDUPE_TIMEOUT_SECONDS: i64 = 2 * 60;
 pub const SERIES_SECONDS: i64 = 6 * 60;
 /// Expired keys are swept at most this often (upstream's cache cleanup interval).
 const SWEEP_EVERY_SECONDS: i64 = 10;
+/// upstream `PodNominationRateLimiter`: `flowcontrol.NewTokenBucketRateLimiter(5, 10)`.
+pub const NOMINATION_QPS: f64 = 5.0;
+pub const NOMINATION_BURST: f64 = 10.0;
+/// The reason of the events the nomination limit applies to (upstream `events.Nominated`).
+pub const NOMINATED: &str = "Nominated";
 
 /// What makes two events the same event.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -47,7 +58,39 @@ pub enum Publication<T> {
 struct Published<T> {
     at: i64,
     count: u32,
-    handle: T,
+    /// The written event; `None` for one the rate limit dropped (nothing to count a repeat into).
+    handle: Option<T>,
+}
+
+/// A token bucket over the caller's clock (client-go `flowcontrol.tokenBucketRateLimiter`'s
+/// `TryAccept`): `burst` at once, then `qps` a second; a request without a token is refused.
+#[derive(Debug, Clone)]
+pub struct RateLimit {
+    qps: f64,
+    burst: f64,
+    tokens: f64,
+    at: Option<i64>,
+}
+
+impl RateLimit {
+    pub fn new(qps: f64, burst: f64) -> RateLimit {
+        RateLimit { qps, burst, tokens: burst, at: None }
+    }
+
+    /// Takes a token at `now` (seconds) if there is one.
+    pub fn try_accept(&mut self, now: i64) -> bool {
+        if let Some(at) = self.at {
+            let refill = (now.saturating_sub(at)).max(0) as f64 * self.qps;
+            self.tokens = (self.tokens + refill).min(self.burst);
+        }
+        self.at = Some(self.at.map_or(now, |at| at.max(now)));
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
 }
 
 /// The events published recently.
@@ -55,11 +98,17 @@ struct Published<T> {
 pub struct Dedupe<T> {
     published: BTreeMap<EventKey, Published<T>>,
     next_sweep: i64,
+    /// upstream `PodNominationRateLimiter`, shared by every `Nominated` event.
+    nominations: RateLimit,
 }
 
 impl<T> Default for Dedupe<T> {
     fn default() -> Self {
-        Dedupe { published: BTreeMap::new(), next_sweep: i64::MIN }
+        Dedupe {
+            published: BTreeMap::new(),
+            next_sweep: i64::MIN,
+            nominations: RateLimit::new(NOMINATION_QPS, NOMINATION_BURST),
+        }
     }
 }
 
@@ -73,13 +122,18 @@ impl<T: Clone> Dedupe<T> {
             self.published.retain(|_, p| now - p.at < SERIES_SECONDS);
             self.next_sweep = now.saturating_add(SWEEP_EVERY_SECONDS);
         }
-        match self.published.get(key) {
-            Some(p) if now - p.at < DEDUPE_TIMEOUT_SECONDS => Publication::Suppressed,
-            Some(p) if now - p.at < SERIES_SECONDS => {
-                Publication::Repeat { of: p.handle.clone(), count: p.count.saturating_add(1) }
+        let publication = match self.published.get(key) {
+            Some(p) if now - p.at < DEDUPE_TIMEOUT_SECONDS => return Publication::Suppressed,
+            Some(Published { at, count, handle: Some(handle) }) if now - at < SERIES_SECONDS => {
+                Publication::Repeat { of: handle.clone(), count: count.saturating_add(1) }
             }
             _ => Publication::New,
+        };
+        if key.reason == NOMINATED && !self.nominations.try_accept(now) {
+            self.published.insert(key.clone(), Published { at: now, count: 0, handle: None });
+            return Publication::Suppressed;
         }
+        publication
     }
 
     /// Records that `key` was written at `now` as `publication` said, the event being `handle`.
@@ -88,7 +142,7 @@ impl<T: Clone> Dedupe<T> {
             Publication::Repeat { count, .. } => *count,
             Publication::New | Publication::Suppressed => 1,
         };
-        self.published.insert(key, Published { at: now, count, handle });
+        self.published.insert(key, Published { at: now, count, handle: Some(handle) });
     }
 
     /// How many events are remembered.
@@ -151,5 +205,29 @@ mod tests {
         let later = 2 * DEDUPE_TIMEOUT_SECONDS + SERIES_SECONDS;
         assert_eq!(publish(&mut d, &blocked, later), Publication::New);
         assert_eq!(d.len(), 1);
+    }
+
+    #[test]
+    fn pods_nominated_share_upstreams_limit_of_ten_then_five_a_second() {
+        let mut d = Dedupe::default();
+        let nominated =
+            |pod: usize| key(&format!("Pod/default/p{pod}"), NOMINATED, "Pod should schedule on: nodeclaim/a");
+        // A round of 1,000 pods at once: the burst.
+        let written = (0..1000).filter(|&p| publish(&mut d, &nominated(p), 100) == Publication::New).count();
+        assert_eq!(written, 10);
+        // A pod the limit dropped is not tried again within the dedupe timeout, whatever the tokens.
+        assert_eq!(publish(&mut d, &nominated(500), 101), Publication::Suppressed);
+        // Two seconds later: 10 more tokens (5 a second), for pods not seen yet.
+        let more = (1000..1100).filter(|&p| publish(&mut d, &nominated(p), 102) == Publication::New).count();
+        assert_eq!(more, 10);
+        // Other events are not limited.
+        let blocked = (0..100)
+            .filter(|&n| {
+                publish(&mut d, &key(&format!("Node/n{n}"), "DisruptionBlocked", "x"), 102) == Publication::New
+            })
+            .count();
+        assert_eq!(blocked, 100);
+        // After the dedupe timeout a dropped pod's event is new again, if a token is there.
+        assert_eq!(publish(&mut d, &nominated(500), 100 + DEDUPE_TIMEOUT_SECONDS), Publication::New);
     }
 }
