@@ -2,8 +2,8 @@
 //! (controller/tests/scale.rs, with `CARPENTRY_SCALE_PODS` and `CARPENTRY_SCALE_PER_NODE`): one
 //! provisioning round of N pending pods on a testenv of its own with the kwok provider, then a
 //! minute at rest. Prints the benchmark's `scale:` lines; fails when the test does (the
-//! controller did not create what its dry run planned, the pods did not all run, or it wrote at
-//! rest).
+//! controller did not create what its dry run planned, the pods did not all run, or it wrote to an
+//! object at rest).
 
 use anyhow::{Context, Result};
 

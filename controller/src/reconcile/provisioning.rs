@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use carpentry_core::manifest::Manifests;
 use carpentry_core::pod::{is_provisionable, PodRef};
 use carpentry_core::provisioning::{self, Batcher, Triggers, BATCH_IDLE_MILLIS, BATCH_MAX_MILLIS};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 use tracing::{info, warn};
@@ -23,6 +24,9 @@ use crate::cloud::CloudProvider;
 /// How long a created NodeClaim may take to appear in the view before rounds go on without it
 /// (core's, as disruption waits for its replacements).
 const AWAIT_CREATED_MILLIS: u64 = carpentry_core::disruption::orchestration::AWAIT_OWN_WRITE_SECONDS as u64 * 1000;
+/// Creates of one round in flight at once (upstream: all of them; bounded here so that a round of
+/// thousands holds a bounded number of requests, which the client's rate limit paces anyway).
+const CONCURRENT_CREATES: usize = 64;
 
 #[derive(Debug, Default)]
 pub(super) struct State {
@@ -92,7 +96,12 @@ impl<P: CloudProvider> Scheduling<P> {
             unschedulable = results.unschedulable.len(),
             "provisioning round"
         );
+        // The NodePools' limits, in the round's order (each planned NodeClaim counts against the
+        // next); then the creates of the round at once, as upstream's `CreateNodeClaims`
+        // (`workqueue.ParallelizeUntil` over all of them): a round of many NodeClaims waits for
+        // the slowest create, not for their sum. The client's rate limit paces them.
         let mut nodeclaims = m.nodeclaims.clone();
+        let mut creates = Vec::new();
         for planned in &results.nodeclaims {
             let Some(np_input) = input.nodepools.iter().find(|n| n.nodepool.name() == planned.nodepool) else {
                 continue;
@@ -110,20 +119,24 @@ impl<P: CloudProvider> Scheduling<P> {
                 continue;
             }
             let nc = provisioning::nodeclaim_for(planned, nodepool, &class);
+            nodeclaims.push(nc.clone());
+            creates.push((planned, nc));
+        }
+        // The futures made first: a stream over a closure trips the Send check of the task's future.
+        let pending: Vec<_> = creates.iter().map(|(_, nc)| self.act.create_nodeclaim(nc)).collect();
+        let outcomes: Vec<_> = futures::stream::iter(pending).buffered(CONCURRENT_CREATES).collect().await;
+        for ((planned, nc), outcome) in creates.iter().zip(outcomes) {
             let detail = json!({
                 "nodepool": planned.nodepool, "pods": planned.pods, "instanceTypes": planned.instance_type_options.len(),
                 "cheapest": planned.instance_type_options.first(), "launch": planned.launch,
             });
-            let target = match self.act.create_nodeclaim(&nc).await {
+            let target = match outcome {
                 Ok(Some(name)) => {
                     self.act.decided("NodeClaimCreated", &detail);
-                    self.act.metrics.nodeclaim_created(&nc, "provisioned");
+                    self.act.metrics.nodeclaim_created(nc, "provisioned");
                     self.created(name.clone());
                     let nominated = planned.pods.iter().filter_map(|r| pods.get(r)).map(|p| pod_ref(p)).collect();
                     self.nominate(&name, nominated);
-                    let mut seen = nc.clone();
-                    seen.metadata.name = Some(name.clone());
-                    nodeclaims.push(seen);
                     format!("nodeclaim/{name}")
                 }
                 Ok(None) => {
