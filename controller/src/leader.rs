@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::runtime::{watcher, WatchStreamExt};
+use kube::runtime::watcher;
 use kube_lease_manager::LeaseManagerBuilder;
 use tracing::{error, info, warn};
 
@@ -192,7 +192,8 @@ async fn watch_renewals(
 ) {
     let api: kube::Api<Lease> = kube::Api::namespaced(watches, &namespace);
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let mut events = watcher(api, config).default_backoff().boxed();
+    let mut events = watcher(api, config).boxed();
+    let mut retry = crate::view::Retry::default();
     let mut last_renew_time = None;
     loop {
         let event = tokio::select! {
@@ -201,10 +202,21 @@ async fn watch_renewals(
         };
         let lease = match event {
             None => return,
-            Some(Ok(watcher::Event::Apply(lease) | watcher::Event::InitApply(lease))) => lease,
-            Some(Ok(_)) => continue,
+            // A re-list's `Init` comes before its request: the server has said nothing yet.
+            Some(Ok(watcher::Event::Init)) => continue,
+            Some(Ok(watcher::Event::Apply(lease) | watcher::Event::InitApply(lease))) => {
+                retry.answered();
+                lease
+            }
+            Some(Ok(_)) => {
+                retry.answered();
+                continue;
+            }
             Some(Err(e)) => {
                 warn!(error = %e, "leader election: the watch on the Lease failed; retried");
+                if !retry.wait(crate::view::expired(&e), &mut shutdown).await {
+                    return;
+                }
                 continue;
             }
         };

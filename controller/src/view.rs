@@ -155,12 +155,46 @@ impl Loaded {
     }
 }
 
-/// Runs one watch into its store until shutdown, with kube-runtime's backoff on errors (client-go's
-/// reflector backoff: 0.8 s doubling to 30 s, jittered).
+/// The wait before a failed watch is tried again: client-go's reflector backoff (0.8 s doubling to
+/// 30 s, jittered; kube-runtime's `DefaultBackoff`), reset by what the server sends.
 ///
-/// The backoff is kept here rather than by `WatchStreamExt::default_backoff`, which resets it on
-/// any item: a re-list yields `Init` before its request is made, so while the API server is down
-/// the list was retried about once a second forever. It resets on what the server sent.
+/// It is kept by the watch loops rather than by `WatchStreamExt::default_backoff`, which resets on
+/// any item: a re-list yields `Init` before its request is made, so while the API server was down
+/// the list was retried about once a second forever. A 410 Gone (the server's history no longer
+/// reaches the watch's resourceVersion: etcd compacted it, or the server restarted) comes from a
+/// server that answers: the backoff starts over (0.8 s), or an outage's grown one would keep the
+/// view stale up to 30 s more; a server that keeps answering 410 gets a list about every second.
+#[derive(Default)]
+pub(crate) struct Retry {
+    backoff: watcher::DefaultBackoff,
+}
+
+impl Retry {
+    /// The server sent something: the next failure waits the shortest time again.
+    pub(crate) fn answered(&mut self) {
+        self.backoff.reset();
+    }
+
+    /// Waits before the watch is tried again (`expired`: after a 410); `false` when `shutdown`
+    /// came first.
+    pub(crate) async fn wait(&mut self, expired: bool, shutdown: &mut tokio::sync::watch::Receiver<bool>) -> bool {
+        if expired {
+            self.backoff.reset();
+        }
+        let wait = self.backoff.next().unwrap_or(Duration::from_secs(30));
+        tokio::select! {
+            () = tokio::time::sleep(wait) => true,
+            _ = shutdown.changed() => false,
+        }
+    }
+}
+
+/// Whether a watch failed with 410 Gone (its resourceVersion is too old).
+pub(crate) fn expired(error: &watcher::Error) -> bool {
+    matches!(error, watcher::Error::WatchError(status) if status.code == 410)
+}
+
+/// Runs one watch into its store until shutdown, with [`Retry`] between failures.
 async fn watch(
     resource: ListedResource,
     api: Api<DynamicObject>,
@@ -172,7 +206,7 @@ async fn watch(
 ) {
     let name = resource.name();
     let mut events = reflector::reflector(writer, watcher(api, watcher::Config::default())).boxed();
-    let mut backoff = watcher::DefaultBackoff::default();
+    let mut retry = Retry::default();
     loop {
         let next = tokio::select! {
             next = events.next() => next,
@@ -184,7 +218,7 @@ async fn watch(
             // the server has said nothing yet, so it neither recovers the watch nor wakes anyone.
             Some(Ok(watcher::Event::Init)) => {}
             Some(Ok(event)) => {
-                backoff.reset();
+                retry.answered();
                 changed.notify_one();
                 if let Ok(mut f) = failing.lock() {
                     if f.take().is_some() {
@@ -195,12 +229,11 @@ async fn watch(
                     info!(resource = %name, "watch synced");
                 }
             }
-            // 410 Gone (the server's history no longer reaches our resourceVersion: etcd
-            // compacted it, or the server restarted) comes from a server that answers: list again
-            // at once, as after any expired watch, or an outage's grown backoff would keep the view
-            // stale up to 30 s more. It cannot repeat without a list between, which resets the backoff.
-            Some(Err(watcher::Error::WatchError(status))) if status.code == 410 => {
+            Some(Err(e)) if expired(&e) => {
                 info!(resource = %name, "watch expired (410 Gone); listing again");
+                if !retry.wait(true, &mut shutdown).await {
+                    return;
+                }
             }
             Some(Err(e)) => {
                 let text = carpentry_core::error_chain(&e);
@@ -211,10 +244,8 @@ async fn watch(
                     }
                     *f = Some(text);
                 }
-                let wait = backoff.next().unwrap_or(Duration::from_secs(30));
-                tokio::select! {
-                    () = tokio::time::sleep(wait) => {}
-                    _ = shutdown.changed() => return,
+                if !retry.wait(false, &mut shutdown).await {
+                    return;
                 }
             }
         }

@@ -28,8 +28,8 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
-use carpentry_tests::testenv::{unique_name, wait_for, TestEnv};
-use futures::TryStreamExt;
+use carpentry_tests::testenv::{wait_for, TestEnv};
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::{watcher, WatchStreamExt};
@@ -39,7 +39,7 @@ use serde_json::json;
 #[path = "support/harness.rs"]
 mod harness;
 
-use harness::{free_port, get, inflate_deployment, install_crds, metric_sum, resource, running_exactly, Controller};
+use harness::{get, inflate_deployment, install_crds, metric_sum, resource, running_exactly, start_alone};
 
 /// Controllers that act see every NodePool and Node of the control plane (`--namespace` limits
 /// pods only): this binary's tests run one at a time.
@@ -269,7 +269,7 @@ async fn killed_at_random_points_of_launch_registration_drain_and_termination_it
     }))?;
     Api::<k8s_openapi::api::policy::v1::PodDisruptionBudget>::namespaced(client.clone(), &ns).create(&pp, &pdb).await?;
     let cluster = Cluster { client: client.clone(), nodepool: nodepool.clone(), ns: ns.clone() };
-    let start = || start_alone(env, &ns);
+    let start = || start_alone(env, &ns, &[]);
 
     // The undisturbed run's choice: the instance type of 1 CPU pods on this NodePool.
     let mut replicas: i64 = 2;
@@ -397,27 +397,6 @@ async fn killed_at_random_points_of_launch_registration_drain_and_termination_it
     Ok(())
 }
 
-/// One controller without leader election (it acts at once after a restart), kwok nodes joining
-/// 1 s after launch, pods of `ns` only; with its health and metrics ports.
-fn start_alone(env: &TestEnv, ns: &str) -> Result<(Controller, u16, u16)> {
-    let (health, metrics) = (free_port()?, free_port()?);
-    let controller = Controller::start(
-        env,
-        &[
-            "--disable-leader-election",
-            "--kwok-registration-delay",
-            "1s",
-            "--namespace",
-            ns,
-            "--health-port",
-            &health.to_string(),
-            "--metrics-port",
-            &metrics.to_string(),
-        ],
-    )?;
-    Ok((controller, health, metrics))
-}
-
 /// #45 3.2: kube-apiserver restarted under a running controller (etcd, kube-scheduler,
 /// kube-controller-manager and KWOK kept, as in a control-plane upgrade or crash): once in an
 /// orderly way (SIGTERM, down 5 s) a moment after the workload grows, while the controller
@@ -440,7 +419,7 @@ async fn kube_apiserver_restarted_under_it_it_reconnects_and_creates_nothing_twi
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), &ns);
     deployments.create(&PostParams::default(), &inflate_deployment(&node_type, false)?).await?;
     let cluster = Cluster { client: client.clone(), nodepool: nodepool.clone(), ns: ns.clone() };
-    let (mut controller, health, metrics) = start_alone(env, &ns)?;
+    let (mut controller, health, metrics) = start_alone(env, &ns, &[])?;
     let created = || -> Result<f64> {
         let (status, body) = get(metrics, "/metrics")?;
         ensure!(status == 200, "/metrics answered {status}");
@@ -469,12 +448,36 @@ async fn kube_apiserver_restarted_under_it_it_reconnects_and_creates_nothing_twi
     cluster.scale(2).await?;
     converge(2, "2 pods on 2 nodes before any restart").await.with_context(|| tail(&controller.log(), 60))?;
 
-    // An orderly restart while the controller provisions for two more pods.
+    // Every NodeClaim of the pool ever seen, by uid (a watch that lists again after the restarts):
+    // one created twice (an answer lost in the restart, the create made again) shows here even once
+    // consolidation took it away, and the controller's own count would miss it.
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+    let recorder = {
+        let (seen, nodepool) = (seen.clone(), nodepool.clone());
+        let api = Api::<DynamicObject>::all_with(client.clone(), &resource("karpenter.sh", "NodeClaim", "nodeclaims"));
+        let config = watcher::Config::default().labels(&format!("karpenter.sh/nodepool={nodepool}"));
+        tokio::spawn(async move {
+            let stream = watcher(api, config).default_backoff().applied_objects();
+            let mut stream = std::pin::pin!(stream);
+            while let Some(next) = stream.next().await {
+                if let Some(uid) = next.ok().and_then(|nc| nc.metadata.uid) {
+                    seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(uid);
+                }
+            }
+        })
+    };
+
+    // An orderly restart as the controller creates NodeClaims for two more pods: as soon as the
+    // first of them shows, without its instance yet.
     cluster.scale(4).await?;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mid_launch = cluster.shows(Phase::Launch, Duration::from_secs(20)).await?;
     let began = Instant::now();
     env.restart("kube-apiserver", Duration::from_secs(5), false)?;
-    eprintln!("apiserver restart: serving again after {} ms", began.elapsed().as_millis());
+    eprintln!(
+        "apiserver restart: {}serving again after {} ms",
+        if mid_launch { "mid-launch; " } else { "" },
+        began.elapsed().as_millis()
+    );
     converge(4, "4 pods on 4 nodes after an orderly restart mid-launch")
         .await
         .with_context(|| tail(&controller.log(), 60))?;
@@ -503,6 +506,9 @@ async fn kube_apiserver_restarted_under_it_it_reconnects_and_creates_nothing_twi
     .await?;
     let made = created()?;
     ensure!(made == 4.0, "{made} NodeClaims created for 4 pods that each needed a node (a NodeClaim made twice)");
+    let distinct = seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len();
+    ensure!(distinct == 4, "{distinct} NodeClaims were seen for 4 pods that each needed a node (one made twice)");
+    recorder.abort();
 
     // Clean up: nothing of this pool left.
     cluster.scale(0).await?;
@@ -522,36 +528,12 @@ async fn create_pool(
     policy: &str,
     consolidate_after: &str,
 ) -> Result<(String, String)> {
-    let (class, nodepool, node_type) =
-        (unique_name(&format!("{prefix}-class")), unique_name(&format!("{prefix}-np")), unique_name("k"));
-    let pp = PostParams::default();
-    let classes = resource("karpenter.k8s.aws", "EC2NodeClass", "ec2nodeclasses");
-    let mut obj = DynamicObject::new(&class, &classes);
-    obj.data = json!({ "spec": {
-        "amiSelectorTerms": [{ "alias": "al2023@latest" }],
-        "role": format!("KarpenterNodeRole-{prefix}"),
-        "subnetSelectorTerms": [{ "tags": { "karpenter.sh/discovery": prefix } }],
-        "securityGroupSelectorTerms": [{ "tags": { "karpenter.sh/discovery": prefix } }],
-    } });
-    Api::<DynamicObject>::all_with(client.clone(), &classes).create(&pp, &obj).await?;
-    let pools = resource("karpenter.sh", "NodePool", "nodepools");
-    let mut obj = DynamicObject::new(&nodepool, &pools);
-    obj.data = json!({ "spec": {
-        "template": {
-            "metadata": { "labels": { "node-type": node_type } },
-            "spec": {
-                "nodeClassRef": { "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": class },
-                "requirements": [
-                    { "key": "karpenter.sh/capacity-type", "operator": "In", "values": [capacity_type] },
-                    { "key": "karpenter.k8s.aws/instance-cpu", "operator": "In", "values": ["2"] },
-                ],
-            },
-        },
-        "disruption": { "consolidationPolicy": policy, "consolidateAfter": consolidate_after,
-            "budgets": [{ "nodes": "100%" }] },
-    } });
-    Api::<DynamicObject>::all_with(client.clone(), &pools).create(&pp, &obj).await?;
-    Ok((nodepool, node_type))
+    let requirements = json!([
+        { "key": "karpenter.sh/capacity-type", "operator": "In", "values": [capacity_type] },
+        { "key": "karpenter.k8s.aws/instance-cpu", "operator": "In", "values": ["2"] },
+    ]);
+    let disruption = json!({ "consolidationPolicy": policy, "consolidateAfter": consolidate_after, "budgets": [{ "nodes": "100%" }] });
+    harness::create_pool(client, prefix, requirements, disruption).await
 }
 
 /// Whether `stream` yields an object `wanted` takes within `timeout`.
@@ -621,7 +603,7 @@ async fn a_node_that_never_keeps_its_pod_does_not_run_away() -> Result<()> {
         deployment.spec.as_mut().context("spec")?.template = serde_json::from_value(template)?;
         let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), &ns);
         deployments.create(&pp, &deployment).await?;
-        let (controller, ..) = start_alone(env, &ns)?;
+        let (controller, ..) = start_alone(env, &ns, &[])?;
         let began = Instant::now();
         let (mut most, mut seen, mut series) = (0usize, std::collections::BTreeSet::new(), Vec::new());
         while began.elapsed() < runs_for {

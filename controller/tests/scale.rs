@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, ensure, Context, Result};
-use carpentry_tests::testenv::{unique_name, wait_for, TestEnv};
+use carpentry_tests::testenv::{wait_for, TestEnv};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DynamicObject, ListParams, PostParams};
@@ -35,40 +35,18 @@ use serde_json::json;
 #[path = "support/harness.rs"]
 mod harness;
 
-use harness::{free_port, get, install_crds, metric_sum, resource, Controller};
+use harness::{get, install_crds, metric_sum, resource, start_alone};
 
-/// A NodePool of 16-vCPU on-demand types; its nodes' `node-type` label.
+/// A NodePool of 16-vCPU on-demand types; its name and its nodes' `node-type` label.
 async fn create_pool(client: &Client) -> Result<(String, String)> {
-    let (class, nodepool, node_type) = (unique_name("scale-class"), unique_name("scale-np"), unique_name("k"));
-    let pp = PostParams::default();
-    let classes = resource("karpenter.k8s.aws", "EC2NodeClass", "ec2nodeclasses");
-    let mut obj = DynamicObject::new(&class, &classes);
-    obj.data = json!({ "spec": {
-        "amiSelectorTerms": [{ "alias": "al2023@latest" }],
-        "role": "KarpenterNodeRole-scale",
-        "subnetSelectorTerms": [{ "tags": { "karpenter.sh/discovery": "scale" } }],
-        "securityGroupSelectorTerms": [{ "tags": { "karpenter.sh/discovery": "scale" } }],
-    } });
-    Api::<DynamicObject>::all_with(client.clone(), &classes).create(&pp, &obj).await?;
-    let pools = resource("karpenter.sh", "NodePool", "nodepools");
-    let mut obj = DynamicObject::new(&nodepool, &pools);
-    obj.data = json!({ "spec": {
-        "template": {
-            "metadata": { "labels": { "node-type": node_type } },
-            "spec": {
-                "nodeClassRef": { "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": class },
-                "requirements": [
-                    { "key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"] },
-                    { "key": "karpenter.k8s.aws/instance-cpu", "operator": "In", "values": ["16"] },
-                ],
-            },
-        },
-        // At rest every pass weighs every node for consolidation: the work a real cluster's
-        // controller does all day.
-        "disruption": { "consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s" },
-    } });
-    Api::<DynamicObject>::all_with(client.clone(), &pools).create(&pp, &obj).await?;
-    Ok((nodepool, node_type))
+    let requirements = json!([
+        { "key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"] },
+        { "key": "karpenter.k8s.aws/instance-cpu", "operator": "In", "values": ["16"] },
+    ]);
+    // At rest every pass weighs every node for consolidation: the work a real cluster's
+    // controller does all day.
+    let disruption = json!({ "consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s" });
+    harness::create_pool(client, "scale", requirements, disruption).await
 }
 
 /// A pause pod of `millicpu` for the pool's nodes.
@@ -98,28 +76,6 @@ async fn pod_states(pods: &Api<Pod>) -> Result<(usize, usize)> {
         .count();
     let running = list.iter().filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")).count();
     Ok((unschedulable, running))
-}
-
-/// A controller of `ns`'s pods without leader election (kwok nodes join 1 s after launch), with
-/// its health and metrics ports; `--dry-run` when `dry`.
-fn start(env: &TestEnv, ns: &str, dry: bool) -> Result<(Controller, u16, u16)> {
-    let (health, metrics) = (free_port()?, free_port()?);
-    let (health_arg, metrics_arg) = (health.to_string(), metrics.to_string());
-    let mut args = vec![
-        "--disable-leader-election",
-        "--kwok-registration-delay",
-        "1s",
-        "--namespace",
-        ns,
-        "--health-port",
-        &health_arg,
-        "--metrics-port",
-        &metrics_arg,
-    ];
-    if dry {
-        args.push("--dry-run");
-    }
-    Ok((Controller::start(env, &args)?, health, metrics))
 }
 
 /// Seconds since midnight of a JSON log line's `timestamp` (UTC, RFC 3339), on the log's clock.
@@ -271,7 +227,7 @@ async fn scale() -> Result<()> {
     eprintln!("scale: {n} pods made and unschedulable in {:.1} s", began.elapsed().as_secs_f64());
 
     // The decision alone: a dry run's round, and core's over its snapshot.
-    let (mut dry, dry_health, dry_metrics) = start(env, &ns, true)?;
+    let (mut dry, dry_health, dry_metrics) = start_alone(env, &ns, &["--dry-run"])?;
     let planned = wait_for("the dry run's provisioning round", Duration::from_secs(600), || async {
         Ok(first_round(&dry.log()).map(|(_, n)| n))
     })
@@ -291,7 +247,7 @@ async fn scale() -> Result<()> {
     ensure!(core_planned == planned, "core plans {core_planned} NodeClaims on the snapshot, the dry run {planned}");
 
     // The real controller.
-    let (controller, health, metrics) = start(env, &ns, false)?;
+    let (controller, health, metrics) = start_alone(env, &ns, &[])?;
     let started = Instant::now();
     let nodeclaims =
         Api::<DynamicObject>::all_with(client.clone(), &resource("karpenter.sh", "NodeClaim", "nodeclaims"));

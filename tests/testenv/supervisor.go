@@ -655,28 +655,18 @@ func (s *supervisor) restart(ctx context.Context) error {
 	_ = os.Remove(path)
 	s.mu.Lock()
 	old := s.components[req.Component]
-	if old != nil {
+	known := old != nil && old.ready != nil
+	if known {
 		old.retired = true
 	}
 	s.mu.Unlock()
-	if old == nil || old.ready == nil {
+	if !known {
 		s.logf("restart: no running component %q; nothing done", req.Component)
 		return nil
 	}
 	began := time.Now()
 	s.logf("restart: stopping %s (pid %d, kill %t)", old.name, old.cmd.Process.Pid, req.Kill)
-	if req.Kill {
-		_ = old.cmd.Process.Kill()
-	} else {
-		_ = old.cmd.Process.Signal(syscall.SIGTERM)
-	}
-	select {
-	case <-old.done:
-	case <-time.After(10 * time.Second):
-		s.logf("%s did not stop in 10s; killing it", old.name)
-		_ = old.cmd.Process.Kill()
-		<-old.done
-	}
+	s.stop(old, req.Kill)
 	select {
 	case <-time.After(time.Duration(req.DownForMs) * time.Millisecond):
 	case <-ctx.Done():
@@ -721,6 +711,23 @@ func (s *supervisor) restart(ctx context.Context) error {
 	return s.writeReady()
 }
 
+// stop ends c and waits until it has exited: SIGKILL when kill, else SIGTERM and SIGKILL after
+// a grace period of 10 s.
+func (s *supervisor) stop(c *component, kill bool) {
+	if kill {
+		_ = c.cmd.Process.Kill()
+	} else {
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	select {
+	case <-c.done:
+	case <-time.After(10 * time.Second):
+		s.logf("%s did not stop in 10s; killing it", c.name)
+		_ = c.cmd.Process.Kill()
+		<-c.done
+	}
+}
+
 // teardown removes ready.json first (so nobody picks up a dying environment), then stops the
 // components in reverse start order: SIGTERM, and SIGKILL after a grace period.
 func (s *supervisor) teardown() {
@@ -740,14 +747,7 @@ func (s *supervisor) teardown() {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_ = c.cmd.Process.Signal(syscall.SIGTERM)
-				select {
-				case <-c.done:
-				case <-time.After(10 * time.Second):
-					s.logf("%s did not stop in 10s; killing it", c.name)
-					_ = c.cmd.Process.Kill()
-					<-c.done
-				}
+				s.stop(c, false)
 			}()
 		}
 		wg.Wait()

@@ -54,7 +54,10 @@ impl Kwok {
     }
 
     /// The machine boots: its Node `name` is made after the registration delay (not when its
-    /// NodeClaim was deleted meanwhile).
+    /// NodeClaim was deleted meanwhile). As a kubelet retries its registration until the API
+    /// server takes it (kubelet `registerWithAPIServer`: up to 7 s apart), a create that fails
+    /// (the API server restarting) is tried again; without it the NodeClaim waited out the
+    /// 15-minute registration timeout.
     fn boot(&self, name: String, node: Node) {
         if let Ok(mut l) = self.launching.lock() {
             l.insert(name.clone(), false);
@@ -62,14 +65,27 @@ impl Kwok {
         let (client, delay, launching) = (self.client.clone(), self.registration_delay, self.launching.clone());
         tokio::spawn(async move {
             tokio::time::sleep(delay).await;
-            if launching.lock().map(|mut l| l.remove(&name)).ok().flatten() == Some(true) {
-                return;
-            }
             let nodes: Api<Node> = Api::all(client);
-            match nodes.create(&PostParams::default(), &node).await {
-                Ok(_) => info!(node = %name, "kwok: the Node joined"),
-                Err(kube::Error::Api(e)) if e.code == 409 => {}
-                Err(e) => warn!(node = %name, error = %carpentry_core::error_chain(&e), "kwok: cannot create the Node"),
+            let mut retry_in = Duration::from_millis(500);
+            loop {
+                if launching.lock().map(|l| l.get(&name) == Some(&true)).unwrap_or(false) {
+                    break;
+                }
+                match nodes.create(&PostParams::default(), &node).await {
+                    Ok(_) => info!(node = %name, "kwok: the Node joined"),
+                    Err(kube::Error::Api(e)) if e.code == 409 => {}
+                    Err(e) => {
+                        let error = carpentry_core::error_chain(&e);
+                        warn!(node = %name, error = %error, "kwok: cannot create the Node; retried");
+                        tokio::time::sleep(retry_in).await;
+                        retry_in = (retry_in * 2).min(Duration::from_secs(7));
+                        continue;
+                    }
+                }
+                break;
+            }
+            if let Ok(mut l) = launching.lock() {
+                l.remove(&name);
             }
         });
     }

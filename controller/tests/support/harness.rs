@@ -14,7 +14,7 @@ use carpentry_tests::testenv::{apply_crd, unique_name, TestEnv};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::ApiResource;
+use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::core::GroupVersionKind;
 use kube::{Api, Client};
 use serde_json::json;
@@ -243,4 +243,61 @@ pub fn metric_sum(body: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
 /// a whole line, as a `# HELP` text may hold the same words.
 pub fn has_sample(body: &str, sample: &str) -> bool {
     body.lines().any(|line| line == sample)
+}
+
+/// An EC2NodeClass and a NodePool named after `prefix`, its nodes labelled with a fresh
+/// `node-type` (for pods' nodeSelector), with these NodePool `requirements` and `disruption`; the
+/// NodePool's name and the label's value. The class's selectors are the kwok provider's: any.
+pub async fn create_pool(
+    client: &Client,
+    prefix: &str,
+    requirements: serde_json::Value,
+    disruption: serde_json::Value,
+) -> Result<(String, String)> {
+    let (class, nodepool, node_type) =
+        (unique_name(&format!("{prefix}-class")), unique_name(&format!("{prefix}-np")), unique_name("k"));
+    let pp = PostParams::default();
+    let classes = resource("karpenter.k8s.aws", "EC2NodeClass", "ec2nodeclasses");
+    let mut obj = DynamicObject::new(&class, &classes);
+    obj.data = json!({ "spec": {
+        "amiSelectorTerms": [{ "alias": "al2023@latest" }],
+        "role": format!("KarpenterNodeRole-{prefix}"),
+        "subnetSelectorTerms": [{ "tags": { "karpenter.sh/discovery": prefix } }],
+        "securityGroupSelectorTerms": [{ "tags": { "karpenter.sh/discovery": prefix } }],
+    } });
+    Api::<DynamicObject>::all_with(client.clone(), &classes).create(&pp, &obj).await?;
+    let pools = resource("karpenter.sh", "NodePool", "nodepools");
+    let mut obj = DynamicObject::new(&nodepool, &pools);
+    obj.data = json!({ "spec": {
+        "template": {
+            "metadata": { "labels": { "node-type": node_type } },
+            "spec": {
+                "nodeClassRef": { "group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": class },
+                "requirements": requirements,
+            },
+        },
+        "disruption": disruption,
+    } });
+    Api::<DynamicObject>::all_with(client.clone(), &pools).create(&pp, &obj).await?;
+    Ok((nodepool, node_type))
+}
+
+/// One controller without leader election (it acts at once after a restart), kwok nodes joining
+/// 1 s after launch, pods of `ns` only, with `extra` arguments; with its health and metrics ports.
+pub fn start_alone(env: &TestEnv, ns: &str, extra: &[&str]) -> Result<(Controller, u16, u16)> {
+    let (health, metrics) = (free_port()?, free_port()?);
+    let (health_arg, metrics_arg) = (health.to_string(), metrics.to_string());
+    let mut args = vec![
+        "--disable-leader-election",
+        "--kwok-registration-delay",
+        "1s",
+        "--namespace",
+        ns,
+        "--health-port",
+        &health_arg,
+        "--metrics-port",
+        &metrics_arg,
+    ];
+    args.extend_from_slice(extra);
+    Ok((Controller::start(env, &args)?, health, metrics))
 }
