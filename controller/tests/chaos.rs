@@ -399,13 +399,13 @@ async fn killed_at_random_points_of_launch_registration_drain_and_termination_it
 
 /// #45 3.2: kube-apiserver restarted under a running controller (etcd, kube-scheduler,
 /// kube-controller-manager and KWOK kept, as in a control-plane upgrade or crash): once in an
-/// orderly way (SIGTERM, down 5 s) a moment after the workload grows, while the controller
-/// provisions, and once as a crash (SIGKILL, down 10 s) at rest, after which the workload shrinks.
+/// orderly way (SIGTERM, down 5 s) as soon as the scale-up's first NodeClaim shows without its
+/// instance, and once as a crash (SIGKILL, down 10 s) at rest, after which the workload shrinks.
 /// The same controller process reconnects, lists again and converges each time: one NodeClaim per
 /// pod, nothing leaked or stuck, the shrink seen through the new watches; it never exits, its
-/// liveness is ok again, and its own count of created NodeClaims
-/// (`karpenter_nodeclaims_created_total`) is exactly the pods that needed a node: nothing was
-/// created twice. Real: every component, the restarts (`testenv restart`: the same port,
+/// liveness is ok again, and both its own count of created NodeClaims
+/// (`karpenter_nodeclaims_created_total`) and the NodeClaim uids a watch saw across the restarts
+/// are exactly the pods that needed a node: nothing was created twice. Real: every component, the restarts (`testenv restart`: the same port,
 /// arguments and etcd). Injected: nothing but their timing.
 #[tokio::test(flavor = "multi_thread")]
 async fn kube_apiserver_restarted_under_it_it_reconnects_and_creates_nothing_twice() -> Result<()> {
