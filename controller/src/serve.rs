@@ -16,6 +16,7 @@ use carpentry_core::manifest::scenario::Scenario;
 use carpentry_core::manifest::write_snapshot;
 use carpentry_core::nodeclaim::lifecycle::{phase, Phase};
 use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -118,26 +119,11 @@ async fn readyz(Extract(state): Extract<State>) -> Response {
     not_synced(&state.view).unwrap_or_else(|| text(StatusCode::OK, "ok\n".into()))
 }
 
-/// A 500 naming every object of the view that does not load.
-fn load_failed(e: &carpentry_core::LoadError) -> Response {
-    let mut body = String::from("the cluster's objects do not load as Karpenter v1.14.1 and Kubernetes objects:\n");
-    for p in &e.problems {
-        let object = p.object.as_ref().map_or_else(|| format!("document {}", p.document), ToString::to_string);
-        let field = p.field.as_ref().map(|f| format!(", field {f}")).unwrap_or_default();
-        body.push_str(&format!("  {object}{field}: {}\n", p.message));
-    }
-    text(StatusCode::INTERNAL_SERVER_ERROR, body)
-}
-
 async fn snapshot(Extract(state): Extract<State>) -> Response {
     if let Some(unavailable) = not_synced(&state.view) {
         return unavailable;
     }
-    let loaded = match state.view.load() {
-        Ok(loaded) => loaded,
-        Err(e) => return load_failed(&e),
-    };
-    let crate::view::Loaded { live, .. } = loaded;
+    let crate::view::Loaded { live, .. } = state.view.load();
     let (mut m, skipped) = (live.manifests, live.skipped);
     let mut scenario = Scenario {
         api_version: "carpentry.dev/v1alpha1".into(),
@@ -172,7 +158,15 @@ async fn prometheus(Extract(state): Extract<State>) -> Response {
     let leader = Gauge::<i64>::default();
     leader.set(i64::from(state.leader.leading()));
     registry.register("leader", "1 while this replica holds the leader-election Lease", leader);
-    if let Ok(loaded) = state.view.load() {
+    let decoded = Counter::<u64>::default();
+    decoded.inc_by(state.view.decoded_total());
+    registry.register(
+        "view_objects_decoded",
+        "Objects the view has loaded for core (again only when they change)",
+        decoded,
+    );
+    {
+        let loaded = state.view.load();
         let skipped = Family::<Labels, Gauge>::default();
         for s in &loaded.live.skipped {
             skipped.get_or_create(&vec![("gap".into(), format!("{:?}", s.gap))]).inc();

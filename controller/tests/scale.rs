@@ -28,6 +28,7 @@ use anyhow::{anyhow, ensure, Context, Result};
 use carpentry_tests::testenv::{wait_for, TestEnv};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
 use kube::api::{DynamicObject, ListParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
@@ -121,6 +122,25 @@ fn scrape(port: u16) -> Result<String> {
     let (status, body) = get(port, "/metrics")?;
     ensure!(status == 200, "/metrics answered {status}");
     Ok(body)
+}
+
+/// The events written since `since` (new ones, and repeats counted into a series), by reason and
+/// by whether they were new: `Unconsolidatable 30 new, DisruptionBlocked 2 repeated`.
+async fn events_since(client: &Client, since: k8s_openapi::jiff::Timestamp) -> Result<String> {
+    let events: Api<Event> = Api::all(client.clone());
+    let mut by_reason: BTreeMap<(String, &str), usize> = BTreeMap::new();
+    for e in events.list(&ListParams::default()).await?.items {
+        let reason = e.reason.clone().unwrap_or_default();
+        if e.event_time.as_ref().is_some_and(|t| t.0 >= since) {
+            *by_reason.entry((reason, "new")).or_default() += 1;
+        } else if e.series.as_ref().is_some_and(|s| s.last_observed_time.0 >= since) {
+            *by_reason.entry((reason, "repeated")).or_default() += 1;
+        }
+    }
+    let mut counts: Vec<_> = by_reason.into_iter().collect();
+    counts.sort_by_key(|c| std::cmp::Reverse(c.1));
+    let text: Vec<String> = counts.iter().map(|((reason, how), n)| format!("{reason} {n} {how}")).collect();
+    Ok(if text.is_empty() { "none".into() } else { text.join(", ") })
 }
 
 /// `carpentry_api_writes_total` by verb and resource.
@@ -287,8 +307,10 @@ async fn scale() -> Result<()> {
     // At rest.
     tokio::time::sleep(Duration::from_secs(20)).await;
     let (before, cpu_before, at) = (scrape(metrics)?, cpu_seconds(pid)?, Instant::now());
+    let since = k8s_openapi::jiff::Timestamp::now();
     tokio::time::sleep(Duration::from_secs(60)).await;
     let (after, cpu_after, window) = (scrape(metrics)?, cpu_seconds(pid)?, at.elapsed().as_secs_f64());
+    let rest_events = events_since(&client, since).await?;
     let rest_writes =
         metric_sum(&after, "carpentry_api_writes_total", &[]) - metric_sum(&before, "carpentry_api_writes_total", &[]);
     let (d0, c0) = pass_seconds(&before, "scheduling");
@@ -317,7 +339,7 @@ async fn scale() -> Result<()> {
         .filter(|(kind, _)| !kind.ends_with(" Event"))
         .map(|(kind, n)| n - before.get(kind).copied().unwrap_or(0.0))
         .sum();
-    eprintln!("scale: writes at rest: {}", writes_by_kind(&before, &after));
+    eprintln!("scale: writes at rest: {}; events written: {rest_events}", writes_by_kind(&before, &after));
     ensure!(
         objects == 0.0,
         "{objects} writes to objects in a minute at rest (none expected): {}",

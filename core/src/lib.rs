@@ -60,8 +60,8 @@ pub use disruption::explain::{
     render_node, render_node_styled, render_nodepool, NodeExplanation, NodePoolExplanation, NodeVerdict,
 };
 pub use manifest::{
-    load, load_from_api_server, load_from_api_server_skipping, HeldDecision, LiveLoad, LoadError, Manifests, Problem,
-    Skipped, ViewGap,
+    load, load_from_api_server, load_from_api_server_skipping, HeldDecision, LiveLoad, LiveObject, LoadError,
+    Manifests, Problem, Skipped, ViewGap,
 };
 pub use scheduling::explain::{render_unschedulable, PodExplanation, Unschedulable};
 pub use scheduling::{schedule, Results};

@@ -419,13 +419,7 @@ impl<P: CloudProvider> Reconciler<P> {
         if !self.leader.leading() || !self.view.unsynced().is_empty() {
             return None;
         }
-        let loaded = match self.view.load() {
-            Ok(loaded) => loaded,
-            Err(e) => {
-                warn!(error = %carpentry_core::error_chain(&e), "the cluster view does not load; nothing is decided");
-                return None;
-            }
-        };
+        let loaded = self.view.load();
         self.report_skipped(&loaded).await;
         // A Node or NodeClaim that does not load leaves the capacity unknown: counting it,
         // launching beside it or collecting its instance would be decided on a partial view.

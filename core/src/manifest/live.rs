@@ -8,9 +8,11 @@
 //! `nodepool/validation` controller, which marks the NodePool `ValidationSucceeded=False` and so
 //! keeps the provisioner from using it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::{yaml, LoadError, Loader, Manifests, ObjectRef, Problem};
+use serde_json::Value;
+
+use super::{defined_twice, yaml, LoadError, Loader, Manifests, ObjectRef, Problem, ProblemKind};
 use crate::api::nodepool::NodePool;
 
 /// What a live read's [`Loader`] notes beside the objects.
@@ -206,5 +208,91 @@ pub fn load_from_api_server_skipping(text: &str) -> Result<LiveLoad, LoadError> 
             let problems = problems_by_document.into_values().flatten().collect();
             return Err(LoadError { problems, warnings: loader.warnings });
         }
+    }
+}
+
+/// One object of a live read, loaded on its own: a reader that keeps its objects (the
+/// controller's view) loads an object again only when it changes, and assembles the read from
+/// what it kept ([`LiveLoad::from_objects`]) instead of writing every object out and reading it
+/// back on every decision.
+///
+/// It is loaded as [`load_from_api_server_skipping`] loads one document, from the value the API
+/// server returned (with its `apiVersion` and `kind`; [`super::ListedResource::prepare`]). There is
+/// no text, so problems name the field but not a line.
+#[derive(Debug, Clone)]
+pub struct LiveObject {
+    /// The object, when it loads (a kind carpentry does not read leaves this empty and a warning).
+    loaded: Manifests,
+    problems: Vec<Problem>,
+    warnings: Vec<Problem>,
+    /// A NodePool that decodes but fails validation (see [`LiveLoad::invalid_nodepools`]).
+    invalid_nodepools: Vec<NodePool>,
+    /// The node a Pod or VolumeAttachment is on.
+    node: Option<String>,
+}
+
+impl LiveObject {
+    pub fn load(value: Value) -> LiveObject {
+        let start = yaml::Position { line: 1, column: 1 };
+        let doc = yaml::Document { index: 1, start, value, positions: HashMap::new() };
+        let mut loader =
+            Loader { newer_kubernetes_fields_allowed: true, live: Some(Notes::default()), ..Loader::default() };
+        loader.document(&doc);
+        let notes = loader.live.take().unwrap_or_default();
+        LiveObject {
+            loaded: loader.manifests,
+            problems: loader.problems,
+            warnings: loader.warnings,
+            invalid_nodepools: notes.invalid_nodepools,
+            node: notes.bound_pods.into_values().next(),
+        }
+    }
+
+    /// The object loads (it is not left out of a read).
+    pub fn loads(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// `problems` moved to `document`.
+fn renumbered(problems: &[Problem], document: usize) -> Vec<Problem> {
+    problems.iter().map(|p| Problem { document, ..p.clone() }).collect()
+}
+
+impl LiveLoad {
+    /// The read of `objects`, in order: what [`load_from_api_server_skipping`] returns for a text
+    /// holding them one per document (the n-th object is document n), but for the lines
+    /// problems are on.
+    pub fn from_objects<'a>(objects: impl IntoIterator<Item = &'a LiveObject>) -> LiveLoad {
+        let mut read = LiveLoad::default();
+        for (i, object) in objects.into_iter().enumerate() {
+            let document = i + 1;
+            let mut problems = renumbered(&object.problems, document);
+            if problems.is_empty() {
+                // As a read of one text: the second definition of an object is left out.
+                let twice = object.loaded.origins.keys().find_map(|o| Some((o, read.manifests.origins.get(o)?)));
+                if let Some((o, first)) = twice {
+                    problems.push(Problem {
+                        kind: ProblemKind::Validation,
+                        document,
+                        object: Some(o.clone()),
+                        field: Some("metadata.name".into()),
+                        position: yaml::Position { line: 1, column: 1 },
+                        message: defined_twice(o, first),
+                    });
+                }
+            }
+            if problems.is_empty() {
+                read.manifests.extend_cloned(&object.loaded, document);
+                read.manifests.warnings.extend(renumbered(&object.warnings, document));
+                continue;
+            }
+            read.invalid_nodepools.extend_from_slice(&object.invalid_nodepools);
+            let reference = problems.iter().find_map(|p| p.object.clone());
+            let node = object.node.clone();
+            let gap = gap_of(reference.as_ref(), node.is_some());
+            read.skipped.push(Skipped { document, object: reference, gap, node, problems });
+        }
+        read
     }
 }

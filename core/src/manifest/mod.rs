@@ -33,7 +33,7 @@ use crate::api::nodepool::NodePool;
 use crate::api::validation::Validate;
 use crate::conversion::{self, ConversionNote, LegacyObject};
 pub use api_resources::{api_documents, ListedResource, LISTED_RESOURCES};
-pub use live::{load_from_api_server_skipping, HeldDecision, LiveLoad, Skipped, ViewGap};
+pub use live::{load_from_api_server_skipping, HeldDecision, LiveLoad, LiveObject, Skipped, ViewGap};
 pub use snapshot::{write_snapshot, SnapshotError, WrittenSnapshot};
 pub use yaml::Position;
 
@@ -239,6 +239,59 @@ impl Manifests {
         self.origins.extend(origins);
         self.warnings.extend(warnings);
         Ok(())
+    }
+
+    /// Appends copies of `other`'s objects, their origins moved to `document` (a live read
+    /// assembled from objects loaded one at a time, see [`LiveObject`]). Scenarios, steps,
+    /// expectations and warnings are not a live read's and are not copied.
+    fn extend_cloned(&mut self, other: &Manifests, document: usize) {
+        // Destructured exhaustively so that a new kind of object cannot be dropped silently.
+        let Manifests {
+            nodepools,
+            nodeclaims,
+            nodeclasses,
+            legacy,
+            pods,
+            nodes,
+            deployments,
+            replicasets,
+            statefulsets,
+            jobs,
+            daemonsets,
+            pdbs,
+            pvcs,
+            pvs,
+            storageclasses,
+            csinodes,
+            volumeattachments,
+            priorityclasses,
+            namespaces,
+            scenario: _,
+            step_objects: _,
+            expectations: _,
+            origins,
+            warnings: _,
+        } = other;
+        self.nodepools.extend_from_slice(nodepools);
+        self.nodeclaims.extend_from_slice(nodeclaims);
+        self.nodeclasses.extend_from_slice(nodeclasses);
+        self.legacy.extend_from_slice(legacy);
+        self.pods.extend_from_slice(pods);
+        self.nodes.extend_from_slice(nodes);
+        self.deployments.extend_from_slice(deployments);
+        self.replicasets.extend_from_slice(replicasets);
+        self.statefulsets.extend_from_slice(statefulsets);
+        self.jobs.extend_from_slice(jobs);
+        self.daemonsets.extend_from_slice(daemonsets);
+        self.pdbs.extend_from_slice(pdbs);
+        self.pvcs.extend_from_slice(pvcs);
+        self.pvs.extend_from_slice(pvs);
+        self.storageclasses.extend_from_slice(storageclasses);
+        self.csinodes.extend_from_slice(csinodes);
+        self.volumeattachments.extend_from_slice(volumeattachments);
+        self.priorityclasses.extend_from_slice(priorityclasses);
+        self.namespaces.extend_from_slice(namespaces);
+        self.origins.extend(origins.iter().map(|(o, origin)| (o.clone(), Origin { document, ..origin.clone() })));
     }
 
     /// Nothing at all: no object, Scenario, step, expectation or warning.
@@ -580,18 +633,17 @@ impl Loader {
         };
         if accepted {
             if let Some(previous) = self.manifests.origins.insert(reference.clone(), origin) {
-                let p = ctx.problem(
-                    ProblemKind::Validation,
-                    Some("metadata.name"),
-                    format!(
-                        "{reference} is defined twice (first in document {}, {})",
-                        previous.document, previous.position
-                    ),
-                );
+                let p =
+                    ctx.problem(ProblemKind::Validation, Some("metadata.name"), defined_twice(&reference, &previous));
                 self.problems.push(p);
             }
         }
     }
+}
+
+/// The problem with a second definition of an object.
+fn defined_twice(object: &ObjectRef, first: &Origin) -> String {
+    format!("{object} is defined twice (first in document {}, {})", first.document, first.position)
 }
 
 /// Decodes `value` into `T`, reporting type errors and fields `T` does not have.

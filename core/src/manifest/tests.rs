@@ -380,3 +380,78 @@ fn a_live_read_leaves_out_what_does_not_load_and_says_what_that_takes_from_the_v
     assert_eq!(load_from_api_server_skipping(NODEPOOL).unwrap().gap(), None);
     assert!(load_from_api_server_skipping("a: [unclosed").is_err());
 }
+
+#[test]
+fn a_live_read_assembled_from_objects_loaded_one_at_a_time_is_the_read_of_their_text() {
+    let bad_nodepool = NODEPOOL
+        .replace("name: default\nspec", "name: bogus\nspec")
+        .replace("[\"spot\", \"on-demand\"]", "[\"bogus\"]");
+    let pod = |name: &str, node: &str, cpu: &str, extra: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  nodeName: \"{node}\"\n{extra}  containers: [{{name: c, image: x, resources: {{requests: {{cpu: \"{cpu}\"}}}}}}]\n"
+        )
+    };
+    let docs = [
+        NODEPOOL.to_string(),
+        bad_nodepool,
+        NODECLASS.to_string(),
+        pod("pending-ok", "", "1", ""),
+        pod("newer-field", "n1", "1", "  futureField: 1\n"),
+        pod("pending-bad", "", "1x", ""),
+        pod("bound-bad", "n1", "1y", ""),
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nstatus: {capacity: {cpu: \"4x\"}}\n".into(),
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n2}\nstatus: {capacity: {cpu: \"4\"}}\n".into(),
+        NODEPOOL.to_string(),
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n".into(),
+    ];
+    let whole = load_from_api_server_skipping(&docs.join("---\n")).unwrap();
+    let objects: Vec<LiveObject> = docs
+        .iter()
+        .map(|d| {
+            let mut value = None;
+            yaml::each_document(d, &mut |doc| value = Some(doc.value)).unwrap();
+            LiveObject::load(value.unwrap())
+        })
+        .collect();
+    assert_eq!(objects.iter().filter(|o| !o.loads()).count(), 4);
+    let assembled = LiveLoad::from_objects(&objects);
+    // Everything but the lines problems are on (the objects have no text) is the same.
+    let at_start = |p: &Problem| Problem { position: Position { line: 1, column: 1 }, ..p.clone() };
+    let shown = |live: &LiveLoad| {
+        let mut m = live.manifests.clone();
+        m.warnings = m.warnings.iter().map(at_start).collect();
+        for origin in m.origins.values_mut() {
+            origin.position = Position { line: 1, column: 1 };
+        }
+        let skipped: Vec<Skipped> = live
+            .skipped
+            .iter()
+            .map(|s| Skipped { problems: s.problems.iter().map(at_start).collect(), ..s.clone() })
+            .collect();
+        format!("{m:#?}\n{skipped:#?}\n{:#?}", live.invalid_nodepools)
+    };
+    assert_eq!(shown(&assembled), shown(&whole));
+    // The read holds what the parts say: documents numbered by object, warnings and gaps kept.
+    let skipped: Vec<_> = assembled.skipped.iter().map(|s| (s.document, s.gap)).collect();
+    assert_eq!(
+        skipped,
+        [
+            (2, ViewGap::Object),
+            (6, ViewGap::Object),
+            (7, ViewGap::Workloads),
+            (8, ViewGap::Capacity),
+            (10, ViewGap::Object)
+        ]
+    );
+    assert!(
+        assembled.skipped[4].summary().contains("defined twice (first in document 1"),
+        "{:?}",
+        assembled.skipped[4]
+    );
+    assert_eq!(assembled.manifests.warnings.iter().map(|w| w.document).collect::<Vec<_>>(), [5, 11]);
+    assert_eq!(
+        assembled.manifests.origins[&ObjectRef { kind: "Node".into(), namespace: None, name: "n2".into() }].document,
+        9
+    );
+    assert_eq!(assembled.invalid_nodepools.len(), 1);
+}
