@@ -231,13 +231,19 @@ async fn drive<P: cloud::CloudProvider>(
 
     // The reconcilers end only on shutdown: if they end before (a panic), the process stops with
     // an error, to be restarted clean, instead of serving a healthy /healthz with nothing acting.
+    // So does a watch that panicked: its part of the view would be frozen.
     let leadership_lost = leader.lost();
-    let mut lost = None;
+    let view_broken = view.broken();
+    let (mut lost, mut broken) = (None, None);
     let stopped_early = tokio::select! {
         _ = wait_for_signal() => None,
         ended = &mut reconciling => Some(ended),
         why = leadership_lost => {
             lost = Some(why);
+            None
+        }
+        why = view_broken => {
+            broken = Some(why);
             None
         }
     };
@@ -255,7 +261,7 @@ async fn drive<P: cloud::CloudProvider>(
             if let Err(e) = reconciling.await {
                 warn!(error = %e, "the reconcilers panicked");
             }
-            None
+            broken
         }
     };
     for (name, task) in [("health server", health), ("metrics server", metrics)] {

@@ -24,7 +24,7 @@ use kube::core::GroupVersionKind;
 use kube::discovery::ApiResource;
 use kube::runtime::utils::Backoff;
 use kube::runtime::watcher;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 /// Kinds watched in `--namespace` only when it is given (the rest are cluster-scoped, or read
 /// cluster-wide because they shape every node: DaemonSets).
@@ -45,8 +45,10 @@ pub struct ClusterView {
     watched: Vec<Watched>,
     /// Objects loaded for core since the view started.
     decoded: Arc<AtomicU64>,
-    /// Notified on every watch event (permits coalesce: one wake-up for a burst).
+    /// Notified on every change to the view (permits coalesce: one wake-up for a burst).
     changed: Arc<tokio::sync::Notify>,
+    /// Why a watch ended before shutdown (it panicked), once one has.
+    broken: Arc<tokio::sync::watch::Sender<Option<String>>>,
 }
 
 impl ClusterView {
@@ -58,6 +60,7 @@ impl ClusterView {
     ) -> ClusterView {
         let changed = Arc::new(tokio::sync::Notify::new());
         let decoded = Arc::new(AtomicU64::new(0));
+        let broken = Arc::new(tokio::sync::watch::Sender::new(None));
         let watched = LISTED_RESOURCES
             .iter()
             .map(|resource| {
@@ -72,7 +75,7 @@ impl ClusterView {
                 let objects = Arc::new(Mutex::new(Objects::new(*resource, decoded.clone())));
                 let synced = Arc::new(AtomicBool::new(false));
                 let failing = Arc::new(Mutex::new(None));
-                tokio::spawn(watch(
+                let watching = tokio::spawn(watch(
                     *resource,
                     api,
                     objects.clone(),
@@ -81,10 +84,11 @@ impl ClusterView {
                     changed.clone(),
                     shutdown.clone(),
                 ));
+                tokio::spawn(report_panic(resource.name(), watching, broken.clone()));
                 Watched { resource: *resource, objects, synced, failing }
             })
             .collect();
-        ClusterView { watched, decoded, changed }
+        ClusterView { watched, decoded, changed, broken }
     }
 
     /// What the reconcilers wait on between passes.
@@ -116,6 +120,21 @@ impl ClusterView {
             self.watched.iter().flat_map(|w| lock(&w.objects).current.values().cloned().collect::<Vec<_>>()).collect();
         let live = LiveLoad::from_objects(entries.iter().map(|e| &e.object));
         Loaded { live, references: entries.iter().map(|e| e.reference.clone()).collect() }
+    }
+
+    /// Resolves, with why, once a watch has ended before shutdown (a panic while loading an
+    /// object): that resource's view would be frozen from then on, so the process stops, to be
+    /// restarted clean, as it does when the reconcilers panic.
+    pub fn broken(&self) -> impl std::future::Future<Output = String> + Send + 'static {
+        let mut broken = self.broken.subscribe();
+        async move {
+            let why = broken.wait_for(Option::is_some).await.map(|why| why.clone().unwrap_or_default());
+            match why {
+                Ok(why) => why,
+                // The view is gone (shutdown): nothing broke.
+                Err(_) => std::future::pending().await,
+            }
+        }
     }
 
     /// Objects loaded for core since the view started (an object is loaded again only when it
@@ -262,6 +281,21 @@ pub(crate) fn expired(error: &watcher::Error) -> bool {
     matches!(error, watcher::Error::WatchError(status) if status.code == 410)
 }
 
+/// Waits for a watch's task; says why in `broken` if it panicked.
+async fn report_panic(
+    resource: String,
+    watching: tokio::task::JoinHandle<()>,
+    broken: Arc<tokio::sync::watch::Sender<Option<String>>>,
+) {
+    if let Err(e) = watching.await {
+        if e.is_panic() {
+            let why = format!("the {resource} watch panicked: {e}");
+            error!("{why}");
+            broken.send_replace(Some(why));
+        }
+    }
+}
+
 /// Runs one watch into its store until shutdown, with [`Retry`] between failures.
 async fn watch(
     resource: ListedResource,
@@ -287,11 +321,15 @@ async fn watch(
             Some(Ok(watcher::Event::Init)) => lock(&objects).apply(watcher::Event::Init),
             Some(Ok(event)) => {
                 let init_done = matches!(event, watcher::Event::InitDone);
+                // A listed object changes nothing until the list is complete: no one is woken.
+                let changes = !matches!(event, watcher::Event::InitApply(_));
                 // Loaded under the store's lock: an object loads in about a quarter of a
                 // millisecond, and reads take the lock only to copy pointers.
                 lock(&objects).apply(event);
                 retry.answered();
-                changed.notify_one();
+                if changes {
+                    changed.notify_one();
+                }
                 if let Ok(mut f) = failing.lock() {
                     if f.take().is_some() {
                         info!(resource = %name, "watch recovered");
@@ -351,6 +389,7 @@ mod tests {
             }],
             decoded: decoded.clone(),
             changed: Arc::default(),
+            broken: Arc::new(tokio::sync::watch::Sender::new(None)),
         };
         let apply = |event| lock(&view.watched[0].objects).apply(event);
         let names = |loaded: &Loaded| {
@@ -385,5 +424,18 @@ mod tests {
         let loaded = view.load();
         assert_eq!((view.decoded_total(), names(&loaded), loaded.live.skipped.len()), (4, vec!["b".to_string()], 0));
         assert_eq!(view.counts(), [("pods".to_string(), 1)]);
+    }
+
+    #[tokio::test]
+    async fn a_watch_that_panics_breaks_the_view_and_one_that_ends_does_not() {
+        let broken = Arc::new(tokio::sync::watch::Sender::new(None));
+        let view = ClusterView { watched: Vec::new(), decoded: Arc::default(), changed: Arc::default(), broken };
+        let ended = tokio::spawn(async {});
+        report_panic("pods".into(), ended, view.broken.clone()).await;
+        assert!(view.broken.borrow().is_none());
+        let panicked = tokio::spawn(async { panic!("an object that does not load") });
+        report_panic("pods".into(), panicked, view.broken.clone()).await;
+        let why = tokio::time::timeout(Duration::from_secs(5), view.broken()).await.expect("broken");
+        assert!(why.starts_with("the pods watch panicked"), "{why}");
     }
 }

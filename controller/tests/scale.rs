@@ -124,12 +124,13 @@ fn scrape(port: u16) -> Result<String> {
     Ok(body)
 }
 
-/// The events written since `since` (new ones, and repeats counted into a series), by reason and
+/// The events the controller (reporting as `karpenter`) wrote since `since` (new ones, and repeats counted into a series), by reason and
 /// by whether they were new: `Unconsolidatable 30 new, DisruptionBlocked 2 repeated`.
 async fn events_since(client: &Client, since: k8s_openapi::jiff::Timestamp) -> Result<String> {
     let events: Api<Event> = Api::all(client.clone());
     let mut by_reason: BTreeMap<(String, &str), usize> = BTreeMap::new();
-    for e in events.list(&ListParams::default()).await?.items {
+    let ours = |e: &Event| e.reporting_controller.as_deref() == Some("karpenter");
+    for e in events.list(&ListParams::default()).await?.items.into_iter().filter(ours) {
         let reason = e.reason.clone().unwrap_or_default();
         if e.event_time.as_ref().is_some_and(|t| t.0 >= since) {
             *by_reason.entry((reason, "new")).or_default() += 1;
@@ -269,6 +270,7 @@ async fn scale() -> Result<()> {
     // The real controller.
     let (controller, health, metrics) = start_alone(env, &ns, &[])?;
     let started = Instant::now();
+    let started_at = k8s_openapi::jiff::Timestamp::now();
     let nodeclaims =
         Api::<DynamicObject>::all_with(client.clone(), &resource("karpenter.sh", "NodeClaim", "nodeclaims"));
     let ours = format!("karpenter.sh/nodepool={nodepool}");
@@ -288,6 +290,8 @@ async fn scale() -> Result<()> {
     .await
     .with_context(|| controller.log())?;
     let all_running = started.elapsed();
+    let rising_events = events_since(&client, started_at).await?;
+    let log_began = log.lines().find_map(log_seconds).unwrap_or(f64::NAN);
     let body = scrape(metrics)?;
     let writes = metric_sum(&body, "carpentry_api_writes_total", &[]);
     let (prov_sum, prov_count) = pass_seconds(&body, "scheduling");
@@ -300,6 +304,10 @@ async fn scale() -> Result<()> {
         prov_sum * 1000.0,
         writes_by_kind(&BTreeMap::new(), &writes_of(&body)),
         memory_mib(pid, "VmHWM")?
+    );
+    eprintln!(
+        "scale: controller: first log line → round logged {:.1} s; events written while scaling up: {rising_events}",
+        round_at - log_began
     );
     let count = nodeclaims.list(&ListParams::default().labels(&ours)).await?.items.len();
     ensure!(count == planned, "{count} NodeClaims for the {planned} the dry run planned");

@@ -217,8 +217,10 @@ pub fn load_from_api_server_skipping(text: &str) -> Result<LiveLoad, LoadError> 
 /// back on every decision.
 ///
 /// It is loaded as [`load_from_api_server_skipping`] loads one document, from the value the API
-/// server returned (with its `apiVersion` and `kind`; [`super::ListedResource::prepare`]). There is
-/// no text, so problems name the field but not a line.
+/// server returned (with its `apiVersion` and `kind`; [`super::ListedResource::prepare`]): an object
+/// of a kind the API server serves (a Scenario or an Expectations document is not a live read's).
+/// There is no text, so problems name the field but not a line: every position is the object's
+/// start (line 1, column 1), in messages too (an object defined twice).
 #[derive(Debug, Clone)]
 pub struct LiveObject {
     /// The object, when it loads (a kind carpentry does not read leaves this empty and a warning).
