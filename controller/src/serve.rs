@@ -3,6 +3,7 @@
 //! view as a Scenario file, redacted as `kubectl karpenter snapshot` redacts). Metrics port:
 //! Prometheus `/metrics`, computed from the view when scraped.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -15,6 +16,7 @@ use axum::Router;
 use carpentry_core::manifest::scenario::Scenario;
 use carpentry_core::manifest::write_snapshot;
 use carpentry_core::nodeclaim::lifecycle::{phase, Phase};
+use carpentry_core::pod::POD_STATE_LABELS;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -146,6 +148,8 @@ type Labels = Vec<(String, String)>;
 async fn prometheus(Extract(state): Extract<State>) -> Response {
     let mut root = Registry::default();
     state.metrics.register(&mut root);
+    // upstream's `karpenter_pods_state` (pkg/controllers/metrics/pod), one series per pod.
+    let pods_state = Family::<Labels, Gauge>::default();
     let registry = root.sub_registry_with_prefix("carpentry");
     let objects = Family::<Labels, Gauge>::default();
     for (resource, count) in state.view.counts() {
@@ -199,7 +203,20 @@ async fn prometheus(Extract(state): Extract<State>) -> Response {
             nodeclaims.get_or_create(&vec![("nodepool".into(), nodepool), ("phase".into(), phase.into())]).inc();
         }
         registry.register("nodeclaims", "NodeClaims by NodePool and lifecycle phase", nodeclaims);
+        let nodes: HashMap<&str, &k8s_openapi::api::core::v1::Node> =
+            m.nodes.iter().filter_map(|n| Some((n.metadata.name.as_deref()?, n))).collect();
+        for pod in &m.pods {
+            let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).and_then(|n| nodes.get(n).copied());
+            let values = carpentry_core::pod::pod_state_labels(pod, node);
+            let labels: Labels = POD_STATE_LABELS.iter().map(|k| (*k).to_string()).zip(values).collect();
+            pods_state.get_or_create(&labels).set(1);
+        }
     }
+    root.sub_registry_with_prefix("karpenter").register(
+        "pods_state",
+        "Pod state is the current state of pods. This metric can be used several ways as it is labeled by the pod name, namespace, owner, node, nodepool name, zone, architecture, capacity type, instance type, pod phase, and pod readiness.",
+        pods_state,
+    );
     let mut body = String::new();
     match encode(&mut body, &root) {
         Ok(()) => ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], body)

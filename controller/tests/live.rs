@@ -306,6 +306,11 @@ async fn dry_run_watches_serves_a_snapshot_and_leads() -> Result<()> {
     for sample in ["carpentry_pods_pending ", "carpentry_view_objects{resource=\"nodepools.karpenter.sh\"} "] {
         ensure!(body.lines().any(|l| l.starts_with(sample)), "/metrics lacks {sample:?}:\n{body}");
     }
+    // upstream's per-pod state, for the pending pod no node is made for.
+    let picky = format!(
+        "karpenter_pods_state{{name=\"picky\",namespace=\"{ns}\",owner=\"\",node=\"\",scheduled=\"false\",nodepool=\"\",zone=\"\",arch=\"\",capacity_type=\"\",instance_type=\"\",phase=\"Pending\",ready=\"false\",managed=\"false\"}} 1"
+    );
+    ensure!(body.lines().any(|l| l == picky), "/metrics lacks {picky:?}:\n{body}");
     // A dry run writes nothing but events.
     let writes = metric_sum(&body, "carpentry_api_writes_total", &[]);
     let events = metric_sum(&body, "carpentry_api_writes_total", &[("resource", "Event")]);

@@ -1,13 +1,16 @@
 //! Pod helpers every layer above uses (upstream `pkg/utils/pod` and `pkg/utils/pdb`, v1.14.1):
 //! a pod's identity, whether it is active, who owns it, the `karpenter.sh/do-not-disrupt`
-//! protection (`do_not_disrupt`) and whether a pod of a deleting node is rescheduled.
+//! protection (`do_not_disrupt`), whether a pod of a deleting node is rescheduled, and the labels
+//! of its `karpenter_pods_state` series (`metrics`).
 //!
 //! A leaf: it reads Kubernetes objects, labels and durations, and no scheduling, disruption or
 //! simulation type.
 
 pub(crate) mod do_not_disrupt;
+pub mod metrics;
 
 pub use do_not_disrupt::{node_value_ignored, pod_value_ignored, IgnoredValue};
+pub use metrics::{pod_state_labels, POD_STATE_LABELS};
 
 use std::fmt;
 
