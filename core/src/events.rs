@@ -4,8 +4,13 @@
 //! API write per object and message every 2 minutes, not one a pass.
 //!
 //! Upstream keys an event by its reason and its dedupe values (the object, for some events more);
-//! carpentry keys every event by object, reason and message, so that a new message on the same
-//! object is never swallowed by an old one. A repeat that comes after the dedupe timeout but while
+//! carpentry keys an event by object, reason and message, so that a new message on the same
+//! object is not swallowed by an old one, except `Unconsolidatable`, keyed by object and reason as
+//! upstream keys it (`pkg/controllers/disruption/events/events.go`): once per node every 15
+//! minutes, whatever the message (a 500-node scale-up wrote 1,209 of them keyed by message, each
+//! node's verdict changing as pods landed; `kubectl karpenter explain node` says the current one).
+//! `DisruptionBlocked` stays keyed by message: carpentry's drain says with it what holds a node's
+//! termination, which upstream's key would swallow behind the disruption pass's. A repeat that comes after the dedupe timeout but while
 //! the first is still recent is counted into the first event's series (client-go
 //! `tools/events`: an event's series is kept while its repeats come within 6 minutes), so the API
 //! server holds one object per distinct event, not one per 2 minutes.
@@ -23,6 +28,8 @@ use std::collections::BTreeMap;
 
 /// upstream `defaultDedupeTimeout`.
 pub const DEDUPE_TIMEOUT_SECONDS: i64 = 2 * 60;
+/// upstream `Unconsolidatable`'s `DedupeTimeout`.
+pub const UNCONSOLIDATABLE_DEDUPE_SECONDS: i64 = 15 * 60;
 /// How long after its last repeat an event's series is continued (client-go `tools/events`
 /// `finishTime`); a repeat after that is a new event.
 pub const SERIES_SECONDS: i64 = 6 * 60;
@@ -57,6 +64,10 @@ pub enum Publication<T> {
 #[derive(Debug, Clone)]
 struct Published<T> {
     at: i64,
+    /// The event's dedupe timeout.
+    timeout: i64,
+    /// The message written (an event keyed without it repeats only the same message).
+    message: String,
     count: u32,
     /// The written event; `None` for one the rate limit dropped (nothing to count a repeat into).
     handle: Option<T>,
@@ -112,6 +123,24 @@ impl<T> Default for Dedupe<T> {
     }
 }
 
+/// The dedupe timeout of the events upstream keys by object and reason alone (their
+/// `DedupeValues` hold only the object's UID); `None` for the rest (keyed by message too, 2
+/// minutes).
+fn keyed_by_object(reason: &str) -> Option<i64> {
+    match reason {
+        "Unconsolidatable" => Some(UNCONSOLIDATABLE_DEDUPE_SECONDS),
+        _ => None,
+    }
+}
+
+/// The key an event is remembered by, and its dedupe timeout.
+fn dedupe_key(key: &EventKey) -> (EventKey, i64) {
+    match keyed_by_object(&key.reason) {
+        Some(timeout) => (EventKey { message: String::new(), ..key.clone() }, timeout),
+        None => (key.clone(), DEDUPE_TIMEOUT_SECONDS),
+    }
+}
+
 impl<T: Clone> Dedupe<T> {
     /// What publishing `key` at `now` comes to. Nothing is recorded: call [`Dedupe::published`]
     /// once the API server took the write (upstream records when it lets an event through;
@@ -119,18 +148,22 @@ impl<T: Clone> Dedupe<T> {
     /// tried again by the next pass, not 2 minutes later).
     pub fn publication(&mut self, key: &EventKey, now: i64) -> Publication<T> {
         if now >= self.next_sweep {
-            self.published.retain(|_, p| now - p.at < SERIES_SECONDS);
+            self.published.retain(|_, p| now - p.at < SERIES_SECONDS.max(p.timeout));
             self.next_sweep = now.saturating_add(SWEEP_EVERY_SECONDS);
         }
-        let publication = match self.published.get(key) {
-            Some(p) if now - p.at < DEDUPE_TIMEOUT_SECONDS => return Publication::Suppressed,
-            Some(Published { at, count, handle: Some(handle) }) if now - at < SERIES_SECONDS => {
+        let (stored, timeout) = dedupe_key(key);
+        let publication = match self.published.get(&stored) {
+            Some(p) if now - p.at < timeout => return Publication::Suppressed,
+            Some(Published { at, count, handle: Some(handle), message, .. })
+                if now - at < SERIES_SECONDS && *message == key.message =>
+            {
                 Publication::Repeat { of: handle.clone(), count: count.saturating_add(1) }
             }
             _ => Publication::New,
         };
         if key.reason == NOMINATED && !self.nominations.try_accept(now) {
-            self.published.insert(key.clone(), Published { at: now, count: 0, handle: None });
+            let dropped = Published { at: now, timeout, message: key.message.clone(), count: 0, handle: None };
+            self.published.insert(stored, dropped);
             return Publication::Suppressed;
         }
         publication
@@ -142,7 +175,9 @@ impl<T: Clone> Dedupe<T> {
             Publication::Repeat { count, .. } => *count,
             Publication::New | Publication::Suppressed => 1,
         };
-        self.published.insert(key, Published { at: now, count, handle: Some(handle) });
+        let (stored, timeout) = dedupe_key(&key);
+        let message = key.message;
+        self.published.insert(stored, Published { at: now, timeout, message, count, handle: Some(handle) });
     }
 
     /// How many events are remembered.
@@ -177,7 +212,7 @@ mod tests {
     #[test]
     fn an_event_is_published_once_per_object_reason_and_message_every_two_minutes() {
         let mut d = Dedupe::default();
-        let blocked = key("Node/a", "DisruptionBlocked", "pod x has do-not-disrupt");
+        let blocked = key("Node/a", "AwaitingVolumeDetachment", "volume vol-1 is attached");
         // A write that failed is not recorded: the next pass tries again.
         assert_eq!(d.publication(&blocked, 0), Publication::New);
         assert_eq!(publish(&mut d, &blocked, 0), Publication::New);
@@ -186,9 +221,9 @@ mod tests {
         }
         // Another object, reason or message is its own event.
         for other in [
-            key("Node/b", "DisruptionBlocked", "pod x has do-not-disrupt"),
-            key("Node/a", "Unconsolidatable", "pod x has do-not-disrupt"),
-            key("Node/a", "DisruptionBlocked", "a PDB prevents pod evictions"),
+            key("Node/b", "AwaitingVolumeDetachment", "volume vol-1 is attached"),
+            key("Node/a", "FailedDraining", "volume vol-1 is attached"),
+            key("Node/a", "AwaitingVolumeDetachment", "volume vol-2 is attached"),
         ] {
             assert_eq!(publish(&mut d, &other, 5), Publication::New, "{other:?}");
         }
@@ -205,6 +240,33 @@ mod tests {
         let later = 2 * DEDUPE_TIMEOUT_SECONDS + SERIES_SECONDS;
         assert_eq!(publish(&mut d, &blocked, later), Publication::New);
         assert_eq!(d.len(), 1);
+    }
+
+    #[test]
+    fn unconsolidatable_is_keyed_by_node_as_upstreams() {
+        let mut d = Dedupe::default();
+        let unconsolidatable = |why: &str| key("Node/a", "Unconsolidatable", why);
+        assert_eq!(publish(&mut d, &unconsolidatable("pods would not fit"), 0), Publication::New);
+        // Another verdict within 15 minutes is not written (the first stays the node's event).
+        for t in [1, DEDUPE_TIMEOUT_SECONDS, SERIES_SECONDS, UNCONSOLIDATABLE_DEDUPE_SECONDS - 1] {
+            assert_eq!(publish(&mut d, &unconsolidatable("a cheaper type is not there"), t), Publication::Suppressed);
+        }
+        // Another node is its own; past 15 minutes (longer than a series) the node's is new again.
+        assert_eq!(publish(&mut d, &key("Node/b", "Unconsolidatable", "x"), 5), Publication::New);
+        assert_eq!(
+            publish(&mut d, &unconsolidatable("a cheaper type is not there"), UNCONSOLIDATABLE_DEDUPE_SECONDS),
+            Publication::New
+        );
+        // DisruptionBlocked keeps carpentry's key: another message is another event.
+        let blocked = |why: &str| key("Node/c", "DisruptionBlocked", why);
+        assert_eq!(publish(&mut d, &blocked("pod x has do-not-disrupt"), 0), Publication::New);
+        assert_eq!(publish(&mut d, &blocked("pod x is not evicted before"), 60), Publication::New);
+        // Swept only after the longest timeout: the 15-minute key outlives a series.
+        publish(&mut d, &key("Node/z", "Other", "x"), UNCONSOLIDATABLE_DEDUPE_SECONDS + SERIES_SECONDS - 1);
+        assert_eq!(
+            publish(&mut d, &unconsolidatable("x"), UNCONSOLIDATABLE_DEDUPE_SECONDS + 60),
+            Publication::Suppressed
+        );
     }
 
     #[test]

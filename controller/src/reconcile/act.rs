@@ -202,8 +202,9 @@ impl Act {
     }
 
     /// Publishes an event (also in dry-run: events are how a shadow controller reports), as core's
-    /// [`carpentry_core::events`] decides: not again within 2 minutes of the same event on the
-    /// same object, a later repeat counted into the first event's series.
+    /// [`carpentry_core::events`] decides: not again within the same event's dedupe timeout on the
+    /// same object (2 minutes; 15 for `Unconsolidatable`), a later repeat counted into the first
+    /// event's series.
     ///
     /// kube-runtime's `Recorder` is not used: it keys its series by object, reason and action
     /// without the message, so a second message on the same object was written as a repeat of the
@@ -230,7 +231,7 @@ impl Act {
         let publication = published().publication(&key, now);
         let written = match &publication {
             Publication::Suppressed => {
-                debug!(reason, object = ?on.name, "the same event was published within 2 minutes; not again");
+                debug!(reason, object = ?on.name, "the same event was published within its dedupe timeout; not again");
                 return;
             }
             Publication::Repeat { of, count } => match self.count_repeat(of, *count).await {
