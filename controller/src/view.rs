@@ -327,16 +327,17 @@ async fn watch(
                 // millisecond, and reads take the lock only to copy pointers.
                 lock(&objects).apply(event);
                 retry.answered();
-                if changes {
-                    changed.notify_one();
-                }
                 if let Ok(mut f) = failing.lock() {
                     if f.take().is_some() {
                         info!(resource = %name, "watch recovered");
                     }
                 }
+                // Synced before anyone is woken: the first read after the list sees it synced.
                 if init_done && !synced.swap(true, Ordering::AcqRel) {
                     info!(resource = %name, "watch synced");
+                }
+                if changes {
+                    changed.notify_one();
                 }
             }
             Some(Err(e)) if expired(&e) => {

@@ -204,15 +204,16 @@ impl Act {
     /// Publishes an event (also in dry-run: events are how a shadow controller reports), as core's
     /// [`carpentry_core::events`] decides: not again within the same event's dedupe timeout on the
     /// same object (2 minutes; 15 for `Unconsolidatable`), a later repeat counted into the first
-    /// event's series.
+    /// event's series. True when it was written now (a new event or a repeat counted); false when
+    /// suppressed, not leading, or the write failed.
     ///
     /// kube-runtime's `Recorder` is not used: it keys its series by object, reason and action
     /// without the message, so a second message on the same object was written as a repeat of the
     /// first and never shown.
-    pub async fn event(&self, on: &ObjectReference, warning: bool, reason: &str, note: String, action: &str) {
+    pub async fn event(&self, on: &ObjectReference, warning: bool, reason: &str, note: String, action: &str) -> bool {
         if !self.leading() {
             debug!(reason, object = ?on.name, "not published: this replica does not lead");
-            return;
+            return false;
         }
         let note: String = if self.dry_run { format!("dry run: {note}") } else { note }.chars().take(1000).collect();
         let key = EventKey {
@@ -232,7 +233,7 @@ impl Act {
         let written = match &publication {
             Publication::Suppressed => {
                 debug!(reason, object = ?on.name, "the same event was published within its dedupe timeout; not again");
-                return;
+                return false;
             }
             Publication::Repeat { of, count } => match self.count_repeat(of, *count).await {
                 Ok(()) => Ok(of.clone()),
@@ -245,9 +246,13 @@ impl Act {
             Publication::New => self.create_event(on, warning, reason, note, action).await,
         };
         match written {
-            Ok(event) => published().published(key, now, &publication, event),
+            Ok(event) => {
+                published().published(key, now, &publication, event);
+                true
+            }
             Err(e) => {
-                warn!(reason, object = ?on.name, error = %carpentry_core::error_chain(&e), "cannot publish an event")
+                warn!(reason, object = ?on.name, error = %carpentry_core::error_chain(&e), "cannot publish an event");
+                false
             }
         }
     }

@@ -6,7 +6,8 @@
 //! - conditions: `Drifted` (with its reason) and `Consolidatable`, as core decides them;
 //! - expiration: NodeClaims past `expireAfter` are deleted, regardless of budgets;
 //! - the loop: every 10 s core's [`disruption::decide`] runs over the view; the verdicts that
-//!   changed become `DisruptionBlocked` / `Unconsolidatable` events; emptiness and consolidation
+//!   changed become `DisruptionBlocked` / `Unconsolidatable` events (one not written yet, within
+//!   its dedupe timeout or after a failed write, is offered again each pass); emptiness and consolidation
 //!   commands wait 15 s and are validated again ([`orchestration::validate`]); a command taints its
 //!   nodes `karpenter.sh/disrupted:NoSchedule`, sets their NodeClaims' `DisruptionReason`, creates
 //!   its replacements, and deletes the nodes' NodeClaims once every replacement is initialized
@@ -14,7 +15,8 @@
 //!   command older than 10 minutes, is abandoned and the taint comes off. Disrupted taints that
 //!   belong to no command and no deletion (a restart) are removed first.
 //!
-//! Event texts are the simulation's ([`Reason`]), so the two read the same.
+//! Event texts are the simulation's ([`Reason`]), so the two read the same (the simulation logs
+//! every change; an `Unconsolidatable` event is written at most once per node every 15 minutes).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -137,7 +139,12 @@ impl<P: CloudProvider> Scheduling<P> {
                 }
             };
             let text = format!("{} {}", note(&reason), explain(&node));
-            self.act.event(&node_ref(n), false, name, text, "Disrupt").await;
+            if !self.act.event(&node_ref(n), false, name, text, "Disrupt").await {
+                // Not written (an `Unconsolidatable` within its 15 minutes, a failed write): offered
+                // again by the next pass, so that the node's last event becomes its current
+                // verdict once it can be written, as upstream's publishing every pass does.
+                self.disruption.logged.remove(&node);
+            }
         }
         let Some(cmd) = pass.command else { return };
         self.planned(m, &cmd).await;
