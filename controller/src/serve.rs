@@ -203,10 +203,14 @@ async fn prometheus(Extract(state): Extract<State>) -> Response {
             nodeclaims.get_or_create(&vec![("nodepool".into(), nodepool), ("phase".into(), phase.into())]).inc();
         }
         registry.register("nodeclaims", "NodeClaims by NodePool and lifecycle phase", nodeclaims);
-        let nodes: HashMap<&str, &k8s_openapi::api::core::v1::Node> =
-            m.nodes.iter().filter_map(|n| Some((n.metadata.name.as_deref()?, n))).collect();
         // Only the leader reports it, as upstream's metrics controller runs only on the leader.
-        for pod in m.pods.iter().filter(|_| state.leader.leading()) {
+        let leading = state.leader.leading();
+        let nodes: HashMap<&str, &k8s_openapi::api::core::v1::Node> = if leading {
+            m.nodes.iter().filter_map(|n| Some((n.metadata.name.as_deref()?, n))).collect()
+        } else {
+            HashMap::new()
+        };
+        for pod in m.pods.iter().filter(|_| leading) {
             let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).and_then(|n| nodes.get(n).copied());
             let values = carpentry_core::pod::pod_state_labels(pod, node);
             let labels: Labels = POD_STATE_LABELS.iter().map(|k| (*k).to_string()).zip(values).collect();
