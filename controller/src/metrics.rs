@@ -52,6 +52,12 @@ pub struct Metrics {
     cloud_errors: Family<Labels, Counter>,
     /// `carpentry_reconcile_pass_duration_seconds{concern}`.
     pass_duration: Histograms,
+    /// `controller_runtime_reconcile_total{controller, result}`: each per-object reconcile.
+    reconciles: Family<Labels, Counter>,
+    /// `controller_runtime_reconcile_errors_total{controller}`.
+    reconcile_errors: Family<Labels, Counter>,
+    /// `controller_runtime_reconcile_time_seconds{controller}`.
+    reconcile_time: Histograms,
 }
 
 impl Default for Metrics {
@@ -67,6 +73,9 @@ impl Default for Metrics {
             cloud_duration: Family::new_with_constructor(default_buckets),
             cloud_errors: Family::default(),
             pass_duration: Family::new_with_constructor(pass_buckets),
+            reconciles: Family::default(),
+            reconcile_errors: Family::default(),
+            reconcile_time: Family::new_with_constructor(pass_buckets),
         }
     }
 }
@@ -100,6 +109,27 @@ impl Metrics {
     pub fn register(&self, root: &mut Registry) {
         self.register_carpentry(root.sub_registry_with_prefix("carpentry"));
         self.register_karpenter(root.sub_registry_with_prefix("karpenter"));
+        self.register_controller_runtime(root.sub_registry_with_prefix("controller_runtime"));
+    }
+
+    /// controller-runtime's reconcile metrics (`pkg/internal/controller/metrics`), which upstream
+    /// Karpenter exposes for each of its controllers: here, for each per-object reconciler.
+    fn register_controller_runtime(&self, controller_runtime: &mut Registry) {
+        controller_runtime.register(
+            "reconcile",
+            "Total number of reconciliations per controller",
+            self.reconciles.clone(),
+        );
+        controller_runtime.register(
+            "reconcile_errors",
+            "Total number of reconciliation errors per controller",
+            self.reconcile_errors.clone(),
+        );
+        controller_runtime.register(
+            "reconcile_time_seconds",
+            "Length of time per reconciliation per controller",
+            self.reconcile_time.clone(),
+        );
     }
 
     fn register_carpentry(&self, carpentry: &mut Registry) {
@@ -243,6 +273,24 @@ impl Metrics {
         }
     }
 
+    /// A per-object reconcile of `controller`, begun at `started`: `None` when it failed, else
+    /// whether it asked to run again after a while.
+    pub fn reconcile(&self, controller: &str, started: Instant, requeued: Option<bool>) {
+        let by_controller = vec![label("controller", controller)];
+        self.reconcile_time.get_or_create(&by_controller).observe(started.elapsed().as_secs_f64());
+        let result = match requeued {
+            None => "error",
+            Some(true) => "requeue_after",
+            Some(false) => "success",
+        };
+        if requeued.is_none() {
+            self.reconcile_errors.get_or_create(&by_controller).inc();
+        }
+        let mut labels = by_controller;
+        labels.push(label("result", result));
+        self.reconciles.get_or_create(&labels).inc();
+    }
+
     /// A concern's pass, begun at `started`.
     pub fn pass(&self, concern: &str, started: Instant) {
         self.pass_duration.get_or_create(&vec![label("concern", concern)]).observe(started.elapsed().as_secs_f64());
@@ -267,6 +315,10 @@ mod tests {
         metrics.api_write("patch NodeClaim default-x status", false);
         metrics.api_write("evict Pod ns/p", true);
         metrics.disruption_decision(Method::SingleNodeConsolidation, "Underutilized", true);
+        let started = Instant::now();
+        metrics.reconcile("nodeclass", started, Some(true));
+        metrics.reconcile("nodeclass", started, None);
+        metrics.reconcile("nodeclass", started, None);
         let mut root = Registry::default();
         metrics.register(&mut root);
         let mut text = String::new();
@@ -275,5 +327,14 @@ mod tests {
         assert!(text.contains(r#"carpentry_api_write_errors_total{verb="evict",resource="Pod"} 1"#), "{text}");
         let decision = r#"karpenter_voluntary_disruption_decisions_total{decision="replace",reason="underutilized",consolidation_type="single"} 1"#;
         assert!(text.contains(decision), "{text}");
+        // controller-runtime's names, as upstream exposes them.
+        for sample in [
+            r#"controller_runtime_reconcile_total{controller="nodeclass",result="requeue_after"} 1"#,
+            r#"controller_runtime_reconcile_total{controller="nodeclass",result="error"} 2"#,
+            r#"controller_runtime_reconcile_errors_total{controller="nodeclass"} 2"#,
+            r#"controller_runtime_reconcile_time_seconds_count{controller="nodeclass"} 3"#,
+        ] {
+            assert!(text.contains(sample), "{sample} in {text}");
+        }
     }
 }

@@ -236,6 +236,12 @@ impl Loaded {
         &self.live.manifests
     }
 
+    /// A view of `manifests` with nothing left out.
+    #[cfg(test)]
+    pub fn of(manifests: Manifests) -> Loaded {
+        Loaded { live: LiveLoad { manifests, ..LiveLoad::default() }, references: Vec::new() }
+    }
+
     /// The object a left-out document held, as events name it.
     pub fn reference(&self, skipped: &Skipped) -> Option<&ObjectReference> {
         skipped.document.checked_sub(1).and_then(|i| self.references.get(i))

@@ -41,6 +41,9 @@
 //!    2c. CreateFleet throttled for 20 s: a bounded number of requests (the SDK's retries within
 //!    upstream's launch backoff), `Launched` says `RequestLimitExceeded`, the pod is told,
 //!    `karpenter_cloudprovider_errors_total` counts the failed Creates.
+//!    2d. DescribeSubnets throttled from 2b to 2d's checks: each EC2NodeClass keeps its status
+//!    (Ready), its failed reconciles (`controller_runtime_reconcile_errors_total`) follow
+//!    upstream's backoff (bounded: no hot loop), and one succeeds once EC2 answers.
 //! 3. A deleted NodeClaim's instance is terminated, and its Node and NodeClaim stay until EC2 says
 //!    terminated (10 s of `shutting-down`); an instance tagged for the cluster that no
 //!    NodeClaim has is collected after its 30 s grace; an instance terminated behind the
@@ -848,6 +851,15 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
             "You are not authorized to perform this operation. User is not authorized to perform: iam:PassRole"
         ]),
     )?;
+    // EC2 throttles DescribeSubnets from here to 2d.
+    let nodeclass_reconciles = |result: &str| -> Result<f64> {
+        let (_, body) = get(metrics, "/metrics")?;
+        let name = "controller_runtime_reconcile_total";
+        Ok(metric_sum(&body, name, &[("controller", "nodeclass"), ("result", result)]))
+    };
+    let failed_before = nodeclass_reconciles("error")?;
+    moto.write("throttle.json", &json!(["ec2:DescribeSubnets"]))?;
+    let subnets_throttled = std::time::Instant::now();
     let calls_before = moto.fleet_requests()?.len();
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
     let patch = json!({ "spec": { "replicas": 6 } });
@@ -922,7 +934,7 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
         Ok(metric_sum(&body, "karpenter_cloudprovider_errors_total", &[("method", "Create")]))
     };
     let (errors_before, calls_before) = (create_errors()?, controller_calls()?);
-    moto.write("throttle.json", &json!(["ec2:CreateFleet"]))?;
+    moto.write("throttle.json", &json!(["ec2:CreateFleet", "ec2:DescribeSubnets"]))?;
     moto.write("fleet_error.json", &json!(null))?;
     let throttled = std::time::Instant::now();
     let throttled_condition =
@@ -949,11 +961,50 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
         on_pods.iter().any(|n| n.contains(&format!("nodeclaim/{failing}")) && n.contains("RequestLimitExceeded")),
         "no LaunchFailed event on the nominated pod naming the throttling: {on_pods:?}"
     );
+
+    // 2d. With DescribeSubnets throttled since 2b, each EC2NodeClass's reconcile fails (no
+    //     answer about its subnets): its status stays as it was (Ready: upstream returns the
+    //     error and keeps the last good status), and it is reconciled again after upstream's
+    //     backoff (`reasonable.RateLimiter`: 100 ms doubling to a minute), not at once (a hot
+    //     loop on EC2) nor only every 10 s or at the next minute's requeue. Two EC2NodeClasses
+    //     (the test's and the unmatched one) each wait 100 ms × (2ⁿ − 1) before their n+1th
+    //     failure, which bounds the failures in the window.
+    let first = wait_for("a failed EC2NodeClass reconcile", TIMEOUT, || async {
+        let failed = nodeclass_reconciles("error")? - failed_before;
+        Ok((failed >= 1.0).then_some(failed))
+    })
+    .await
+    .with_context(|| format!("controller log:\n{}", log()))?;
+    // From the first failure, one class alone fails 4 more times within 15 s (waits of 0.1,
+    // 0.2, 0.4 and 0.8 s, each try at most about 3 s of the SDK's own retries); retried only
+    // every 10 s (or at the minute's requeue), the two classes would fail at most 4 times.
+    let failed = wait_for("4 more failed EC2NodeClass reconciles", Duration::from_secs(15), || async {
+        let failed = nodeclass_reconciles("error")? - failed_before;
+        Ok((failed >= first + 4.0).then_some(failed))
+    })
+    .await
+    .with_context(|| format!("controller log:\n{}", log()))?;
+    let window = subnets_throttled.elapsed().as_secs_f64();
+    let bound = 2.0 * ((10.0 * window + 1.0).log2() + 1.0);
+    eprintln!(
+        "DescribeSubnets throttled for {window:.0} s: {failed} failed EC2NodeClass reconciles (at most {bound:.1})"
+    );
+    ensure!(failed <= bound, "{failed} failed EC2NodeClass reconciles in {window:.0} s (backoff bound {bound:.1})");
+    let kept = nodeclass_status(&client, &class).await?;
+    for type_ in ["SubnetsReady", "Ready"] {
+        ensure!(condition(&kept, type_).is_some_and(|c| c["status"] == "True"), "{type_} not kept True: {kept}");
+    }
+    let succeeded_before = nodeclass_reconciles("requeue_after")?;
     moto.write("throttle.json", &json!([]))?;
     wait_for("6 inflate pods Running", Duration::from_secs(150), || running(6))
         .await
         .with_context(|| format!("controller log:\n{}", log()))?;
     ensure!(launched(&client, &nodepool).await?.contains_key(&failing), "the failing NodeClaim itself launched");
+    wait_for("an EC2NodeClass reconcile to succeed after the throttling", TIMEOUT, || async {
+        Ok((nodeclass_reconciles("requeue_after")? > succeeded_before).then_some(()))
+    })
+    .await
+    .with_context(|| format!("controller log:\n{}", log()))?;
     // Back to 5 pods on 5 nodes for what follows (the NodePool never consolidates): the node the
     // scale-down emptied goes with its NodeClaim.
     let patch = json!({ "spec": { "replicas": 5 } });

@@ -130,6 +130,9 @@ impl<T> Default for Dedupe<T> {
 fn keyed_by_object(reason: &str) -> Option<i64> {
     match reason {
         "Unconsolidatable" => Some(UNCONSOLIDATABLE_DEDUPE_SECONDS),
+        // karpenter-provider-aws v1.14.1 `pkg/controllers/nodeclass/events.go`: the NodeClass's
+        // UID only, so a list of NodeClaims that shrinks is said once per 2 minutes.
+        "WaitingOnNodeClaimTermination" => Some(DEDUPE_TIMEOUT_SECONDS),
         _ => None,
     }
 }
@@ -258,6 +261,11 @@ mod tests {
             publish(&mut d, &unconsolidatable("a cheaper type is not there"), UNCONSOLIDATABLE_DEDUPE_SECONDS),
             Publication::New
         );
+        // A deleted EC2NodeClass's wait, whichever NodeClaims it names, once per 2 minutes.
+        let waiting = |names: &str| key("EC2NodeClass/c", "WaitingOnNodeClaimTermination", names);
+        assert_eq!(publish(&mut d, &waiting("a, b"), 0), Publication::New);
+        assert_eq!(publish(&mut d, &waiting("b"), 30), Publication::Suppressed);
+        assert_ne!(publish(&mut d, &waiting("b"), DEDUPE_TIMEOUT_SECONDS), Publication::Suppressed);
         // DisruptionBlocked keeps carpentry's key: another message is another event.
         let blocked = |why: &str| key("Node/c", "DisruptionBlocked", why);
         assert_eq!(publish(&mut d, &blocked("pod x has do-not-disrupt"), 0), Publication::New);

@@ -53,6 +53,7 @@ pub mod simulation;
 pub mod state;
 pub mod style;
 pub mod termination;
+pub mod workqueue;
 
 pub use catalogue::Catalogue;
 pub use conversion::{convert, ConversionNote, Converted, LegacyObject};

@@ -46,7 +46,6 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::types as ec2;
-use carpentry_core::api::ec2nodeclass::EC2NodeClassStatus;
 use carpentry_core::api::{EC2NodeClass, NodeClaim};
 use carpentry_core::catalogue::{pricing, DescribedInstanceType, InstanceType, LiveAnswers, LivePrices, SpotRecord};
 use carpentry_core::labels;
@@ -62,7 +61,7 @@ use carpentry_core::providers::{
 use carpentry_core::Catalogue;
 use tracing::{info, warn};
 
-use super::{CloudProvider, CreateError, Deletion, QueuedMessage};
+use super::{CloudProvider, CreateError, Deletion, QueuedMessage, ResolvedStatus};
 
 /// Every IAM action this provider needs: the ones it calls, and the ones AWS authorizes with
 /// them (CreateFleet launches through RunInstances, tags through CreateTags and passes the
@@ -99,8 +98,6 @@ pub const IAM_ACTIONS: &[&str] = &[
     "ssm:GetParameter",
 ];
 
-/// How often a NodeClass's subnets, security groups and AMIs are looked up again (core's).
-const NODECLASS_REFRESH: Duration = Duration::from_secs(providers::refresh::LOOKUP_TTL_SECONDS);
 /// How soon a cluster fact the nodes' bootstrap lacks (the endpoint and service CIDR from
 /// DescribeCluster, the kube-dns address) is asked again (core's).
 const BOOTSTRAP_RETRY: Duration = Duration::from_secs(providers::refresh::LOOKUP_TTL_SECONDS);
@@ -214,8 +211,6 @@ pub struct Aws {
     /// Instance profiles a NodeClass just made or moved away from, and since when: not collected
     /// for an hour (the view may not show their users yet).
     protected: Mutex<HashMap<String, Instant>>,
-    /// Each NodeClass (by UID): the generation last looked up, and when it is looked up again.
-    looked_up: Mutex<HashMap<String, (Option<i64>, Instant)>>,
     /// The API server's `major.minor`, and when it was read.
     kubernetes: tokio::sync::Mutex<Option<(String, Instant)>>,
     /// Launch templates known to exist.
@@ -310,7 +305,6 @@ impl Aws {
             cluster,
             region: region.to_string(),
             protected: Mutex::default(),
-            looked_up: Mutex::default(),
             kubernetes: tokio::sync::Mutex::new(None),
             templates: Mutex::default(),
             unavailable: Mutex::default(),
@@ -663,8 +657,10 @@ impl Aws {
         };
         let plan = providers::profile_plan(class, &self.cluster, &self.region, status_role.as_deref())?;
         if let ProfilePlan::Ensure(profile) = &plan {
-            self.ensure_profile(profile).await?;
+            // Protected before it is made: garbage collection runs beside the reconcile and
+            // must not find it made and not yet protected.
             self.protect(&profile.name);
+            self.ensure_profile(profile).await?;
         }
         if let Some(old) = in_status.filter(|old| old != plan.name()) {
             self.protect(&old);
@@ -1217,31 +1213,15 @@ impl CloudProvider for Aws {
         TimingOverrides::default()
     }
 
-    async fn nodeclass_status(&self, class: &EC2NodeClass, now: &str) -> Option<EC2NodeClassStatus> {
-        let uid = class.metadata.uid.clone().unwrap_or_default();
-        let due = self.looked_up.lock().map_or(true, |l| {
-            l.get(&uid)
-                .is_none_or(|(generation, next)| *generation != class.metadata.generation || Instant::now() >= *next)
-        });
-        if !due {
-            return None;
-        }
+    async fn nodeclass_status(&self, class: &EC2NodeClass, now: &str) -> ResolvedStatus {
         let resolved = providers::Resolved {
             subnets: self.subnets(class).await,
             security_groups: self.security_groups(class).await,
             images: self.images(class).await,
             instance_profile: self.instance_profile(class).await,
         };
-        let wait = if resolved.has_transient_failure() {
-            Duration::from_secs(providers::nodeclass::RETRY_FAILED_LOOKUP_SECONDS)
-        } else {
-            NODECLASS_REFRESH
-        };
-        if let Ok(mut l) = self.looked_up.lock() {
-            l.insert(uid, (class.metadata.generation, Instant::now() + wait));
-        }
         let status = providers::nodeclass_status(class, &resolved, now);
-        (class.status.as_ref() != Some(&status)).then_some(status)
+        ResolvedStatus { status, lookup_failed: resolved.has_transient_failure() }
     }
 
     async fn delete(&self, nodeclaim: &NodeClaim) -> anyhow::Result<Deletion> {
@@ -1370,9 +1350,6 @@ impl CloudProvider for Aws {
             self.delete_profile(&name).await?;
         }
         self.delete_templates(class).await?;
-        if let Ok(mut l) = self.looked_up.lock() {
-            l.remove(uid);
-        }
         Ok(())
     }
 

@@ -32,7 +32,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, PostParams};
 use tracing::{info, warn};
 
-use super::{CloudProvider, CreateError, Deletion};
+use super::{CloudProvider, CreateError, Deletion, ResolvedStatus};
 
 /// upstream kwok's providerID scheme.
 pub const PROVIDER_ID_PREFIX: &str = "kwok://";
@@ -220,7 +220,7 @@ impl CloudProvider for Kwok {
         }
     }
 
-    async fn nodeclass_status(&self, class: &EC2NodeClass, now: &str) -> Option<EC2NodeClassStatus> {
+    async fn nodeclass_status(&self, class: &EC2NodeClass, now: &str) -> ResolvedStatus {
         let zones = carpentry_core::Catalogue::embedded().zones(&self.region).unwrap_or_default();
         let subnets: Vec<Subnet> = zones
             .iter()
@@ -229,7 +229,7 @@ impl CloudProvider for Kwok {
         let current = class.status.clone().unwrap_or_default();
         let ready = current.conditions.iter().any(|c| c.type_ == "Ready" && c.is_true());
         if ready && current.subnets == subnets {
-            return None;
+            return ResolvedStatus { status: current, lookup_failed: false };
         }
         let message = format!(
             "simulated by carpentry-controller --cloud-provider kwok: no AWS; the zones of {} from the embedded catalogue",
@@ -245,7 +245,7 @@ impl CloudProvider for Kwok {
         };
         let mut conditions: Vec<Condition> = current.conditions.into_iter().filter(|c| c.type_ != "Ready").collect();
         conditions.push(condition);
-        Some(EC2NodeClassStatus { subnets, conditions, ..current })
+        ResolvedStatus { status: EC2NodeClassStatus { subnets, conditions, ..current }, lookup_failed: false }
     }
 
     async fn delete(&self, nodeclaim: &NodeClaim) -> anyhow::Result<Deletion> {

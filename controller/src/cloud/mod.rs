@@ -100,6 +100,15 @@ pub enum Deletion {
     Terminating,
 }
 
+/// An EC2NodeClass's status as the provider resolved it.
+#[derive(Debug, Clone)]
+pub struct ResolvedStatus {
+    pub status: EC2NodeClassStatus,
+    /// A lookup had no answer (throttled, a 5xx, a timeout): what it would have changed is left
+    /// as it was, and the reconcile fails, to be tried again after the controller's backoff.
+    pub lookup_failed: bool,
+}
+
 pub trait CloudProvider: Send + Sync + 'static {
     /// `kwok` or `aws`.
     fn name(&self) -> &'static str;
@@ -113,13 +122,10 @@ pub trait CloudProvider: Send + Sync + 'static {
         instance_types: &[InstanceType],
     ) -> impl Future<Output = Result<Instance, CreateError>> + Send;
 
-    /// The status an EC2NodeClass should have (its resolved subnets, conditions), from `now`
-    /// (RFC 3339) when a condition changes; `None` to leave it as it is.
-    fn nodeclass_status(
-        &self,
-        class: &EC2NodeClass,
-        now: &str,
-    ) -> impl Future<Output = Option<EC2NodeClassStatus>> + Send;
+    /// The status an EC2NodeClass should have now (its resolved subnets, conditions), with `now`
+    /// (RFC 3339) as the time of a condition that changes. Asked on each of the EC2NodeClass's
+    /// reconciles: when it changes, and at core's cadence.
+    fn nodeclass_status(&self, class: &EC2NodeClass, now: &str) -> impl Future<Output = ResolvedStatus> + Send;
 
     /// How long launch, registration, initialization and instance termination take with this
     /// provider, written into `/snapshot`'s Scenario so that `simulate --until` on it predicts this

@@ -7,9 +7,12 @@
 //! - [`instancetype::Catalogues`] (upstream AWS `providers.instancetype` and `providers.pricing`):
 //!   the region's instance types, zone offerings and prices from the cloud every 12 hours, the
 //!   embedded catalogue until it answers; every other concern reads the latest;
-//! - [`nodeclass::NodeClasses`] (upstream AWS `nodeclass` and `instanceprofile.garbagecollection`):
-//!   the EC2NodeClass's status from the provider, its `karpenter.k8s.aws/termination` finalizer
-//!   ([`carpentry_core::providers::termination`]), unused instance profiles collected;
+//! - [`nodeclass::NodeClasses`] (upstream AWS `nodeclass`), a per-object reconciler
+//!   ([`perobject`]: each EC2NodeClass on its own, requeued at core's cadence, failures after
+//!   upstream's backoff): the EC2NodeClass's status from the provider, its
+//!   `karpenter.k8s.aws/termination` finalizer ([`carpentry_core::providers::termination`]);
+//!   [`nodeclass::Collection`] (upstream AWS `instanceprofile.garbagecollection`): unused
+//!   instance profiles collected;
 //! - [`interruption::Interruptions`] (upstream AWS `interruption`): the interruption queue's
 //!   messages, core's decision for each ([`carpentry_core::providers::interruption`]);
 //! - [`lifecycle::Lifecycle`] (upstream `nodeclaim.lifecycle` and `nodeclaim.consistency`): the
@@ -45,6 +48,7 @@ mod interruption;
 mod lifecycle;
 mod nodeclass;
 mod nodepool;
+mod perobject;
 mod provisioning;
 mod tagging;
 mod termination;
@@ -365,7 +369,10 @@ impl<P: CloudProvider> Reconciler<P> {
         let c = &self.common;
         let (p, s) = (&self.progress, &shutdown);
         tasks.spawn(drive(instancetype::Catalogues::new(c.clone()), views.clone(), p.clone(), s.clone()));
-        tasks.spawn(drive(nodeclass::NodeClasses::new(c.clone()), views.clone(), p.clone(), s.clone()));
+        let metrics = c.act.metrics.clone();
+        let nodeclasses = nodeclass::NodeClasses::new(c.clone());
+        tasks.spawn(perobject::drive_objects(nodeclasses, metrics, views.clone(), p.clone(), s.clone()));
+        tasks.spawn(drive(nodeclass::Collection::new(c.clone()), views.clone(), p.clone(), s.clone()));
         tasks.spawn(drive(interruption::Interruptions::new(c.clone()), views.clone(), p.clone(), s.clone()));
         tasks.spawn(drive(lifecycle::Lifecycle::new(c.clone()), views.clone(), p.clone(), s.clone()));
         tasks.spawn(drive(tagging::Tagging::new(c.clone()), views.clone(), p.clone(), s.clone()));

@@ -1,147 +1,221 @@
 //! The EC2NodeClass reconciler (upstream karpenter-provider-aws v1.14.1 `pkg/controllers/nodeclass`
-//! and `nodeclass/garbagecollection`): the status the provider resolves, written when it changes;
-//! the `karpenter.k8s.aws/termination` finalizer, added to every EC2NodeClass and, once a deleted
-//! one has no NodeClaim left, removed after the provider deleted what it made for it
-//! ([`carpentry_core::providers::termination`]); every 30 minutes, the instance profiles nothing
-//! uses any more deleted.
+//! and `nodeclass/garbagecollection`): each EC2NodeClass reconciled on its own
+//! ([`super::perobject`]): the `karpenter.k8s.aws/termination` finalizer, added to every
+//! EC2NodeClass and, once a deleted one has no NodeClaim left, removed after the provider deleted
+//! what it made for it ([`carpentry_core::providers::termination`]); the status the provider
+//! resolves, written when it changes, looked up again each minute (core's
+//! [`REQUEUE_SECONDS`]); a failure tried again after upstream's backoff ([`RATE_LIMITER`]).
+//! Every 30 minutes, the instance profiles nothing uses any more are deleted ([`Collection`]).
+use std::time::Duration;
 
-use std::collections::HashMap;
-use std::time::{Duration, Instant};
-
+use anyhow::anyhow;
 use carpentry_core::api::EC2NodeClass;
 use carpentry_core::manifest::Manifests;
 use carpentry_core::providers::instanceprofile::GARBAGE_COLLECTION_SECONDS;
+use carpentry_core::providers::nodeclass::{RATE_LIMITER, REQUEUE_SECONDS};
 use carpentry_core::providers::termination::{self, NodeClassTermination};
+use carpentry_core::workqueue::RateLimiter;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::json;
 use tracing::{info, warn};
 
+use super::perobject::{Failed, Kind, Next, ObjectReconciler};
 use super::{act, concern_common, Common, Concern};
 use crate::cloud::CloudProvider;
+use crate::view::Loaded;
 
-/// How long a failed clean-up of a deleted NodeClass waits before it is tried again (core's).
-const FINALIZE_RETRY: Duration = Duration::from_secs(termination::FINALIZE_RETRY_SECONDS);
+impl Kind for EC2NodeClass {
+    const KIND: &'static str = "EC2NodeClass";
+    const GROUP: &'static str = "karpenter.k8s.aws";
+    const VERSION: &'static str = "v1";
+    const PLURAL: &'static str = "ec2nodeclasses";
 
-#[derive(Debug, Default)]
-pub(super) struct State {
-    /// When each deleted NodeClass (by UID) last said which NodeClaims it waits for.
-    waiting_said: HashMap<String, Instant>,
-    /// When a failed clean-up may be tried again, by NodeClass UID.
-    finalize_retry: HashMap<String, Instant>,
-    /// When the unused instance profiles are next collected (epoch seconds).
-    garbage_due: i64,
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+    fn all(m: &Manifests) -> &[Self] {
+        &m.nodeclasses
+    }
+    /// Not its status alone (the reconcile's own write): every reconcile asks EC2, SSM and IAM.
+    fn changed(before: &Self, after: &Self) -> bool {
+        let (b, a) = (&before.metadata, &after.metadata);
+        b.uid != a.uid
+            || b.generation != a.generation
+            || b.deletion_timestamp != a.deletion_timestamp
+            || b.finalizers != a.finalizers
+    }
 }
 
-/// The concern: EC2NodeClass status, finalizer and instance-profile collection.
+/// The EC2NodeClass controller.
 pub(super) struct NodeClasses<P: CloudProvider> {
     common: Common<P>,
-    nodeclass: State,
 }
-concern_common!(NodeClasses);
 
 impl<P: CloudProvider> NodeClasses<P> {
     pub(super) fn new(common: Common<P>) -> Self {
-        NodeClasses { common, nodeclass: State::default() }
+        NodeClasses { common }
+    }
+
+    /// A write that was not made: in a dry run the reconcile goes on as if it had been; a
+    /// refused write (or a follower's) fails the reconcile, tried again after the backoff.
+    fn unwritten(&self, what: String) -> Result<(), Failed> {
+        if self.common.act.dry_run {
+            Ok(())
+        } else {
+            Err(Failed(anyhow!("{what} was not written")))
+        }
     }
 }
 
-impl<P: CloudProvider> Concern<P> for NodeClasses<P> {
+impl<P: CloudProvider> ObjectReconciler for NodeClasses<P> {
+    type Object = EC2NodeClass;
     const NAME: &'static str = "nodeclass";
+    /// upstream `Register`'s `MaxConcurrentReconciles`.
+    const CONCURRENCY: u16 = 10;
+    const RATE_LIMITER: RateLimiter = RATE_LIMITER;
 
-    async fn pass(&mut self, m: &Manifests, _: &super::Loaded, now: i64) {
-        self.nodeclasses(m).await;
-        self.collect_nodeclass_garbage(m, now).await;
+    /// upstream `Register`'s `Watches(&NodeClaim{})` on deletes: a deleted EC2NodeClass may be
+    /// waiting for the NodeClaim that went. (Only a deleted one: upstream reconciles every class
+    /// a deleted NodeClaim named, which here would be a round of EC2, SSM and IAM lookups each.)
+    fn related(before: &Manifests, after: &Manifests) -> Vec<String> {
+        let remaining: std::collections::HashSet<&str> =
+            after.nodeclaims.iter().filter_map(|nc| nc.metadata.uid.as_deref()).collect();
+        let deleted: std::collections::HashSet<&str> =
+            after.nodeclasses.iter().filter(|c| c.metadata.deletion_timestamp.is_some()).map(|c| c.name()).collect();
+        let mut classes: Vec<String> = before
+            .nodeclaims
+            .iter()
+            .filter(|nc| !remaining.contains(nc.metadata.uid.as_deref().unwrap_or_default()))
+            .map(|nc| nc.spec.node_class_ref.name.clone())
+            .filter(|class| deleted.contains(class.as_str()))
+            .collect();
+        classes.sort();
+        classes.dedup();
+        classes
+    }
+
+    /// upstream `Reconcile`: the finalizer, then (unless deleted) the status.
+    async fn reconcile(&self, class: &EC2NodeClass, loaded: &Loaded) -> Result<Next, Failed> {
+        let m = loaded.manifests();
+        if P::FINALIZES_NODECLASSES {
+            if let Some(next) = self.finalizer(m, class).await? {
+                return Ok(next);
+            }
+        }
+        // upstream: a deleted NodeClass is only finalized, its status left as it is.
+        if class.metadata.deletion_timestamp.is_some() {
+            return Ok(Next::Change);
+        }
+        let now = crate::clock::now_rfc3339();
+        let resolved = self.common.cloud.nodeclass_status(class, &now).await;
+        if class.status.as_ref() != Some(&resolved.status) {
+            // A dependent condition that turns False (or says something new) is also an event
+            // on the EC2NodeClass, where `kubectl describe` shows it (core's rule).
+            for c in carpentry_core::providers::nodeclass::warnings(class.status.as_ref(), &resolved.status) {
+                let note = format!("{}: {}", c.type_, c.message.as_deref().unwrap_or_default());
+                let reason = c.reason.as_deref().unwrap_or(&c.type_);
+                self.common.act.event(&act::nodeclass_ref(class), true, reason, note, "Resolve").await;
+            }
+            // The resourceVersion makes it an optimistic lock, as upstream's status patch.
+            let patch = json!({"metadata": {"resourceVersion": class.metadata.resource_version},
+                "status": resolved.status});
+            if !self.common.act.patch_nodeclass_status(class.name(), patch).await {
+                self.unwritten(format!("EC2NodeClass {}'s status", class.name()))?;
+            }
+        }
+        if resolved.lookup_failed {
+            return Err(Failed(anyhow!("a lookup for EC2NodeClass {} had no answer", class.name())));
+        }
+        Ok(Next::After(Duration::from_secs(REQUEUE_SECONDS)))
     }
 }
 
 impl<P: CloudProvider> NodeClasses<P> {
-    /// The status written when it changes; the finalizer's step.
-    async fn nodeclasses(&mut self, m: &Manifests) {
-        let now = crate::clock::now_rfc3339();
-        let live: Vec<&str> = m.nodeclasses.iter().filter_map(|c| c.metadata.uid.as_deref()).collect();
-        self.nodeclass.waiting_said.retain(|uid, _| live.contains(&uid.as_str()));
-        self.nodeclass.finalize_retry.retain(|uid, _| live.contains(&uid.as_str()));
-        for class in &m.nodeclasses {
-            if P::FINALIZES_NODECLASSES {
-                self.nodeclass_finalizer(m, class).await;
-            }
-            // upstream: a deleted NodeClass is only finalized, its status left as it is.
-            if class.metadata.deletion_timestamp.is_some() {
-                continue;
-            }
-            if let Some(status) = self.cloud.nodeclass_status(class, &now).await {
-                // A dependent condition that turns False (or says something new) is also an
-                // event on the EC2NodeClass, where `kubectl describe` shows it (core's rule).
-                for c in carpentry_core::providers::nodeclass::warnings(class.status.as_ref(), &status) {
-                    let note = format!("{}: {}", c.type_, c.message.as_deref().unwrap_or_default());
-                    let reason = c.reason.as_deref().unwrap_or(&c.type_);
-                    self.act.event(&act::nodeclass_ref(class), true, reason, note, "Resolve").await;
-                }
-                let patch = json!({"metadata": {"resourceVersion": class.metadata.resource_version},
-                    "status": status});
-                self.act.patch_nodeclass_status(class.name(), patch).await;
-            }
-        }
-    }
-
-    /// upstream `Reconcile`'s finalizer and `finalize`.
-    async fn nodeclass_finalizer(&mut self, m: &Manifests, class: &EC2NodeClass) {
-        let uid = class.metadata.uid.clone().unwrap_or_default();
+    /// upstream `Reconcile`'s finalizer and `finalize`: `Some` when the reconcile ends here.
+    async fn finalizer(&self, m: &Manifests, class: &EC2NodeClass) -> Result<Option<Next>, Failed> {
         let name = class.name();
+        let act = &self.common.act;
         match termination::termination(class, &m.nodeclaims) {
-            NodeClassTermination::Nothing => {}
+            NodeClassTermination::Nothing => Ok(None),
             NodeClassTermination::AddFinalizer => {
                 let mut finalizers = class.metadata.finalizers.clone().unwrap_or_default();
                 finalizers.push(termination::TERMINATION_FINALIZER.to_string());
                 // The resourceVersion makes it an optimistic lock: a list patch replaces the list.
                 let patch = json!({"metadata": {"resourceVersion": class.metadata.resource_version,
                     "finalizers": finalizers}});
-                self.act.patch_nodeclass(name, patch).await;
+                if !act.patch_nodeclass(name, patch).await {
+                    self.unwritten(format!("EC2NodeClass {name}'s finalizer"))?;
+                    // A dry run goes on to the status, as if it had been written.
+                    return Ok(None);
+                }
+                // The status is written on the object as it was read: after this write its
+                // resourceVersion is old, so the status waits for the next reconcile (the
+                // finalizer's write brings it), as upstream's conflict requeue does.
+                Ok(Some(Next::Change))
             }
             NodeClassTermination::WaitForNodeClaims(nodeclaims) => {
-                let said = self.nodeclass.waiting_said.get(&uid);
-                let interval = Duration::from_secs(termination::WAITING_EVENT_INTERVAL_SECONDS);
-                if said.is_none_or(|at| at.elapsed() >= interval) {
-                    self.nodeclass.waiting_said.insert(uid, Instant::now());
-                    let note = termination::waiting_message(&nodeclaims);
-                    info!(nodeclass = %name, nodeclaims = ?nodeclaims, "deleted EC2NodeClass waits for its NodeClaims");
-                    let on = act::nodeclass_ref(class);
-                    self.act.event(&on, false, termination::WAITING_REASON, note, "Finalize").await;
-                }
+                info!(nodeclass = %name, nodeclaims = ?nodeclaims, "deleted EC2NodeClass waits for its NodeClaims");
+                let note = termination::waiting_message(&nodeclaims);
+                let on = act::nodeclass_ref(class);
+                act.event(&on, false, termination::WAITING_REASON, note, "Finalize").await;
+                // upstream requeues to fire the event again.
+                Ok(Some(Next::After(Duration::from_secs(termination::WAITING_EVENT_INTERVAL_SECONDS))))
             }
             NodeClassTermination::CleanUp => {
-                if self.nodeclass.finalize_retry.get(&uid).is_some_and(|at| Instant::now() < *at) {
-                    return;
-                }
-                self.act.decided("NodeClassFinalized", &json!({"nodeclass": name,
+                act.decided("NodeClassFinalized", &json!({"nodeclass": name,
                     "why": "deleted, and no NodeClaim uses it: its instance profiles and launch templates are deleted"}));
-                if self.act.dry_run {
-                    return;
+                if act.dry_run {
+                    return Ok(Some(Next::Change));
                 }
-                if let Err(e) = self.cloud.finalize_nodeclass(class).await {
-                    let why = format!("{e:#}");
-                    warn!(nodeclass = %name, error = %why, "cannot delete what the deleted EC2NodeClass made; retried");
-                    if !self.nodeclass.finalize_retry.contains_key(&uid) {
-                        let note = format!("cannot delete its cloud resources: {why}");
-                        self.act.event(&act::nodeclass_ref(class), true, "FinalizeFailed", note, "Finalize").await;
-                    }
-                    self.nodeclass.finalize_retry.insert(uid, Instant::now() + FINALIZE_RETRY);
-                    return;
+                if let Err(e) = self.common.cloud.finalize_nodeclass(class).await {
+                    let note = format!("cannot delete its cloud resources: {e:#}");
+                    act.event(&act::nodeclass_ref(class), true, "FinalizeFailed", note, "Finalize").await;
+                    return Err(Failed(e.context(format!("EC2NodeClass {name}'s clean-up"))));
                 }
                 let patch = json!({"metadata": {"resourceVersion": class.metadata.resource_version,
                     "finalizers": termination::without_finalizer(class)}});
-                if self.act.patch_nodeclass(name, patch).await {
-                    info!(nodeclass = %name, "the deleted EC2NodeClass's finalizer is removed");
+                if !act.patch_nodeclass(name, patch).await {
+                    self.unwritten(format!("EC2NodeClass {name}'s finalizer removal"))?;
                 }
+                info!(nodeclass = %name, "the deleted EC2NodeClass's finalizer is removed");
+                Ok(Some(Next::Change))
             }
         }
     }
+}
 
+/// upstream `instanceprofile.garbagecollection`: a singleton on its own cadence.
+pub(super) struct Collection<P: CloudProvider> {
+    common: Common<P>,
+    /// When the unused instance profiles are next collected (epoch seconds).
+    due: i64,
+}
+concern_common!(Collection);
+
+impl<P: CloudProvider> Collection<P> {
+    pub(super) fn new(common: Common<P>) -> Self {
+        Collection { common, due: i64::MIN }
+    }
+}
+
+impl<P: CloudProvider> Concern<P> for Collection<P> {
+    const NAME: &'static str = "instanceprofile.garbagecollection";
+
+    async fn pass(&mut self, m: &Manifests, _: &Loaded, now: i64) {
+        self.collect_nodeclass_garbage(m, now).await;
+    }
+}
+
+impl<P: CloudProvider> Collection<P> {
     /// upstream `instanceprofile.garbagecollection`, every 30 minutes.
     async fn collect_nodeclass_garbage(&mut self, m: &Manifests, now: i64) {
-        if !P::FINALIZES_NODECLASSES || now < self.nodeclass.garbage_due || !self.synced(m) {
+        if !P::FINALIZES_NODECLASSES || now < self.due || !self.synced(m) {
             return;
         }
-        self.nodeclass.garbage_due = now + GARBAGE_COLLECTION_SECONDS;
+        self.due = now + GARBAGE_COLLECTION_SECONDS;
         match self.cloud.collect_nodeclass_garbage(m, self.act.dry_run).await {
             Ok(deleted) => {
                 for profile in deleted {

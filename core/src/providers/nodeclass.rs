@@ -36,8 +36,8 @@ pub enum LookupError {
     Denied { action: String, message: String },
     /// Any other failure of `action` (throttling, a 5xx, a timeout, a connection that failed):
     /// no answer about the NodeClass, so its conditions and status stay as they were (upstream
-    /// returns the error and leaves the status) and the lookup is tried again soon
-    /// ([`RETRY_FAILED_LOOKUP_SECONDS`]).
+    /// returns the error and leaves the status) and the reconcile fails, to be tried again after
+    /// the controller's backoff ([`RATE_LIMITER`]).
     #[error("{action} failed: {message}")]
     Failed { action: String, message: String },
     /// What the NodeClass asks for is not something this controller does yet.
@@ -45,9 +45,14 @@ pub enum LookupError {
     Unsupported(String),
 }
 
-/// How soon a NodeClass whose lookup failed without an answer is looked up again (a definite
-/// answer waits for the next refresh).
-pub const RETRY_FAILED_LOOKUP_SECONDS: u64 = 10;
+/// upstream's EC2NodeClass reconcile asks to run again after the shortest wait its parts ask for
+/// (`controller.go` `result.Min`): the subnets' minute (`subnet.go`; the AMIs and security groups
+/// ask for 5 minutes), so that a NodeClass's status follows its subnets, security groups and AMIs.
+pub const REQUEUE_SECONDS: u64 = super::refresh::LOOKUP_TTL_SECONDS;
+
+/// The EC2NodeClass controller's wait after a failed reconcile (a lookup without an answer, a
+/// status write refused, a clean-up that failed): upstream `Register`'s `reasonable.RateLimiter()`.
+pub const RATE_LIMITER: crate::workqueue::RateLimiter = crate::workqueue::REASONABLE;
 
 impl LookupError {
     /// No answer about the NodeClass (see [`LookupError::Failed`]).

@@ -11,10 +11,6 @@ use crate::labels::aws;
 pub const TERMINATION_FINALIZER: &str = "karpenter.k8s.aws/termination";
 /// upstream requeues a NodeClass waiting on its NodeClaims every 10 minutes, firing its event again.
 pub const WAITING_EVENT_INTERVAL_SECONDS: u64 = 600;
-/// How long a failed clean-up of a deleted NodeClass (its instance profiles, launch templates)
-/// waits before it is tried again (carpentry's: upstream requeues through controller-runtime's
-/// rate limiter, from 5 ms doubling to 1000 s).
-pub const FINALIZE_RETRY_SECONDS: u64 = 10;
 /// upstream `WaitingOnNodeClaimTerminationEvent`'s reason.
 pub const WAITING_REASON: &str = "WaitingOnNodeClaimTermination";
 

@@ -1,0 +1,420 @@
+//! Per-object reconcilers, as upstream's controller-runtime controllers (`For(&Kind{})`): each
+//! object of a kind is reconciled on its own, when it changes in the view, when an object its
+//! reconciler watches changes ([`ObjectReconciler::related`], upstream's `Watches`), when its last
+//! reconcile asked to run again after a while ([`Next::After`], upstream's `RequeueAfter`), and
+//! after a failed reconcile, with its controller's backoff (core's
+//! [`carpentry_core::workqueue`]). Built on kube-runtime's [`applier`] (what
+//! `kube::runtime::Controller` runs): its scheduler keeps one request per object, delays requeues,
+//! runs one reconcile per object at a time and at most the controller's concurrency at once.
+//!
+//! The applier's store is fed from the views the loader publishes rather than by a reflector of
+//! its own (`Controller::for_shared_stream`'s shape, on the view's store): a reconcile reads the
+//! object as core loaded it, in the same view the rest of its decision reads, and nothing is
+//! watched or decoded twice. While no view is to be decided on (this replica does not lead, a
+//! watch is not synced, an object is held back) nothing is reconciled; every object is once one
+//! is again.
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use carpentry_core::manifest::Manifests;
+use carpentry_core::workqueue::RateLimiter;
+use futures::channel::mpsc;
+use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::ClusterResourceScope;
+use kube::runtime::controller::{applier, Action, Config, Error as ApplierError};
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher::Event;
+use kube::Resource;
+use tokio::sync::watch;
+use tracing::{debug, error, warn};
+
+use super::{Progress, TICK};
+use crate::metrics::Metrics;
+use crate::view::Loaded;
+
+/// How long reconciles under way at shutdown are waited for (controller-runtime's manager waits
+/// 30 s for running reconciles; the kubelet's default grace is 30 s too).
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+
+/// A cluster-scoped kind reconciled one object at a time, as core loads it.
+pub(super) trait Kind: Clone + Send + Sync + 'static {
+    const KIND: &'static str;
+    const GROUP: &'static str;
+    const VERSION: &'static str;
+    const PLURAL: &'static str;
+
+    fn meta(&self) -> &ObjectMeta;
+    fn meta_mut(&mut self) -> &mut ObjectMeta;
+
+    /// Every object of the kind in a view.
+    fn all(m: &Manifests) -> &[Self];
+
+    /// Whether `after` is to be reconciled though `before` was. By default any change (upstream's
+    /// `For` without predicates).
+    fn changed(before: &Self, after: &Self) -> bool {
+        before.meta().resource_version != after.meta().resource_version
+    }
+}
+
+/// An object of kind `T` in the applier's store (kube-runtime's store keys by [`Resource`]).
+#[derive(Debug, Clone)]
+pub(super) struct Live<T>(T);
+
+impl<T: Kind> Resource for Live<T> {
+    type DynamicType = ();
+    type Scope = ClusterResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        T::KIND.into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        T::GROUP.into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        T::VERSION.into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        T::PLURAL.into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        self.0.meta()
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        self.0.meta_mut()
+    }
+}
+
+/// What a reconcile that succeeded asks for next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Next {
+    /// Nothing until the object (or a related one) changes.
+    Change,
+    /// Again after this long, or sooner if it changes (upstream's `RequeueAfter`).
+    After(Duration),
+}
+
+/// Why a reconcile failed: its controller's backoff follows.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:#}")]
+pub(super) struct Failed(#[from] pub anyhow::Error);
+
+/// One controller's reconcile of one object.
+pub(super) trait ObjectReconciler: Send + Sync + 'static {
+    type Object: Kind;
+    /// Its name in logs, `/healthz` and the reconcile metrics (upstream's controller name).
+    const NAME: &'static str;
+    /// At most this many objects reconciled at once (upstream's `MaxConcurrentReconciles`).
+    const CONCURRENCY: u16;
+    /// The wait after failed reconciles of the same object (upstream's rate limiter).
+    const RATE_LIMITER: RateLimiter;
+
+    /// The objects (by name) to reconcile because something other than themselves changed
+    /// between two views (upstream's `Watches`).
+    fn related(_before: &Manifests, _after: &Manifests) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Reconciles `object` as `loaded` shows it.
+    fn reconcile(&self, object: &Self::Object, loaded: &Loaded) -> impl Future<Output = Result<Next, Failed>> + Send;
+}
+
+/// What the applier's reconciles share.
+struct Context<R> {
+    reconciler: R,
+    views: watch::Receiver<Option<Arc<Loaded>>>,
+    /// Failures in a row, by object UID: the rate limiter's count (forgotten on a success).
+    failures: Mutex<std::collections::HashMap<String, u32>>,
+    /// A reconcile found no view to decide on and asked for nothing more: the next view fed
+    /// reconciles every object (the feed may not see a `None` that a `Some` replaced at once).
+    starved: AtomicBool,
+    metrics: Metrics,
+}
+
+impl<R: ObjectReconciler> Context<R> {
+    /// Reconciles `object` as the latest view shows it (the store's copy may be a view older).
+    async fn reconcile(&self, object: Arc<Live<R::Object>>) -> Result<Action, Failed> {
+        let name = object.meta().name.clone().unwrap_or_default();
+        let Some(loaded) = self.views.borrow().clone() else {
+            // Every object is reconciled once a view is.
+            self.starved.store(true, Ordering::Release);
+            return Ok(Action::await_change());
+        };
+        let Some(current) = R::Object::all(loaded.manifests()).iter().find(|o| o.meta().name.as_ref() == Some(&name))
+        else {
+            return Ok(Action::await_change()); // gone since: its deletion is not reconciled
+        };
+        let started = Instant::now();
+        let result = self.reconciler.reconcile(current, &loaded).await;
+        self.metrics.reconcile(R::NAME, started, result.as_ref().ok().map(|next| *next != Next::Change));
+        match result {
+            Ok(next) => {
+                let uid = current.meta().uid.as_deref().unwrap_or_default();
+                self.failures.lock().unwrap_or_else(PoisonError::into_inner).remove(uid);
+                Ok(match next {
+                    Next::Change => Action::await_change(),
+                    Next::After(wait) => Action::requeue(wait),
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// upstream's rate limiter: the wait before `object` is reconciled again after a failure.
+    fn backoff(&self, object: &Live<R::Object>, failed: &Failed) -> Action {
+        let name = object.meta().name.clone().unwrap_or_default();
+        let uid = object.meta().uid.clone().unwrap_or_default();
+        let mut failures = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = failures.entry(uid).or_insert(0);
+        *count = count.saturating_add(1);
+        let wait = R::RATE_LIMITER.wait_millis(*count);
+        warn!(controller = R::NAME, object = %name, error = %failed, failures = *count, retry_in_ms = wait,
+            "reconcile failed");
+        Action::requeue(Duration::from_millis(wait))
+    }
+}
+
+type Reconcile = Pin<Box<dyn Future<Output = Result<Action, Failed>> + Send>>;
+
+/// Feeds the applier's store and queue from the published views.
+struct Feed<T: Kind> {
+    writer: Writer<Live<T>>,
+    trigger: mpsc::UnboundedSender<ObjectRef<Live<T>>>,
+    /// The view fed last; `None` before the first and while none is to be decided on.
+    fed: Option<Arc<Loaded>>,
+    listed: bool,
+}
+
+impl<T: Kind> Feed<T> {
+    fn reconcile(&self, name: &str) {
+        // Fails only once the applier has ended, which ends the task anyway.
+        let _ = self.trigger.unbounded_send(ObjectRef::new(name));
+    }
+
+    /// Brings the store to `latest` and asks for the reconciles it calls for; returns how many.
+    fn feed<R: ObjectReconciler<Object = T>>(&mut self, latest: Option<Arc<Loaded>>) -> usize {
+        let Some(loaded) = latest else {
+            self.fed = None;
+            return 0;
+        };
+        let objects = T::all(loaded.manifests());
+        let names: HashSet<&str> = objects.iter().filter_map(|o| o.meta().name.as_deref()).collect();
+        let mut wanted: HashSet<String> = HashSet::new();
+        let reader = self.writer.as_reader();
+        if !self.listed {
+            self.writer.apply_watcher_event(&Event::Init);
+            for object in objects {
+                self.writer.apply_watcher_event(&Event::InitApply(Live(object.clone())));
+            }
+            self.writer.apply_watcher_event(&Event::InitDone);
+            self.listed = true;
+        } else {
+            for object in objects {
+                let Some(name) = object.meta().name.as_deref() else { continue };
+                let changed = reader.get(&ObjectRef::new(name)).is_none_or(|before| T::changed(&before.0, object));
+                if changed {
+                    self.writer.apply_watcher_event(&Event::Apply(Live(object.clone())));
+                    wanted.insert(name.to_string());
+                }
+            }
+            for gone in reader.state().iter().filter(|o| !names.contains(o.meta().name.as_deref().unwrap_or_default()))
+            {
+                self.writer.apply_watcher_event(&Event::Delete(Live::clone(gone)));
+            }
+        }
+        match &self.fed {
+            // The first view to decide on (since this replica started, or led again, or the
+            // view could be decided on again): every object, as a controller's first list.
+            None => wanted.extend(names.iter().map(|n| n.to_string())),
+            Some(before) => wanted.extend(
+                R::related(before.manifests(), loaded.manifests()).into_iter().filter(|n| names.contains(n.as_str())),
+            ),
+        }
+        for name in &wanted {
+            self.reconcile(name);
+        }
+        self.fed = Some(loaded);
+        wanted.len()
+    }
+}
+
+/// Runs `reconciler` over the objects of its kind in each view the loader publishes, until
+/// shutdown (then waits a bounded while for reconciles under way). Returns early only if the
+/// applier ends, which the caller treats as fatal.
+pub(super) async fn drive_objects<R: ObjectReconciler>(
+    reconciler: R,
+    metrics: Metrics,
+    mut views: watch::Receiver<Option<Arc<Loaded>>>,
+    progress: Progress,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let writer = Writer::<Live<R::Object>>::new(());
+    let store = writer.as_reader();
+    let (trigger, queue) = mpsc::unbounded();
+    let context = Arc::new(Context {
+        reconciler,
+        views: views.clone(),
+        failures: Mutex::default(),
+        starved: AtomicBool::new(false),
+        metrics,
+    });
+    let mut reconciles = applier(
+        |object, context: Arc<Context<R>>| -> Reconcile { Box::pin(async move { context.reconcile(object).await }) },
+        |object, failed, context| context.backoff(&object, failed),
+        context.clone(),
+        store,
+        queue.map(Ok::<_, Infallible>),
+        Config::default().concurrency(R::CONCURRENCY),
+    )
+    .boxed();
+    let mut feed = Feed { writer, trigger, fed: None, listed: false };
+    let latest = views.borrow_and_update().clone();
+    feed.feed::<R>(latest);
+    loop {
+        progress.mark(R::NAME, crate::clock::now_seconds());
+        tokio::select! {
+            done = reconciles.next() => match done {
+                Some(Ok(_)) | Some(Err(ApplierError::ReconcilerFailed(..))) => {} // logged by the backoff
+                Some(Err(ApplierError::ObjectNotFound(object))) => debug!(controller = R::NAME, %object, "gone before its reconcile"),
+                Some(Err(e)) => warn!(controller = R::NAME, error = %e, "the reconcile queue failed"),
+                None => {
+                    error!(controller = R::NAME, "the reconcile queue ended");
+                    return;
+                }
+            },
+            changed = views.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                let latest = views.borrow_and_update().clone();
+                if latest.is_some() && context.starved.swap(false, Ordering::AcqRel) {
+                    feed.fed = None;
+                }
+                let wanted = feed.feed::<R>(latest.clone());
+                debug!(controller = R::NAME, reconciles = wanted, "view fed");
+                if let Some(loaded) = latest {
+                    // The failures of objects gone are forgotten.
+                    let uids: HashSet<&str> =
+                        R::Object::all(loaded.manifests()).iter().filter_map(|o| o.meta().uid.as_deref()).collect();
+                    let mut failures = context.failures.lock().unwrap_or_else(PoisonError::into_inner);
+                    failures.retain(|uid, _| uids.contains(uid.as_str()));
+                }
+            }
+            _ = tokio::time::sleep(TICK) => {}
+            _ = shutdown.changed() => {}
+        }
+        if *shutdown.borrow() {
+            break;
+        }
+    }
+    // No more requests: the applier lets the reconciles under way finish, then ends.
+    drop(feed);
+    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async { while reconciles.next().await.is_some() {} }).await;
+    if drained.is_err() {
+        warn!(controller = R::NAME, "stopping with reconciles under way");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use carpentry_core::api::{EC2NodeClass, NodeClaim};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use serde_json::json;
+
+    use super::*;
+    use crate::cloud::kwok::Kwok;
+    use crate::reconcile::nodeclass::NodeClasses;
+
+    fn class(name: &str, version: &str, generation: i64) -> EC2NodeClass {
+        serde_json::from_value(json!({
+            "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+            "metadata": {"name": name, "uid": format!("uid-{name}"), "resourceVersion": version,
+                "generation": generation},
+            "spec": {"role": "KarpenterNodeRole", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                "subnetSelectorTerms": [{"tags": {"a": "b"}}], "securityGroupSelectorTerms": [{"tags": {"a": "b"}}]},
+        }))
+        .unwrap()
+    }
+
+    fn nodeclaim(name: &str, class: &str) -> NodeClaim {
+        serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": name, "uid": format!("uid-{name}"), "resourceVersion": "1"},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": class},
+                "requirements": []},
+        }))
+        .unwrap()
+    }
+
+    fn view(nodeclasses: Vec<EC2NodeClass>, nodeclaims: Vec<NodeClaim>) -> Option<Arc<Loaded>> {
+        let manifests = Manifests { nodeclasses, nodeclaims, ..Manifests::default() };
+        Some(Arc::new(Loaded::of(manifests)))
+    }
+
+    /// The names asked for since the last call.
+    fn asked(queue: &mut mpsc::UnboundedReceiver<ObjectRef<Live<EC2NodeClass>>>) -> Vec<String> {
+        let mut names = Vec::new();
+        while let Ok(object) = queue.try_recv() {
+            names.push(object.name);
+        }
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn each_object_is_reconciled_when_it_or_what_it_watches_changes_and_all_once_a_view_is_back() {
+        type R = NodeClasses<Kwok>;
+        let writer = Writer::<Live<EC2NodeClass>>::new(());
+        let store = writer.as_reader();
+        let (trigger, mut queue) = mpsc::unbounded();
+        let mut feed = Feed { writer, trigger, fed: None, listed: false };
+        let (a, b) = (class("a", "1", 1), class("b", "1", 1));
+
+        // The first view: every object, as a controller's first list; the store is ready.
+        feed.feed::<R>(view(vec![a.clone(), b.clone()], vec![nodeclaim("nc-1", "a")]));
+        assert_eq!(asked(&mut queue), ["a", "b"]);
+        assert_eq!(store.len(), 2);
+
+        // Only its status written (a newer resourceVersion, the same generation): not again.
+        let mut a_status = class("a", "2", 1);
+        a_status.status = Some(Default::default());
+        feed.feed::<R>(view(vec![a_status, b.clone()], vec![nodeclaim("nc-1", "a")]));
+        assert_eq!(asked(&mut queue), Vec::<String>::new());
+
+        // Its spec edited: that one alone.
+        let b_edited = class("b", "3", 2);
+        feed.feed::<R>(view(vec![a.clone(), b_edited.clone()], vec![nodeclaim("nc-1", "a")]));
+        assert_eq!(asked(&mut queue), ["b"]);
+
+        // A NodeClaim gone (upstream's `Watches` on NodeClaim deletes): the class it named, if
+        // that class is being deleted (waiting for its NodeClaims).
+        feed.feed::<R>(view(vec![a.clone(), b_edited.clone()], vec![nodeclaim("nc-2", "a")]));
+        assert_eq!(asked(&mut queue), Vec::<String>::new());
+        let mut a_deleted = class("a", "4", 1);
+        a_deleted.metadata.deletion_timestamp = Some(Time("2026-12-06T00:00:00Z".parse().unwrap()));
+        feed.feed::<R>(view(vec![a_deleted.clone(), b_edited.clone()], vec![nodeclaim("nc-2", "a")]));
+        assert_eq!(asked(&mut queue), ["a"]);
+        feed.feed::<R>(view(vec![a_deleted.clone(), b_edited.clone()], vec![]));
+        assert_eq!(asked(&mut queue), ["a"]);
+
+        // A class gone: out of the store, nothing asked.
+        feed.feed::<R>(view(vec![b_edited.clone()], vec![]));
+        assert_eq!(asked(&mut queue), Vec::<String>::new());
+        assert_eq!(store.len(), 1);
+
+        // No view to decide on (a follower), then one again: everything.
+        feed.feed::<R>(None);
+        assert_eq!(asked(&mut queue), Vec::<String>::new());
+        feed.feed::<R>(view(vec![a.clone(), class("c", "1", 1)], vec![]));
+        assert_eq!(asked(&mut queue), ["a", "c"]);
+        assert_eq!(store.len(), 2);
+    }
+}
