@@ -15,43 +15,26 @@ use carpentry_core::nodeclaim::lifecycle::node_for;
 use serde_json::json;
 
 use super::act::nodeclaim_ref;
-use super::{concern_common, Common, Concern};
+use super::lifecycle::Lifecycle;
 use crate::cloud::CloudProvider;
-use crate::view::Loaded;
 
-/// The concern.
-pub(super) struct Consistency<P: CloudProvider> {
-    common: Common<P>,
-    /// When each NodeClaim (by UID) was last checked, epoch seconds.
+/// When each NodeClaim (by UID) was last checked, epoch seconds.
+#[derive(Debug, Default)]
+pub(super) struct State {
     scanned: HashMap<String, i64>,
 }
-concern_common!(Consistency);
 
-impl<P: CloudProvider> Consistency<P> {
-    pub(super) fn new(common: Common<P>) -> Self {
-        Consistency { common, scanned: HashMap::new() }
-    }
-}
-
-impl<P: CloudProvider> Concern<P> for Consistency<P> {
-    const NAME: &'static str = "nodeclaim.consistency";
-
-    async fn pass(&mut self, m: &Manifests, _: &Loaded, now: i64) {
-        self.consistency(m, now).await;
-    }
-}
-
-impl<P: CloudProvider> Consistency<P> {
-    async fn consistency(&mut self, m: &Manifests, now: i64) {
+impl<P: CloudProvider> Lifecycle<P> {
+    pub(super) async fn consistency(&mut self, m: &Manifests, now: i64) {
         let present: HashSet<&str> = m.nodeclaims.iter().filter_map(|nc| nc.metadata.uid.as_deref()).collect();
-        self.scanned.retain(|uid, _| present.contains(uid.as_str()));
+        self.consistency.scanned.retain(|uid, _| present.contains(uid.as_str()));
         for nc in &m.nodeclaims {
             let launched = nc.status.as_ref().is_some_and(|s| !s.provider_id.is_empty());
             let Some(uid) = nc.metadata.uid.as_deref().filter(|_| launched) else { continue };
-            if self.scanned.get(uid).is_some_and(|at| now - at < consistency::SCAN_PERIOD_SECONDS) {
+            if self.consistency.scanned.get(uid).is_some_and(|at| now - at < consistency::SCAN_PERIOD_SECONDS) {
                 continue;
             }
-            self.scanned.insert(uid.to_string(), now);
+            self.consistency.scanned.insert(uid.to_string(), now);
             // upstream: no Node (or several) is the lifecycle controller's to report.
             let Ok(node) = node_for(nc, &m.nodes) else { continue };
             let issues = consistency::node_shape(nc, node);
@@ -65,7 +48,7 @@ impl<P: CloudProvider> Consistency<P> {
                 // A write lost to another in the same pass (409) is tried again next pass, not
                 // in 10 minutes.
                 if !self.act.patch_nodeclaim_status(nc, json!({"conditions": list})).await && !self.act.dry_run {
-                    self.scanned.remove(uid);
+                    self.consistency.scanned.remove(uid);
                 }
             }
         }

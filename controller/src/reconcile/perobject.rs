@@ -65,23 +65,6 @@ pub(super) trait Kind: Clone + Send + Sync + 'static {
     }
 }
 
-impl Kind for carpentry_core::api::NodeClaim {
-    const KIND: &'static str = "NodeClaim";
-    const GROUP: &'static str = "karpenter.sh";
-    const VERSION: &'static str = "v1";
-    const PLURAL: &'static str = "nodeclaims";
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-    fn all(m: &Manifests) -> &[Self] {
-        &m.nodeclaims
-    }
-}
-
 /// An object of kind `T` in the applier's store (kube-runtime's store keys by [`Resource`]).
 #[derive(Debug, Clone)]
 pub(super) struct Live<T>(T);
@@ -139,9 +122,6 @@ pub(super) trait ObjectReconciler: Send + Sync + 'static {
     fn related(_before: &Manifests, _after: &Manifests) -> Vec<String> {
         Vec::new()
     }
-
-    /// On each view fed, before the reconciles it asks for: forget what belongs to objects gone.
-    fn tidy(&self, _m: &Manifests) {}
 
     /// Reconciles `object` as `loaded` shows it.
     fn reconcile(&self, object: &Self::Object, loaded: &Loaded) -> impl Future<Output = Result<Next, Failed>> + Send;
@@ -315,9 +295,6 @@ pub(super) async fn drive_objects<R: ObjectReconciler>(
                     return;
                 }
                 let latest = views.borrow_and_update().clone();
-                if let Some(loaded) = &latest {
-                    context.reconciler.tidy(loaded.manifests());
-                }
                 if latest.is_some() && context.starved.swap(false, Ordering::AcqRel) {
                     feed.fed = None;
                 }
