@@ -45,11 +45,11 @@ impl<P: CloudProvider> Lifecycle<P> {
                 self.act.event(&nodeclaim_ref(nc), true, "FailedConsistencyCheck", note, "Check").await;
             }
             if let Some(list) = consistency::conditions_after(nc, &issues, &format_time(now)) {
-                // A write lost to another in the same pass (409) is tried again next pass, not
-                // in 10 minutes.
-                if !self.act.patch_nodeclaim_status(nc, json!({"conditions": list})).await && !self.act.dry_run {
-                    self.consistency.scanned.remove(uid);
-                }
+                // A write lost to another (409) waits for the next scan, as upstream's: its
+                // conflict requeue finds the scan spent (v1.14.1
+                // `pkg/controllers/nodeclaim/consistency/controller.go`). Tried again at once, it
+                // would race the lifecycle's own writes on every NodeClaim of a scale-up.
+                self.act.patch_nodeclaim_status(nc, json!({"conditions": list})).await;
             }
         }
     }

@@ -6,6 +6,7 @@
 //! resolves, written when it changes, looked up again each minute (core's
 //! [`REQUEUE_SECONDS`]); a failure tried again after upstream's backoff ([`RATE_LIMITER`]).
 //! Every 30 minutes, the instance profiles nothing uses any more are deleted ([`Collection`]).
+use std::future::Future;
 use std::time::Duration;
 
 use anyhow::anyhow;
@@ -98,10 +99,29 @@ impl<P: CloudProvider> ObjectReconciler for NodeClasses<P> {
     }
 
     /// upstream `Reconcile`: the finalizer, then (unless deleted) the status.
-    async fn reconcile(&self, class: &EC2NodeClass, loaded: &Loaded) -> Result<Next, Failed> {
-        let m = loaded.manifests();
-        if P::FINALIZES_NODECLASSES {
-            if let Some(next) = self.finalizer(m, class).await? {
+    fn reconcile<'a>(
+        &'a self,
+        class: &EC2NodeClass,
+        loaded: &Loaded,
+    ) -> impl Future<Output = Result<Next, Failed>> + Send + use<'a, P> {
+        // What the view says is decided here; the future holds the class alone.
+        let termination =
+            P::FINALIZES_NODECLASSES.then(|| termination::termination(class, &loaded.manifests().nodeclaims));
+        let class = class.clone();
+        async move { self.reconcile_class(&class, termination).await }
+    }
+}
+
+impl<P: CloudProvider> NodeClasses<P> {
+    /// [`ObjectReconciler::reconcile`] once the view is read: `termination` is core's decision on
+    /// the class's finalizer, if this provider finalizes classes.
+    async fn reconcile_class(
+        &self,
+        class: &EC2NodeClass,
+        termination: Option<NodeClassTermination>,
+    ) -> Result<Next, Failed> {
+        if let Some(termination) = termination {
+            if let Some(next) = self.finalizer(class, termination).await? {
                 return Ok(next);
             }
         }
@@ -135,10 +155,10 @@ impl<P: CloudProvider> ObjectReconciler for NodeClasses<P> {
 
 impl<P: CloudProvider> NodeClasses<P> {
     /// upstream `Reconcile`'s finalizer and `finalize`: `Some` when the reconcile ends here.
-    async fn finalizer(&self, m: &Manifests, class: &EC2NodeClass) -> Result<Option<Next>, Failed> {
+    async fn finalizer(&self, class: &EC2NodeClass, termination: NodeClassTermination) -> Result<Option<Next>, Failed> {
         let name = class.name();
         let act = &self.common.act;
-        match termination::termination(class, &m.nodeclaims) {
+        match termination {
             NodeClassTermination::Nothing => Ok(None),
             NodeClassTermination::AddFinalizer => {
                 let mut finalizers = class.metadata.finalizers.clone().unwrap_or_default();

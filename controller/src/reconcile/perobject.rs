@@ -123,8 +123,16 @@ pub(super) trait ObjectReconciler: Send + Sync + 'static {
         Vec::new()
     }
 
-    /// Reconciles `object` as `loaded` shows it.
-    fn reconcile(&self, object: &Self::Object, loaded: &Loaded) -> impl Future<Output = Result<Next, Failed>> + Send;
+    /// Reconciles `object` as `loaded` shows it. What the reconcile reads of the view is taken
+    /// before its future is made, which borrows the reconciler alone (`use<'a, Self>`): a
+    /// reconcile awaiting a slow call (a CreateFleet, a write queued behind the client's QPS
+    /// limit) holds no view, each of which is a copy of the cluster, so that a thousand of them
+    /// under way keep one or two views alive rather than one for every view published meanwhile.
+    fn reconcile<'a>(
+        &'a self,
+        object: &Self::Object,
+        loaded: &Loaded,
+    ) -> impl Future<Output = Result<Next, Failed>> + Send + use<'a, Self>;
 }
 
 /// What the applier's reconciles share.
@@ -153,12 +161,15 @@ impl<R: ObjectReconciler> Context<R> {
             return Ok(Action::await_change()); // gone since: its deletion is not reconciled
         };
         let started = Instant::now();
-        let result = self.reconciler.reconcile(current, &loaded).await;
+        let reconcile = self.reconciler.reconcile(current, &loaded);
+        // The view is let go before the reconcile's calls (see `ObjectReconciler::reconcile`).
+        let uid = current.meta().uid.clone().unwrap_or_default();
+        drop(loaded);
+        let result = reconcile.await;
         self.metrics.reconcile(R::NAME, started, result.as_ref().ok().map(|next| *next != Next::Change));
         match result {
             Ok(next) => {
-                let uid = current.meta().uid.as_deref().unwrap_or_default();
-                self.failures.lock().unwrap_or_else(PoisonError::into_inner).remove(uid);
+                self.failures.lock().unwrap_or_else(PoisonError::into_inner).remove(&uid);
                 Ok(match next {
                     Next::Change => Action::await_change(),
                     Next::After(wait) => Action::requeue(wait),
@@ -367,6 +378,53 @@ mod tests {
         }
         names.sort();
         names
+    }
+
+    /// Waits, in every reconcile, until told to go on.
+    struct Waits(tokio::sync::Semaphore);
+
+    impl ObjectReconciler for Waits {
+        type Object = EC2NodeClass;
+        const NAME: &'static str = "test.waits";
+        const CONCURRENCY: u16 = 4;
+        const RATE_LIMITER: RateLimiter = carpentry_core::workqueue::REASONABLE;
+
+        fn reconcile<'a>(
+            &'a self,
+            _: &EC2NodeClass,
+            _: &Loaded,
+        ) -> impl Future<Output = Result<Next, Failed>> + Send + use<'a> {
+            async move {
+                let _ = self.0.acquire().await;
+                Ok(Next::Change)
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_reconcile_under_way_holds_no_view() {
+        let first = view(vec![class("a", "1", 1)], vec![]).unwrap();
+        let held = Arc::downgrade(&first);
+        let (publish, views) = watch::channel(Some(first));
+        let context = Arc::new(Context {
+            reconciler: Waits(tokio::sync::Semaphore::new(0)),
+            views,
+            failures: Mutex::default(),
+            starved: AtomicBool::new(false),
+            metrics: Metrics::default(),
+        });
+        let reconciling = tokio::spawn({
+            let context = context.clone();
+            async move { context.reconcile(Arc::new(Live(class("a", "1", 1)))).await }
+        });
+        // The reconcile has begun (it waits on the semaphore) when the next view replaces the
+        // first: nothing holds the first any more.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!reconciling.is_finished());
+        publish.send_replace(view(vec![class("a", "2", 1)], vec![]));
+        assert!(held.upgrade().is_none(), "the reconcile under way keeps the view it began on");
+        context.reconciler.0.add_permits(1);
+        assert!(reconciling.await.unwrap().is_ok());
     }
 
     #[test]
