@@ -897,7 +897,7 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
     let still: Vec<String> = unlaunched().await?.into_iter().filter_map(|nc| nc.metadata.name).collect();
     ensure!(still == [failing.clone()], "the failing NodeClaim was replaced: {still:?} (was {failing})");
     let tries = moto.fleet_requests()?.len() - calls_before;
-    // upstream's backoff (1 s doubling, core nodeclaim::lifecycle::launch_backoff_millis) gives
+    // upstream's backoff (1 s doubling, core nodeclaim::lifecycle::RATE_LIMITER) gives
     // about 5 in 25 s; once a pass would be about 25.
     ensure!((3..=8).contains(&tries), "{tries} CreateFleet calls in about 25 s of a failing launch");
     let event = events

@@ -548,14 +548,16 @@ async fn inflate_provisions_nodes_and_a_deleted_node_is_replaced() -> Result<()>
     let (_, body) = get(metrics, "/metrics")?;
     ensure!(body.contains("carpentry_view_skipped_objects{gap=\"Object\"}"), "/metrics:\n{body}");
     // upstream's metrics: three NodeClaims created by provisioning, each launched through the
-    // cloud provider's Create; the writes and each concern's passes counted.
+    // cloud provider's Create; the writes, each concern's passes and each object's reconciles counted.
     let created = [("reason", "provisioned"), ("nodepool", nodepool.as_str()), ("min_values_relaxed", "false")];
     let creates = [("controller", "nodeclaim.lifecycle"), ("method", "Create"), ("provider", "kwok")];
     for (name, labels, at_least) in [
         ("karpenter_nodeclaims_created_total", &created[..], 3.0),
         ("karpenter_cloudprovider_duration_seconds_count", &creates[..], 3.0),
         ("carpentry_api_writes_total", &[("verb", "create"), ("resource", "NodeClaim")][..], 3.0),
-        ("carpentry_reconcile_pass_duration_seconds_count", &[("concern", "lifecycle")][..], 1.0),
+        ("carpentry_reconcile_pass_duration_seconds_count", &[("concern", "scheduling")][..], 1.0),
+        // Each NodeClaim reconciled on its own: the finalizer, the launch, registration, initialization.
+        ("controller_runtime_reconcile_total", &[("controller", "nodeclaim.lifecycle")][..], 12.0),
     ] {
         let value = metric_sum(&body, name, labels);
         ensure!(value >= at_least, "{name}{labels:?} = {value}, expected at least {at_least}:\n{body}");

@@ -10,12 +10,15 @@
 //!   core's own time for its `/snapshot` (load, the round's input, `schedule`), best of 3;
 //! * the real controller: its round logged → the last NodeClaim created (the controller's own
 //!   log clock), start → every NodeClaim created → every pod Running, API writes, peak memory;
-//! * at rest for a minute once everything runs: API writes (the target is none), CPU time,
+//! * settling: once every pod runs, how long the controller goes on writing to objects (the
+//!   conditions and marks the scale-up still calls for), until 15 s pass without a write;
+//! * at rest for a minute once settled: API writes (the target is none), CPU time,
 //!   memory, the disruption passes' mean, beside core's own time for one disruption pass over the
 //!   at-rest `/snapshot`.
 //!
 //! It fails when the controller does not create the NodeClaims the dry run planned, the pods do
-//! not all run, or it writes to an object at rest (events are counted, not yet held to none).
+//! not all run, it does not settle within 5 minutes, or it writes to an object at rest (events
+//! are counted, not yet held to none).
 //!
 //! Real: the control plane, kube-scheduler binding the pods, KWOK running them, the controller
 //! binary. Injected: the pods (made directly, many at once, as a Job burst or a Deployment's
@@ -37,6 +40,11 @@ use serde_json::json;
 mod harness;
 
 use harness::{get, install_crds, metric_sum, resource, start_alone};
+
+/// The controller has settled once this long passes without a write to an object.
+const SETTLED_AFTER: Duration = Duration::from_secs(15);
+/// A controller still writing this long after every pod runs does not settle.
+const SETTLE_BOUND: Duration = Duration::from_secs(300);
 
 /// A NodePool of 16-vCPU on-demand types; its name and its nodes' `node-type` label.
 async fn create_pool(client: &Client) -> Result<(String, String)> {
@@ -312,8 +320,37 @@ async fn scale() -> Result<()> {
     let count = nodeclaims.list(&ListParams::default().labels(&ours)).await?.items.len();
     ensure!(count == planned, "{count} NodeClaims for the {planned} the dry run planned");
 
+    // Settling: the writes the scale-up still calls for once every pod runs (Consolidatable,
+    // lastPodEventTime, the consistency check's first scan, behind the client's QPS limit and a
+    // busy machine) end, then the minute at rest begins. A controller that never stops writing
+    // never settles.
+    let object_writes = |body: &str| -> f64 {
+        writes_of(body).iter().filter(|(kind, _)| !kind.ends_with(" Event")).map(|(_, n)| n).sum()
+    };
+    let settling = Instant::now();
+    let at_running = scrape(metrics)?;
+    let (mut last, mut last_change) = (object_writes(&at_running), Instant::now());
+    while last_change.elapsed() < SETTLED_AFTER {
+        ensure!(
+            settling.elapsed() < SETTLE_BOUND,
+            "still writing to objects {} s after every pod runs: {}",
+            SETTLE_BOUND.as_secs(),
+            writes_by_kind(&writes_of(&at_running), &writes_of(&scrape(metrics)?))
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = object_writes(&scrape(metrics)?);
+        if now != last {
+            (last, last_change) = (now, Instant::now());
+        }
+    }
+    let settled = scrape(metrics)?;
+    eprintln!(
+        "scale: settled: the last write to an object {:.0} s after every pod ran; since then: {}",
+        (last_change - settling).as_secs_f64(),
+        writes_by_kind(&writes_of(&at_running), &writes_of(&settled))
+    );
+
     // At rest.
-    tokio::time::sleep(Duration::from_secs(20)).await;
     let (before, cpu_before, at) = (scrape(metrics)?, cpu_seconds(pid)?, Instant::now());
     let since = k8s_openapi::jiff::Timestamp::now();
     tokio::time::sleep(Duration::from_secs(60)).await;

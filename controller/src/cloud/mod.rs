@@ -177,7 +177,8 @@ pub trait CloudProvider: Send + Sync + 'static {
     /// Machines launched before this process started whose boot the provider itself simulates
     /// (kwok: this process makes a launched NodeClaim's Node after the registration delay, so a
     /// restart in between would lose a machine that on a real cloud outlives the controller);
-    /// called on the lifecycle's first pass. A real cloud boots its instances itself.
+    /// called on the lifecycle's first reconcile, with the view's NodeClaims and Nodes (nothing
+    /// else of it). A real cloud boots its instances itself.
     fn resume(&self, _view: &Manifests) -> impl Future<Output = ()> + Send {
         std::future::ready(())
     }

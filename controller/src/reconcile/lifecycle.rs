@@ -1,162 +1,78 @@
-//! upstream `nodeclaim.lifecycle`: the termination finalizer first, then launch → registration →
-//! initialization, with liveness watching the first two. Every rule is core's
-//! ([`carpentry_core::nodeclaim::lifecycle`]); this file reads the view and writes the result.
+//! upstream `nodeclaim.lifecycle`, a per-object reconciler ([`super::perobject`]): the termination
+//! finalizer first, then launch → registration → initialization, with liveness watching the first
+//! two. Every rule is core's ([`carpentry_core::nodeclaim::lifecycle`]); this file reads the view
+//! and writes the result.
 //!
-//! Each launch is a task of its own (at most core's [`MAX_CONCURRENT_LAUNCHES`] at once, as
-//! upstream's lifecycle reconciles run concurrently): a pass starts it and goes on, and the pass
-//! after it ends writes its result, so one slow CreateFleet holds up no other NodeClaim.
+//! Each NodeClaim is reconciled when it changes, when its Node (by providerID) or its
+//! EC2NodeClass changes, when liveness asks to look again, and after a failed launch with
+//! upstream's backoff (1 s doubling to a minute). Up to core's [`MAX_CONCURRENT_LAUNCHES`]
+//! reconcile at once, as upstream's, so one slow CreateFleet holds up no other NodeClaim; a
+//! launch is awaited within its NodeClaim's reconcile, and its instance is written onto the
+//! NodeClaim even when it was deleted meanwhile (the write refused for the deletion's new
+//! resourceVersion, the next reconcile writes it onto the deleting NodeClaim): until then the
+//! launch counts as under way and termination keeps the NodeClaim's finalizer, so that the
+//! instance is terminated with it (upstream finalizes a NodeClaim only between its reconciles).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, PoisonError};
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use carpentry_core::api::NodeClaim;
+use anyhow::anyhow;
+use carpentry_core::api::{EC2NodeClass, NodeClaim, NodePool};
 use carpentry_core::labels;
 use carpentry_core::manifest::Manifests;
 use carpentry_core::nodeclaim::lifecycle::{
     self, phase, Instance, Liveness, NotRegistered, Phase, LAUNCH_CACHE_SECONDS, MAX_CONCURRENT_LAUNCHES,
 };
+use carpentry_core::workqueue::RateLimiter;
 use k8s_openapi::api::core::v1::Node;
 use serde_json::json;
 use tracing::{debug, warn};
 
 use super::act::{node_ref, nodeclaim_ref};
-use super::{concern_common, Common, Concern};
+use super::perobject::{Failed, Next, ObjectReconciler};
+use super::Common;
 use crate::cloud::{CloudProvider, CreateError};
+use crate::view::Loaded;
 
 /// A launch result is cached this long by NodeClaim UID (core's, upstream's).
 const LAUNCH_CACHE_TTL: Duration = Duration::from_secs(LAUNCH_CACHE_SECONDS);
-/// At shutdown, how long launches under way are waited for, so that their instances are written
-/// onto their NodeClaims rather than launched again by the next leader (controller-runtime's
-/// manager waits 30 s for running reconciles; the kubelet's default grace is 30 s too).
-const SHUTDOWN_LAUNCH_GRACE: Duration = Duration::from_secs(20);
-/// How long this concern's own write may take to show in the view (core's).
+/// How long this controller's own write may take to show in the view (core's).
 const AWAIT_OWN_WRITE: Duration =
     Duration::from_secs(carpentry_core::disruption::orchestration::AWAIT_OWN_WRITE_SECONDS as u64);
+/// While the first instance-type refresh has not been tried, a launch waits this long between looks.
+const CATALOGUE_WAIT: Duration = Duration::from_secs(1);
 
-/// A NodeClaim whose launch failed (not for capacity): when to try again, and what it said.
-struct LaunchFailure {
-    retry_at: Instant,
-    backoff: Duration,
-    last: String,
-}
+/// The resourceVersions that do not show a step written yet, and when it was written.
+type Written = (Vec<Option<String>>, Instant);
 
-/// The concern: the NodeClaim lifecycle and the consistency check.
+/// The controller.
 pub(super) struct Lifecycle<P: CloudProvider> {
     common: Common<P>,
     /// Launch results by NodeClaim UID, so that a failed status write never launches twice.
-    launched: HashMap<String, (Instance, Instant)>,
-    /// Launches that failed for a reason other than capacity, by NodeClaim UID.
-    launch_failures: HashMap<String, LaunchFailure>,
-    /// Launches under way, by NodeClaim UID.
-    launching: HashMap<String, tokio::task::JoinHandle<Result<Instance, CreateError>>>,
-    /// A permit per launch under way.
-    launch_slots: Arc<tokio::sync::Semaphore>,
-    /// Notified when a launch ends, for the pass that writes its result.
-    ended: Arc<tokio::sync::Notify>,
-    /// NodeClaims this concern wrote a step onto, by UID: the resourceVersions that do not show it
-    /// yet (the one the step was decided on, and one between a step's two writes), and when. Until the view shows a newer version, the NodeClaim is not decided on again,
-    /// so that a step is not written twice from a view that does not show it yet (a write that
-    /// changed nothing keeps the version: [`AWAIT_OWN_WRITE`] bounds the wait).
-    written: HashMap<String, (Vec<Option<String>>, Instant)>,
-    pub(super) consistency: super::consistency::State,
+    launched: Mutex<HashMap<String, (Instance, Instant)>>,
+    /// The last launch error said for each NodeClaim (by UID): said again only when it changes.
+    said: Mutex<HashMap<String, String>>,
+    /// NodeClaims this controller wrote a step onto, by UID: the resourceVersions that do not
+    /// show it yet (the one the step was decided on, and one between a step's two writes), and
+    /// when. Until the view shows a newer version, the NodeClaim is not decided on again, so that
+    /// a step is not written twice from a view that does not show it yet (a write that changed
+    /// nothing keeps the version: [`AWAIT_OWN_WRITE`] bounds the wait).
+    written: Mutex<HashMap<String, Written>>,
     /// The provider was asked to resume what it launched before this process started.
-    resumed: bool,
+    resumed: AtomicBool,
 }
-concern_common!(Lifecycle);
 
 impl<P: CloudProvider> Lifecycle<P> {
     pub(super) fn new(common: Common<P>) -> Self {
         Lifecycle {
             common,
-            launched: HashMap::new(),
-            launch_failures: HashMap::new(),
-            launching: HashMap::new(),
-            launch_slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_LAUNCHES)),
-            ended: Arc::new(tokio::sync::Notify::new()),
-            written: HashMap::new(),
-            consistency: Default::default(),
-            resumed: false,
-        }
-    }
-}
-
-impl<P: CloudProvider> Concern<P> for Lifecycle<P> {
-    const NAME: &'static str = "lifecycle";
-
-    async fn pass(&mut self, m: &Manifests, _: &super::Loaded, now: i64) {
-        if !self.resumed {
-            self.resumed = true;
-            // A dry run makes no machine boot either.
-            if !self.act.dry_run {
-                self.cloud.resume(m).await;
-            }
-        }
-        // Each NodeClaim by UID, whether it is being deleted: one lookup per remembered entry.
-        let deleting: HashMap<&str, bool> = m
-            .nodeclaims
-            .iter()
-            .filter_map(|nc| Some((nc.metadata.uid.as_deref()?, nc.metadata.deletion_timestamp.is_some())))
-            .collect();
-        let live = |uid: &String| deleting.get(uid.as_str()) == Some(&false);
-        self.launched.retain(|uid, (_, at)| at.elapsed() < LAUNCH_CACHE_TTL && live(uid));
-        self.launch_failures.retain(|uid, _| live(uid));
-        self.written.retain(|uid, (_, at)| at.elapsed() < AWAIT_OWN_WRITE && live(uid));
-        // A deleted NodeClaim's launch under way is still waited for (below), and its finalizer
-        // with it; only a NodeClaim gone altogether lets go of it (garbage collection then
-        // terminates an instance it starts).
-        self.launching.retain(|uid, _| deleting.contains_key(uid.as_str()));
-        {
-            // A nomination is kept while its NodeClaim may still fail to launch: not once it has
-            // launched, and past its NodeClaim in the view only while the view may not show a
-            // NodeClaim just created yet.
-            let names: HashSet<&str> = m
-                .nodeclaims
-                .iter()
-                .filter(|nc| nc.status.as_ref().is_none_or(|s| s.provider_id.is_empty()))
-                .map(NodeClaim::name)
-                .collect();
-            let mut nominations = self.shared.nominations.lock().unwrap_or_else(PoisonError::into_inner);
-            nominations.retain(|name, (_, at)| names.contains(name.as_str()) || at.elapsed() < AWAIT_OWN_WRITE);
-        }
-        self.publish_launches();
-        for nc in &m.nodeclaims {
-            match nc.metadata.deletion_timestamp {
-                None => self.lifecycle(m, nc, now).await,
-                // upstream finalizes a NodeClaim only between its reconciles: the launch's
-                // instance is written onto it first, for the finalizer to terminate.
-                Some(_) if self.launching.contains_key(nc.metadata.uid.as_deref().unwrap_or_default()) => {
-                    self.launch(m, nc).await;
-                }
-                Some(_) => {}
-            }
-        }
-        self.publish_launches();
-        self.consistency(m, now).await;
-    }
-
-    fn wake(&self) -> Option<Arc<tokio::sync::Notify>> {
-        Some(self.ended.clone())
-    }
-
-    /// Launches under way are waited for (a bounded while) and their instances written, so that
-    /// the next leader does not launch them again.
-    async fn stop(&mut self, m: &Manifests) {
-        let deadline = tokio::time::Instant::now() + SHUTDOWN_LAUNCH_GRACE;
-        while self.launching.values().any(|launch| !launch.is_finished()) {
-            if tokio::time::timeout_at(deadline, self.ended.notified()).await.is_err() {
-                warn!(
-                    launches = self.launching.len(),
-                    "stopping with launches under way; garbage collection answers for their instances"
-                );
-                break;
-            }
-        }
-        for nc in &m.nodeclaims {
-            let uid = nc.metadata.uid.as_deref().unwrap_or_default();
-            if self.launching.get(uid).is_some_and(|launch| launch.is_finished()) {
-                self.launch(m, nc).await;
-            }
+            launched: Mutex::default(),
+            said: Mutex::default(),
+            written: Mutex::default(),
+            resumed: AtomicBool::new(false),
         }
     }
 }
@@ -165,161 +81,379 @@ pub(super) fn has_finalizer(finalizers: &Option<Vec<String>>) -> bool {
     finalizers.iter().flatten().any(|f| f == labels::TERMINATION_FINALIZER)
 }
 
-impl<P: CloudProvider> Lifecycle<P> {
-    async fn lifecycle(&mut self, m: &Manifests, nc: &NodeClaim, now: i64) {
-        let name = nc.name().to_string();
-        let uid = nc.metadata.uid.as_deref().unwrap_or_default();
-        if self.written.get(uid).is_some_and(|(versions, _)| versions.contains(&nc.metadata.resource_version)) {
-            return; // the view does not show this concern's last write yet
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl<P: CloudProvider> ObjectReconciler for Lifecycle<P> {
+    type Object = NodeClaim;
+    const NAME: &'static str = "nodeclaim.lifecycle";
+    const CONCURRENCY: u16 = MAX_CONCURRENT_LAUNCHES as u16;
+    const RATE_LIMITER: RateLimiter = lifecycle::RATE_LIMITER;
+
+    /// upstream `Register`'s `Watches`: a Node (by providerID) for its NodeClaim's registration
+    /// and initialization; and, for a NodeClaim not launched yet, its EC2NodeClass (a launch
+    /// waits for its subnets).
+    fn related(before: &Manifests, after: &Manifests) -> Vec<String> {
+        let provider_ids = changed_nodes(before, after);
+        let old_classes: HashMap<&str, &Option<String>> = before
+            .nodeclasses
+            .iter()
+            .filter_map(|c| Some((c.metadata.name.as_deref()?, &c.metadata.resource_version)))
+            .collect();
+        let classes: HashSet<&str> = after
+            .nodeclasses
+            .iter()
+            .filter(|c| old_classes.get(c.name()) != Some(&&c.metadata.resource_version))
+            .map(|c| c.name())
+            .collect();
+        after
+            .nodeclaims
+            .iter()
+            .filter(|nc| {
+                let provider_id = nc.status.as_ref().map(|s| s.provider_id.as_str()).unwrap_or_default();
+                if provider_id.is_empty() {
+                    classes.contains(nc.spec.node_class_ref.name.as_str())
+                } else {
+                    provider_ids.contains(provider_id)
+                }
+            })
+            .map(|nc| nc.name().to_string())
+            .collect()
+    }
+
+    /// Forgets what belongs to NodeClaims gone (or being deleted) and the nominations of launched ones.
+    fn tidy(&self, m: &Manifests) {
+        let deleting: HashMap<&str, bool> = m
+            .nodeclaims
+            .iter()
+            .filter_map(|nc| Some((nc.metadata.uid.as_deref()?, nc.metadata.deletion_timestamp.is_some())))
+            .collect();
+        let live = |uid: &String| deleting.get(uid.as_str()) == Some(&false);
+        {
+            // An instance not written yet is kept while its NodeClaim is there, deleted or not;
+            // a NodeClaim gone altogether lets go of it (garbage collection then terminates it).
+            let mut under_way = lock(&self.common.shared.launches_under_way);
+            under_way.retain(|uid| deleting.contains_key(uid.as_str()));
+            lock(&self.launched)
+                .retain(|uid, (_, at)| under_way.contains(uid) || (at.elapsed() < LAUNCH_CACHE_TTL && live(uid)));
         }
+        lock(&self.said).retain(|uid, _| live(uid));
+        lock(&self.written).retain(|uid, (_, at)| at.elapsed() < AWAIT_OWN_WRITE && live(uid));
+        // A nomination is kept while its NodeClaim may still fail to launch: not once it has
+        // launched, and past its NodeClaim in the view only while the view may not show a
+        // NodeClaim just created yet.
+        let unlaunched: HashSet<&str> = m
+            .nodeclaims
+            .iter()
+            .filter(|nc| nc.status.as_ref().is_none_or(|s| s.provider_id.is_empty()))
+            .map(NodeClaim::name)
+            .collect();
+        lock(&self.common.shared.nominations)
+            .retain(|name, (_, at)| unlaunched.contains(name.as_str()) || at.elapsed() < AWAIT_OWN_WRITE);
+    }
+
+    fn reconcile<'a>(
+        &'a self,
+        nc: &NodeClaim,
+        loaded: &Loaded,
+    ) -> impl Future<Output = Result<Next, Failed>> + Send + use<'a, P> {
+        let m = loaded.manifests();
+        // A dry run makes no machine boot either. Once, on a copy of the view.
+        let resume = (!self.resumed.swap(true, Ordering::AcqRel) && !self.common.act.dry_run).then(|| Manifests {
+            nodeclaims: m.nodeclaims.clone(),
+            nodes: m.nodes.clone(),
+            ..Manifests::default()
+        });
+        let seen = Seen {
+            nodeclaim: nc.clone(),
+            node: lifecycle::node_for(nc, &m.nodes).cloned(),
+            nodeclass: m.nodeclass_of(nc).cloned(),
+            nodepool: super::nodepool::owning_nodepool(m, nc).cloned(),
+        };
+        async move {
+            if let Some(view) = resume {
+                self.common.cloud.resume(&view).await;
+            }
+            self.reconcile_seen(&seen).await
+        }
+    }
+}
+
+/// What a reconcile reads of the view: taken before its calls, which hold no view
+/// ([`ObjectReconciler::reconcile`]).
+struct Seen {
+    nodeclaim: NodeClaim,
+    /// Its Node by providerID ([`lifecycle::node_for`]).
+    node: Result<Node, NotRegistered>,
+    /// The EC2NodeClass it names.
+    nodeclass: Option<EC2NodeClass>,
+    /// The NodePool that owns it (its registration outcomes are that NodePool's).
+    nodepool: Option<NodePool>,
+}
+
+impl<P: CloudProvider> Lifecycle<P> {
+    /// upstream `Reconcile`, on what the view showed.
+    async fn reconcile_seen(&self, seen: &Seen) -> Result<Next, Failed> {
+        let nc = &seen.nodeclaim;
+        let uid = nc.metadata.uid.as_deref().unwrap_or_default();
+        if nc.metadata.deletion_timestamp.is_some() {
+            // Termination's, once an instance launched for it is written onto it.
+            let launched = nc.status.as_ref().is_some_and(|s| !s.provider_id.is_empty());
+            let unwritten = self.common.launch_under_way(uid) && !launched;
+            let cached = lock(&self.launched).get(uid).map(|(instance, _)| instance.clone());
+            return match cached.filter(|_| unwritten) {
+                Some(instance) => self.write_launched(nc, &instance).await,
+                None => Ok(Next::Change),
+            };
+        }
+        if let Some((_, at)) = lock(&self.written)
+            .get(uid)
+            .filter(|(versions, at)| versions.contains(&nc.metadata.resource_version) && at.elapsed() < AWAIT_OWN_WRITE)
+        {
+            // The view does not show this controller's last write yet.
+            return Ok(Next::After(AWAIT_OWN_WRITE.saturating_sub(at.elapsed()).max(Duration::from_millis(100))));
+        }
+        let name = nc.name();
         if !has_finalizer(&nc.metadata.finalizers) {
             let mut finalizers = nc.metadata.finalizers.clone().unwrap_or_default();
             finalizers.push(labels::TERMINATION_FINALIZER.into());
             let rv = &nc.metadata.resource_version;
-            if self
-                .act
-                .patch_nodeclaim(&name, json!({"metadata": {"finalizers": finalizers, "resourceVersion": rv}}))
-                .await
-            {
-                self.wrote(nc);
+            let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": rv}});
+            if self.common.act.patch_nodeclaim(name, patch).await {
+                self.wrote(nc, None);
+            } else if !self.common.act.dry_run {
+                return Err(Failed(anyhow!("NodeClaim {name}'s finalizer was not written")));
             }
-            return;
+            return Ok(Next::Change);
         }
+        let now = crate::clock::now_seconds();
         match phase(nc) {
-            Phase::Launching => {
-                if self.liveness(m, nc, now).await {
-                    return;
-                }
-                self.launch(m, nc).await;
-            }
-            Phase::Launched => match lifecycle::node_for(nc, &m.nodes) {
-                Ok(node) => self.register(m, nc, node).await,
-                Err(NotRegistered::MultipleNodesFound { provider_id, count }) => {
-                    let note = format!("{count} Nodes have providerID {provider_id}; the NodeClaim cannot register");
-                    self.act.event(&nodeclaim_ref(nc), true, "MultipleNodesFound", note, "Register").await;
-                }
-                Err(_) => {
-                    self.liveness(m, nc, now).await;
+            Phase::Launching => match self.liveness(seen, now).await {
+                Alive::TimedOut => Ok(Next::Change),
+                Alive::NotDeleted => Err(Failed(anyhow!("NodeClaim {name}, timed out, was not deleted"))),
+                Alive::CheckAfter(check) => Ok(sooner(self.launch(nc, seen.nodeclass.as_ref()).await?, check)),
+            },
+            Phase::Launched => match &seen.node {
+                Ok(node) => self.register(seen.nodepool.as_ref(), nc, node).await,
+                Err(not_registered) => {
+                    if let NotRegistered::MultipleNodesFound { provider_id, count } = not_registered {
+                        let note =
+                            format!("{count} Nodes have providerID {provider_id}; the NodeClaim cannot register");
+                        let on = nodeclaim_ref(nc);
+                        self.common.act.event(&on, true, "MultipleNodesFound", note, "Register").await;
+                    }
+                    match self.liveness(seen, now).await {
+                        Alive::TimedOut => Ok(Next::Change),
+                        Alive::NotDeleted => Err(Failed(anyhow!("NodeClaim {name}, timed out, was not deleted"))),
+                        Alive::CheckAfter(check) => Ok(sooner(Next::Change, check)),
+                    }
                 }
             },
-            Phase::Registered => {
-                if let Ok(node) = lifecycle::node_for(nc, &m.nodes) {
-                    self.initialize(nc, node).await;
-                }
-            }
-            Phase::Initialized | Phase::Terminating => {}
+            Phase::Registered => match &seen.node {
+                Ok(node) => self.initialize(nc, node).await,
+                Err(_) => Ok(Next::Change),
+            },
+            Phase::Initialized | Phase::Terminating => Ok(Next::Change),
         }
     }
+}
 
-    /// upstream `liveness.go`: true when the NodeClaim timed out and was deleted.
-    async fn liveness(&mut self, m: &Manifests, nc: &NodeClaim, now: i64) -> bool {
-        let Liveness::TimedOut(timeout) = lifecycle::liveness(nc, now) else { return false };
+/// The providerIDs of the Nodes that changed, came or went between two views: upstream's
+/// `NodeEventHandler`, which maps a Node event to the NodeClaim of its providerID.
+pub(super) fn changed_nodes<'m>(before: &'m Manifests, after: &'m Manifests) -> HashSet<&'m str> {
+    let old_nodes: HashMap<&str, &Option<String>> =
+        before.nodes.iter().filter_map(|n| Some((n.metadata.name.as_deref()?, &n.metadata.resource_version))).collect();
+    let mut provider_ids: HashSet<&str> = after
+        .nodes
+        .iter()
+        .filter(|n| {
+            old_nodes.get(n.metadata.name.as_deref().unwrap_or_default()) != Some(&&n.metadata.resource_version)
+        })
+        .filter_map(|n| n.spec.as_ref()?.provider_id.as_deref())
+        .collect();
+    let new_nodes: HashSet<&str> = after.nodes.iter().filter_map(|n| n.metadata.name.as_deref()).collect();
+    provider_ids.extend(
+        before
+            .nodes
+            .iter()
+            .filter(|n| !new_nodes.contains(n.metadata.name.as_deref().unwrap_or_default()))
+            .filter_map(|n| n.spec.as_ref()?.provider_id.as_deref()),
+    );
+    provider_ids
+}
+
+/// What liveness says of a NodeClaim not registered yet.
+enum Alive {
+    /// Timed out: deleted.
+    TimedOut,
+    /// Timed out, and the delete failed: tried again after the backoff.
+    NotDeleted,
+    /// Look again this much later (upstream's requeue), if ever.
+    CheckAfter(Option<Duration>),
+}
+
+/// The sooner of what a step asks for and liveness's next look.
+fn sooner(next: Next, check: Option<Duration>) -> Next {
+    match (next, check) {
+        (Next::After(a), Some(b)) => Next::After(a.min(b)),
+        (Next::Change, Some(b)) => Next::After(b),
+        (next, None) => next,
+    }
+}
+
+impl<P: CloudProvider> Lifecycle<P> {
+    /// upstream `liveness.go`.
+    async fn liveness(&self, seen: &Seen, now: i64) -> Alive {
+        let nc = &seen.nodeclaim;
+        let timeout = match lifecycle::liveness(nc, now) {
+            Liveness::Done => return Alive::CheckAfter(None),
+            Liveness::CheckAfter(seconds) => {
+                return Alive::CheckAfter(Some(Duration::from_secs(seconds.max(1) as u64)));
+            }
+            Liveness::TimedOut(timeout) => timeout,
+        };
         let note = format!(
             "not {} after {} s: deleting the NodeClaim; its pods are provisioned again",
             timeout.condition(),
             timeout.after_seconds()
         );
-        self.act.decided("LivenessTimeout", &json!({"nodeclaim": nc.name(), "timeout": timeout}));
-        self.act.event(&nodeclaim_ref(nc), true, "LivenessTimeout", note, "Delete").await;
+        let act = &self.common.act;
+        act.decided("LivenessTimeout", &json!({"nodeclaim": nc.name(), "timeout": timeout}));
+        act.event(&nodeclaim_ref(nc), true, "LivenessTimeout", note, "Delete").await;
         // upstream judges the NodePool first, then deletes.
-        self.registration_outcome(m, nc, false).await;
-        if self.act.delete_nodeclaim(nc.name()).await {
-            let reason = match timeout {
-                carpentry_core::nodeclaim::lifecycle::LivenessTimeout::Launch => "LaunchTimeout",
-                carpentry_core::nodeclaim::lifecycle::LivenessTimeout::Registration => "RegistrationTimeout",
-            };
-            self.act.metrics.nodeclaim_disrupted(nc, reason);
+        self.common.registration_outcome(seen.nodepool.as_ref(), nc, false).await;
+        if !act.delete_nodeclaim(nc.name()).await {
+            return if act.dry_run { Alive::TimedOut } else { Alive::NotDeleted };
         }
-        true
+        let reason = match timeout {
+            lifecycle::LivenessTimeout::Launch => "LaunchTimeout",
+            lifecycle::LivenessTimeout::Registration => "RegistrationTimeout",
+        };
+        act.metrics.nodeclaim_disrupted(nc, reason);
+        // A reconcile on a view from before the delete must not judge and delete it again.
+        self.wrote(nc, None);
+        Alive::TimedOut
     }
 
     /// upstream `launch.go`: the cloud provider's instance (cached by UID), written onto the
-    /// NodeClaim. No launch possible → the NodeClaim is deleted (a new round provisions its pods).
-    async fn launch(&mut self, m: &Manifests, nc: &NodeClaim) {
-        let name = nc.name().to_string();
+    /// NodeClaim. No launch possible → the NodeClaim is deleted (a new round provisions its pods);
+    /// a launch that failed otherwise fails the reconcile (tried again after the backoff).
+    async fn launch(&self, nc: &NodeClaim, nodeclass: Option<&EC2NodeClass>) -> Result<Next, Failed> {
+        let name = nc.name();
         let uid = nc.metadata.uid.clone().unwrap_or_default();
-        let instance = match self.launched.get(&uid) {
-            Some((instance, _)) => instance.clone(),
-            None if self.launching.get(&uid).is_some_and(|launch| !launch.is_finished()) => return,
+        let cached = lock(&self.launched).get(&uid).map(|(instance, _)| instance.clone());
+        let instance = match cached {
+            Some(instance) => instance,
             None => {
-                let Some(launch) = self.launching.remove(&uid) else {
-                    self.start_launch(m, nc);
-                    return;
+                let Some(catalogue) = self.common.settled_catalogue() else {
+                    return Ok(Next::After(CATALOGUE_WAIT)); // the region's types and prices first
                 };
-                let result = launch.await.unwrap_or_else(|e| Err(CreateError::cloud(format!("the launch ended: {e}"))));
+                // The class the NodeClaim names, not its NodePool's now (an edit since must not
+                // change what an existing NodeClaim launches).
+                let Some(class) = nodeclass else {
+                    debug!(nodeclaim = %name, nodeclass = %nc.spec.node_class_ref.name,
+                        "the NodeClaim's EC2NodeClass is not there (yet); not launched");
+                    return Ok(Next::Change);
+                };
+                let subnets = class.status.as_ref().map_or(&[][..], |s| s.subnets.as_slice());
+                let types = match catalogue.instance_types_in_subnets(&self.common.region, &class.spec, subnets) {
+                    Ok(types) => types,
+                    Err(e) => {
+                        warn!(nodeclaim = %name, error = %carpentry_core::error_chain(&e), "no instance types; not launched");
+                        return Ok(Next::Change);
+                    }
+                };
+                let act = &self.common.act;
+                if act.dry_run {
+                    act.decided("WouldLaunch", &json!({"nodeclaim": name}));
+                    return Ok(Next::Change);
+                }
+                if !act.leading() {
+                    return Ok(Next::Change); // a launch is this replica's only while it leads
+                }
+                // Termination waits for it, so that the instance is written onto the NodeClaim
+                // and terminated with it: until the instance is written, or none launched.
+                self.common.launch_under_way_set(&uid, true);
+                let started = Instant::now();
+                let result = self.common.cloud.create(nc, class, &types).await;
+                let error = result.as_ref().err().map(CreateError::upstream_type);
+                let cloud_name = self.common.cloud.name();
+                act.metrics.cloud_call("nodeclaim.lifecycle", "Create", cloud_name, started, error);
                 match result {
                     Ok(instance) => {
-                        self.launch_failures.remove(&uid);
-                        self.nominated(&name, true);
-                        self.launched.insert(uid, (instance.clone(), Instant::now()));
-                        instance
+                        lock(&self.said).remove(&uid);
+                        self.common.nominated(name, true);
+                        lock(&self.launched).insert(uid.clone(), (instance.clone(), Instant::now()));
+                        return self.write_launched(nc, &instance).await;
                     }
                     Err(e) if e.deletes_nodeclaim() => {
+                        self.common.launch_under_way_set(&uid, false);
                         let why = carpentry_core::error_chain(&e);
-                        self.act.decided("LaunchFailed", &json!({"nodeclaim": name, "why": why}));
+                        act.decided("LaunchFailed", &json!({"nodeclaim": name, "why": why}));
                         let note = format!("{why}: deleting the NodeClaim; its pods are provisioned again");
-                        self.act.event(&nodeclaim_ref(nc), true, "InsufficientCapacityError", note, "Launch").await;
-                        for pod in self.nominated(&name, true) {
+                        act.event(&nodeclaim_ref(nc), true, "InsufficientCapacityError", note, "Launch").await;
+                        for pod in self.common.nominated(name, true) {
                             let note = format!(
                                 "nodeclaim/{name}, which this pod should schedule on, cannot launch: {why}; \
                                  the pod is provisioned again"
                             );
-                            self.act.event(&pod, true, "InsufficientCapacityError", note, "Launch").await;
+                            act.event(&pod, true, "InsufficientCapacityError", note, "Launch").await;
                         }
-                        if self.act.delete_nodeclaim(&name).await {
-                            self.act.metrics.nodeclaim_disrupted(nc, "InsufficientCapacity");
+                        if !act.delete_nodeclaim(name).await {
+                            return Err(Failed(anyhow!("NodeClaim {name}, which cannot launch, was not deleted")));
                         }
-                        return;
+                        act.metrics.nodeclaim_disrupted(nc, "InsufficientCapacity");
+                        self.wrote(nc, None);
+                        return Ok(Next::Change);
                     }
                     Err(e) => {
-                        // Tried again after core's backoff, so that a denied or
-                        // failing call is not repeated every pass; said once per distinct error,
-                        // and on the NodeClaim's `Launched` condition (upstream: Unknown, with the
-                        // error's reason).
-                        let why = match &e {
-                            CreateError::Cloud(cloud) => format!("{cloud:#}"),
-                            other => carpentry_core::error_chain(other),
-                        };
-                        let (reason, message) = e.launched_condition(&why);
-                        if let Some(status) =
-                            lifecycle::launch_failed(nc, reason, &message, &crate::clock::now_rfc3339())
-                        {
-                            self.act.patch_nodeclaim_status(nc, json!(status)).await;
-                        }
-                        let previous = self.launch_failures.get(&uid).map(|f| f.backoff.as_millis() as u64);
-                        let backoff = Duration::from_millis(
-                            carpentry_core::nodeclaim::lifecycle::launch_backoff_millis(previous),
-                        );
-                        let failure = self.launch_failures.entry(uid).or_insert_with(|| LaunchFailure {
-                            retry_at: Instant::now(),
-                            backoff,
-                            last: String::new(),
-                        });
-                        failure.backoff = backoff;
-                        failure.retry_at = Instant::now() + backoff;
-                        warn!(nodeclaim = %name, error = %why, retry_in_s = failure.backoff.as_secs(), "launch failed");
-                        if failure.last != why {
-                            failure.last = why.clone();
-                            self.common.act.decided("LaunchFailed", &json!({"nodeclaim": name, "why": why}));
-                            let note = format!("{why}; trying again in {} s", failure.backoff.as_secs());
-                            self.common.act.event(&nodeclaim_ref(nc), true, "LaunchFailed", note, "Launch").await;
-                            let retry_in = failure.backoff.as_secs();
-                            for pod in self.common.nominated(&name, false) {
-                                let note = format!(
-                                    "nodeclaim/{name}, which this pod should schedule on, has not launched: {why}; \
-                                     trying again in {retry_in} s"
-                                );
-                                self.common.act.event(&pod, true, "LaunchFailed", note, "Launch").await;
-                            }
-                        }
-                        return;
+                        self.common.launch_under_way_set(&uid, false);
+                        return Err(self.launch_failed(nc, &e).await);
                     }
                 }
             }
         };
+        self.write_launched(nc, &instance).await
+    }
+
+    /// A launch that failed for a reason other than capacity: said on the NodeClaim's `Launched`
+    /// condition (upstream: Unknown, with the error's reason), once per distinct error in an
+    /// event on it and its nominated pods; tried again after the backoff.
+    async fn launch_failed(&self, nc: &NodeClaim, e: &CreateError) -> Failed {
+        let name = nc.name();
+        let uid = nc.metadata.uid.clone().unwrap_or_default();
+        let why = match e {
+            CreateError::Cloud(cloud) => format!("{cloud:#}"),
+            other => carpentry_core::error_chain(other),
+        };
+        let (reason, message) = e.launched_condition(&why);
+        let act = &self.common.act;
+        if let Some(status) = lifecycle::launch_failed(nc, reason, &message, &crate::clock::now_rfc3339()) {
+            act.patch_nodeclaim_status(nc, json!(status)).await;
+        }
+        let new = lock(&self.said).insert(uid, why.clone()).as_ref() != Some(&why);
+        if new {
+            act.decided("LaunchFailed", &json!({"nodeclaim": name, "why": why}));
+            let note = format!("{why}; trying again after a backoff");
+            act.event(&nodeclaim_ref(nc), true, "LaunchFailed", note, "Launch").await;
+            for pod in self.common.nominated(name, false) {
+                let note = format!(
+                    "nodeclaim/{name}, which this pod should schedule on, has not launched: {why}; \
+                     trying again after a backoff"
+                );
+                act.event(&pod, true, "LaunchFailed", note, "Launch").await;
+            }
+        }
+        Failed(anyhow!("NodeClaim {name}'s launch failed: {why}"))
+    }
+
+    /// The launched instance written onto the NodeClaim.
+    async fn write_launched(&self, nc: &NodeClaim, instance: &Instance) -> Result<Next, Failed> {
+        let name = nc.name();
         let at = crate::clock::now_rfc3339();
-        let launched = lifecycle::launched(nc, &instance, &at);
-        self.act.decided(
+        let launched = lifecycle::launched(nc, instance, &at);
+        self.common.act.decided(
             "Launched",
             &json!({"nodeclaim": name, "providerID": instance.provider_id,
                 "instanceType": instance.labels.get(labels::INSTANCE_TYPE),
@@ -328,80 +462,29 @@ impl<P: CloudProvider> Lifecycle<P> {
         );
         // The labels first, then the providerID that marks the launch done: a launched NodeClaim
         // is never seen without its instance type and zone (drift would call that
-        // RequirementsDrifted). A failure in between is covered by the provider's launch cache.
+        // RequirementsDrifted). A failure in between is covered by the launch cache.
         let metadata = json!({"labels": launched.metadata.labels, "annotations": launched.metadata.annotations});
-        if let Some(between) = self.act.patch_nodeclaim_then_status(nc, metadata, json!(launched.status)).await {
-            self.wrote(nc);
+        match self.common.act.patch_nodeclaim_then_status(nc, metadata, json!(launched.status)).await {
             // The view may show the metadata write before the status: not a newer view either.
-            if let Some((versions, _)) = self.written.get_mut(nc.metadata.uid.as_deref().unwrap_or_default()) {
-                versions.push(between);
+            Some(between) => {
+                self.common.launch_under_way_set(nc.metadata.uid.as_deref().unwrap_or_default(), false);
+                self.wrote(nc, Some(between));
+                Ok(Next::Change)
             }
+            None if self.common.act.dry_run => Ok(Next::Change),
+            None => Err(Failed(anyhow!("NodeClaim {name}'s launch was not written"))),
         }
-    }
-
-    /// Starts `nc`'s launch as a task of its own, unless its class, a backoff, the catalogue or
-    /// leadership says not yet.
-    fn start_launch(&mut self, m: &Manifests, nc: &NodeClaim) {
-        if !self.catalogue_settled {
-            return; // the region's types and prices, not the embedded catalogue's
-        }
-        let name = nc.name().to_string();
-        let uid = nc.metadata.uid.clone().unwrap_or_default();
-        // The class the NodeClaim names, not its NodePool's now (an edit since must not
-        // change what an existing NodeClaim launches).
-        let Some(class) = m.nodeclass_of(nc) else {
-            debug!(nodeclaim = %name, nodeclass = %nc.spec.node_class_ref.name,
-                "the NodeClaim's EC2NodeClass is not there (yet); not launched");
-            return;
-        };
-        if self.launch_failures.get(&uid).is_some_and(|f| f.retry_at > Instant::now()) {
-            return;
-        }
-        let subnets = class.status.as_ref().map_or(&[][..], |s| s.subnets.as_slice());
-        let types = match self.catalogue.instance_types_in_subnets(&self.region, &class.spec, subnets) {
-            Ok(t) => t,
-            Err(e) => {
-                warn!(nodeclaim = %name, error = %carpentry_core::error_chain(&e), "no instance types; not launched");
-                return;
-            }
-        };
-        if self.act.dry_run {
-            self.act.decided("WouldLaunch", &json!({"nodeclaim": name}));
-            return;
-        }
-        if !self.act.leading() {
-            return; // a launch is this replica's only while it leads
-        }
-        let (cloud, nc, class) = (self.cloud.clone(), nc.clone(), class.clone());
-        let (slots, ended, metrics) = (self.launch_slots.clone(), self.ended.clone(), self.act.metrics.clone());
-        let launch = tokio::spawn(async move {
-            let _slot = slots.acquire_owned().await;
-            let started = Instant::now();
-            let result = cloud.create(&nc, &class, &types).await;
-            let error = result.as_ref().err().map(CreateError::upstream_type);
-            metrics.cloud_call("nodeclaim.lifecycle", "Create", cloud.name(), started, error);
-            ended.notify_one();
-            result
-        });
-        self.launching.insert(uid, launch);
-        self.publish_launches();
-    }
-
-    /// Tells termination which NodeClaims' launches are under way.
-    fn publish_launches(&self) {
-        let mut shared = self.shared.launches_under_way.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        shared.clear();
-        shared.extend(self.launching.keys().cloned());
     }
 
     /// upstream `registration.go`.
-    async fn register(&mut self, m: &Manifests, nc: &NodeClaim, node: &Node) {
+    async fn register(&self, nodepool: Option<&NodePool>, nc: &NodeClaim, node: &Node) -> Result<Next, Failed> {
+        let act = &self.common.act;
         let at = crate::clock::now_rfc3339();
         let r = lifecycle::register(nc, node, &at);
         let node_name = r.node.metadata.name.clone().unwrap_or_default();
         if r.unregistered_taint_missing {
             let note = format!("Node {node_name} joined without the karpenter.sh/unregistered:NoExecute taint");
-            self.act.event(&node_ref(node), true, "UnregisteredTaintMissing", note, "Register").await;
+            act.event(&node_ref(node), true, "UnregisteredTaintMissing", note, "Register").await;
         }
         let meta = &r.node.metadata;
         let patch = json!({
@@ -412,44 +495,134 @@ impl<P: CloudProvider> Lifecycle<P> {
             },
             "spec": {"taints": r.node.spec.as_ref().and_then(|s| s.taints.clone())},
         });
-        if !self.act.patch_node(&node_name, patch).await {
-            return;
+        if !act.patch_node(&node_name, patch).await {
+            return self.unwritten(format!("Node {node_name}'s registration"));
         }
         let status = r.nodeclaim.status.as_ref();
-        self.act.decided("Registered", &json!({"nodeclaim": nc.name(), "node": node_name}));
+        act.decided("Registered", &json!({"nodeclaim": nc.name(), "node": node_name}));
         let patch = json!({"nodeName": node_name, "conditions": status.map(|s| &s.conditions)});
-        if self.act.patch_nodeclaim_status(nc, patch).await {
-            self.wrote(nc);
+        if !act.patch_nodeclaim_status(nc, patch).await {
+            return self.unwritten(format!("NodeClaim {}'s registration", nc.name()));
         }
-        self.registration_outcome(m, nc, true).await;
+        self.wrote(nc, None);
+        self.common.registration_outcome(nodepool, nc, true).await;
+        Ok(Next::Change)
     }
 
     /// upstream `initialization.go`.
-    async fn initialize(&mut self, nc: &NodeClaim, node: &Node) {
+    async fn initialize(&self, nc: &NodeClaim, node: &Node) -> Result<Next, Failed> {
+        let act = &self.common.act;
         let at = crate::clock::now_rfc3339();
         let (initialized, node_after) = match lifecycle::initialize(nc, node, &at) {
             Ok(done) => done,
             Err(why) => {
+                // Its Node's next change brings the NodeClaim back.
                 debug!(nodeclaim = %nc.name(), reason = why.reason(), "not initialized yet: {why}");
-                return;
+                return Ok(Next::Change);
             }
         };
         let node_name = node.metadata.name.clone().unwrap_or_default();
         // The labels as core leaves them (`karpenter.sh/initialized=true` added).
         let patch = json!({"metadata": {"labels": node_after.metadata.labels}});
-        if !self.act.patch_node(&node_name, patch).await {
-            return;
+        if !act.patch_node(&node_name, patch).await {
+            return self.unwritten(format!("Node {node_name}'s initialized label"));
         }
-        self.act.decided("Initialized", &json!({"nodeclaim": nc.name(), "node": node_name}));
+        act.decided("Initialized", &json!({"nodeclaim": nc.name(), "node": node_name}));
         let conditions = initialized.status.as_ref().map(|s| &s.conditions);
-        if self.act.patch_nodeclaim_status(nc, json!({"conditions": conditions})).await {
-            self.wrote(nc);
+        if !act.patch_nodeclaim_status(nc, json!({"conditions": conditions})).await {
+            return self.unwritten(format!("NodeClaim {}'s initialization", nc.name()));
+        }
+        self.wrote(nc, None);
+        Ok(Next::Change)
+    }
+
+    /// A write that was not made: in a dry run the reconcile ends as if it had been; a refused
+    /// write (or a follower's) fails the reconcile, tried again after the backoff.
+    fn unwritten(&self, what: String) -> Result<Next, Failed> {
+        if self.common.act.dry_run {
+            Ok(Next::Change)
+        } else {
+            Err(Failed(anyhow!("{what} was not written")))
         }
     }
 
-    /// A step was written onto `nc`, decided on its version in the view.
-    fn wrote(&mut self, nc: &NodeClaim) {
+    /// A step was written onto `nc`, decided on its version in the view (and `between`, the
+    /// version between a step's two writes).
+    fn wrote(&self, nc: &NodeClaim, between: Option<Option<String>>) {
         let uid = nc.metadata.uid.clone().unwrap_or_default();
-        self.written.insert(uid, (vec![nc.metadata.resource_version.clone()], Instant::now()));
+        let mut versions = vec![nc.metadata.resource_version.clone()];
+        versions.extend(between);
+        lock(&self.written).insert(uid, (versions, Instant::now()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use carpentry_core::api::EC2NodeClass;
+    use serde_json::json;
+
+    use super::*;
+    use crate::cloud::kwok::Kwok;
+
+    fn nodeclaim(name: &str, class: &str, provider_id: &str) -> NodeClaim {
+        serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": name, "uid": format!("uid-{name}"), "resourceVersion": "1"},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": class},
+                "requirements": []},
+            "status": {"providerID": provider_id},
+        }))
+        .unwrap()
+    }
+
+    fn node(name: &str, provider_id: &str, version: &str) -> Node {
+        serde_json::from_value(json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "resourceVersion": version}, "spec": {"providerID": provider_id}}))
+        .unwrap()
+    }
+
+    fn class(name: &str, version: &str) -> EC2NodeClass {
+        serde_json::from_value(json!({
+            "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+            "metadata": {"name": name, "uid": format!("uid-{name}"), "resourceVersion": version},
+            "spec": {"role": "KarpenterNodeRole", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                "subnetSelectorTerms": [{"tags": {"a": "b"}}], "securityGroupSelectorTerms": [{"tags": {"a": "b"}}]},
+        }))
+        .unwrap()
+    }
+
+    fn related(before: &Manifests, after: &Manifests) -> Vec<String> {
+        let mut names = Lifecycle::<Kwok>::related(before, after);
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_nodeclaim_is_reconciled_when_its_node_or_before_it_launches_its_class_changes() {
+        let nodeclaims = vec![
+            nodeclaim("launching-a", "a", ""),
+            nodeclaim("launching-b", "b", ""),
+            nodeclaim("launched", "a", "kwok://n1"),
+            nodeclaim("other", "a", "kwok://n2"),
+        ];
+        let before = Manifests {
+            nodeclaims: nodeclaims.clone(),
+            nodes: vec![node("n2", "kwok://n2", "1"), node("n3", "kwok://n3", "1")],
+            nodeclasses: vec![class("a", "1"), class("b", "1")],
+            ..Manifests::default()
+        };
+        assert_eq!(related(&before, &before), Vec::<String>::new());
+        // Its Node joined (by providerID), another's changed, a third's went.
+        let after =
+            Manifests { nodes: vec![node("n1", "kwok://n1", "1"), node("n2", "kwok://n2", "2")], ..before.clone() };
+        assert_eq!(related(&before, &after), ["launched", "other"]);
+        let gone = Manifests { nodes: vec![node("n2", "kwok://n2", "1")], ..before.clone() };
+        assert_eq!(related(&before, &gone), Vec::<String>::new()); // n3 was nobody's
+        let gone = Manifests { nodes: vec![node("n3", "kwok://n3", "1")], ..before.clone() };
+        assert_eq!(related(&before, &gone), ["other"]);
+        // A class's change (its status: subnets, readiness) wakes only the NodeClaims that have
+        // not launched with it.
+        let after = Manifests { nodeclasses: vec![class("a", "2"), class("b", "1")], ..before.clone() };
+        assert_eq!(related(&before, &after), ["launching-a"]);
     }
 }

@@ -15,13 +15,16 @@
 //!   instance profiles collected;
 //! - [`interruption::Interruptions`] (upstream AWS `interruption`): the interruption queue's
 //!   messages, core's decision for each ([`carpentry_core::providers::interruption`]);
-//! - [`lifecycle::Lifecycle`] (upstream `nodeclaim.lifecycle` and `nodeclaim.consistency`): the
-//!   termination finalizer, launches through the cloud provider (each its own task, at most core's
-//!   `MAX_CONCURRENT_LAUNCHES` at once, the result cached by NodeClaim UID), registration,
-//!   initialization, liveness ([`carpentry_core::nodeclaim::lifecycle`]); each Node's capacity
-//!   against its NodeClaim's, every 10 minutes ([`carpentry_core::nodeclaim::consistency`]);
-//! - [`tagging::Tagging`] (upstream AWS `nodeclaim.tagging`): a registered NodeClaim's instance
-//!   tagged with its Node's and NodeClaim's names ([`carpentry_core::providers::tagging`]);
+//! - [`lifecycle::Lifecycle`] (upstream `nodeclaim.lifecycle`), a per-object reconciler: the
+//!   termination finalizer, launches through the cloud provider (at most core's
+//!   `MAX_CONCURRENT_LAUNCHES` NodeClaims at once, the result cached by NodeClaim UID),
+//!   registration, initialization, liveness ([`carpentry_core::nodeclaim::lifecycle`]);
+//!   [`consistency::Consistency`] (upstream `nodeclaim.consistency`), a per-object reconciler:
+//!   each Node's capacity against its NodeClaim's, every 10 minutes
+//!   ([`carpentry_core::nodeclaim::consistency`]);
+//! - [`tagging::Tagging`] (upstream AWS `nodeclaim.tagging`), a per-object reconciler: a
+//!   registered NodeClaim's instance tagged with its Node's and NodeClaim's names
+//!   ([`carpentry_core::providers::tagging`]);
 //! - [`termination::Termination`] (upstream `node.termination` and the NodeClaim finalizer): the
 //!   disrupted taint, drain through the Eviction API in core's tiers
 //!   ([`carpentry_core::termination`]), instance deletion, finalizers removed;
@@ -191,6 +194,28 @@ impl<P: CloudProvider> Common<P> {
             !m.nodeclaims.iter().any(|nc| nc.name() == name) && now.saturating_sub(*at) < bound_millis
         });
         awaiting.first().map(|(name, _)| name.clone())
+    }
+
+    /// The latest catalogue, once the first refresh has been tried (until then nothing is
+    /// launched on the embedded catalogue's types and prices).
+    fn settled_catalogue(&self) -> Option<Arc<Catalogue>> {
+        // The flag first: set after the catalogue is written, it vouches for what is read next.
+        if !self.shared.catalogue_settled.load(Ordering::Acquire) {
+            return None;
+        }
+        Some(self.shared.catalogue.read().unwrap_or_else(PoisonError::into_inner).clone())
+    }
+
+    /// Marks the NodeClaim `uid`'s launch under way, or settles it (its instance written onto
+    /// it, or none launched): while under way, termination keeps the NodeClaim's finalizer, so
+    /// that an instance it starts is written onto it and terminated with it.
+    fn launch_under_way_set(&self, uid: &str, under_way: bool) {
+        let mut launches = self.shared.launches_under_way.lock().unwrap_or_else(PoisonError::into_inner);
+        if under_way {
+            launches.insert(uid.to_string());
+        } else {
+            launches.remove(uid);
+        }
     }
 
     /// Whether the NodeClaim `uid`'s launch is under way.
@@ -374,8 +399,12 @@ impl<P: CloudProvider> Reconciler<P> {
         tasks.spawn(perobject::drive_objects(nodeclasses, metrics, views.clone(), p.clone(), s.clone()));
         tasks.spawn(drive(nodeclass::Collection::new(c.clone()), views.clone(), p.clone(), s.clone()));
         tasks.spawn(drive(interruption::Interruptions::new(c.clone()), views.clone(), p.clone(), s.clone()));
-        tasks.spawn(drive(lifecycle::Lifecycle::new(c.clone()), views.clone(), p.clone(), s.clone()));
-        tasks.spawn(drive(tagging::Tagging::new(c.clone()), views.clone(), p.clone(), s.clone()));
+        let lifecycle = lifecycle::Lifecycle::new(c.clone());
+        tasks.spawn(perobject::drive_objects(lifecycle, c.act.metrics.clone(), views.clone(), p.clone(), s.clone()));
+        let consistency = consistency::Consistency::new(c.clone());
+        tasks.spawn(perobject::drive_objects(consistency, c.act.metrics.clone(), views.clone(), p.clone(), s.clone()));
+        let tagging = tagging::Tagging::new(c.clone());
+        tasks.spawn(perobject::drive_objects(tagging, c.act.metrics.clone(), views.clone(), p.clone(), s.clone()));
         tasks.spawn(drive(termination::Termination::new(c.clone()), views.clone(), p.clone(), s.clone()));
         let scheduling = Scheduling {
             common: c.clone(),

@@ -81,13 +81,18 @@ impl<P: CloudProvider> Scheduling<P> {
     }
 }
 
+/// The NodePool `nc` is labelled with, as `m` shows it.
+pub(super) fn owning_nodepool<'m>(m: &'m Manifests, nc: &NodeClaim) -> Option<&'m NodePool> {
+    let pool = nc.metadata.labels.as_ref().and_then(|l| l.get(carpentry_core::labels::NODEPOOL))?;
+    m.nodepools.iter().find(|np| np.name() == pool)
+}
+
 impl<P: CloudProvider> Common<P> {
     /// upstream `updateNodePoolRegistrationHealth` (registration.go and liveness.go): records
     /// that `nc` registered (or timed out) for its NodePool and writes `NodeRegistrationHealthy`
     /// when that turns it.
-    pub(super) async fn registration_outcome(&self, m: &Manifests, nc: &NodeClaim, registered: bool) {
-        let pool = nc.metadata.labels.as_ref().and_then(|l| l.get(carpentry_core::labels::NODEPOOL));
-        let Some(np) = pool.and_then(|name| m.nodepools.iter().find(|np| np.name() == name)) else { return };
+    pub(super) async fn registration_outcome(&self, np: Option<&NodePool>, nc: &NodeClaim, registered: bool) {
+        let Some(np) = np else { return };
         let (Some(uid), true) = (np.metadata.uid.clone(), registrationhealth::owned_by(nc, np)) else { return };
         let at = crate::clock::now_rfc3339();
         let status = {

@@ -65,6 +65,23 @@ pub(super) trait Kind: Clone + Send + Sync + 'static {
     }
 }
 
+impl Kind for carpentry_core::api::NodeClaim {
+    const KIND: &'static str = "NodeClaim";
+    const GROUP: &'static str = "karpenter.sh";
+    const VERSION: &'static str = "v1";
+    const PLURAL: &'static str = "nodeclaims";
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+    fn all(m: &Manifests) -> &[Self] {
+        &m.nodeclaims
+    }
+}
+
 /// An object of kind `T` in the applier's store (kube-runtime's store keys by [`Resource`]).
 #[derive(Debug, Clone)]
 pub(super) struct Live<T>(T);
@@ -123,6 +140,9 @@ pub(super) trait ObjectReconciler: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// On each view fed, before the reconciles it asks for: forget what belongs to objects gone.
+    fn tidy(&self, _m: &Manifests) {}
+
     /// Reconciles `object` as `loaded` shows it. What the reconcile reads of the view is taken
     /// before its future is made, which borrows the reconciler alone (`use<'a, Self>`): a
     /// reconcile awaiting a slow call (a CreateFleet, a write queued behind the client's QPS
@@ -135,12 +155,47 @@ pub(super) trait ObjectReconciler: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Next, Failed>> + Send + use<'a, Self>;
 }
 
+/// An object whose last reconcile failed.
+#[derive(Debug, Clone, PartialEq)]
+struct Failing {
+    /// Failures in a row: the rate limiter's count.
+    count: u32,
+    /// When its backoff ends.
+    retry_at: Instant,
+    /// Its generation and whether it was being deleted, when it failed.
+    generation: Option<i64>,
+    deleting: bool,
+}
+
+impl Failing {
+    fn new(object: &ObjectMeta) -> Failing {
+        Failing {
+            count: 0,
+            retry_at: Instant::now(),
+            generation: object.generation,
+            deleting: object.deletion_timestamp.is_some(),
+        }
+    }
+
+    /// The rest of the backoff, if `object` is to wait for it: until the backoff ends, a change to
+    /// an object that failed is reconciled then, unless its spec changed or it is being deleted
+    /// since. upstream's workqueue reconciles any change at once, backoff or not; but a failure
+    /// whose reconcile writes a status (a launch's `Launched` condition, whose message can differ
+    /// with every call: a request ID, an encoded authorization message) would then bring itself
+    /// back at once, and the backoff would never apply (see docs/divergences.md).
+    fn wait(&self, object: &ObjectMeta, now: Instant) -> Option<Duration> {
+        let same = object.generation == self.generation && object.deletion_timestamp.is_some() == self.deleting;
+        let wait = self.retry_at.saturating_duration_since(now);
+        (same && !wait.is_zero()).then_some(wait)
+    }
+}
+
 /// What the applier's reconciles share.
 struct Context<R> {
     reconciler: R,
     views: watch::Receiver<Option<Arc<Loaded>>>,
-    /// Failures in a row, by object UID: the rate limiter's count (forgotten on a success).
-    failures: Mutex<std::collections::HashMap<String, u32>>,
+    /// Objects whose last reconcile failed, by UID (forgotten on a success).
+    failures: Mutex<std::collections::HashMap<String, Failing>>,
     /// A reconcile found no view to decide on and asked for nothing more: the next view fed
     /// reconciles every object (the feed may not see a `None` that a `Some` replaced at once).
     starved: AtomicBool,
@@ -160,10 +215,15 @@ impl<R: ObjectReconciler> Context<R> {
         else {
             return Ok(Action::await_change()); // gone since: its deletion is not reconciled
         };
+        let uid = current.meta().uid.clone().unwrap_or_default();
+        let (generation, deleting) = (current.meta().generation, current.meta().deletion_timestamp.is_some());
+        let failing = self.failures.lock().unwrap_or_else(PoisonError::into_inner).get(&uid).cloned();
+        if let Some(wait) = failing.and_then(|f| f.wait(current.meta(), Instant::now())) {
+            return Ok(Action::requeue(wait));
+        }
         let started = Instant::now();
         let reconcile = self.reconciler.reconcile(current, &loaded);
         // The view is let go before the reconcile's calls (see `ObjectReconciler::reconcile`).
-        let uid = current.meta().uid.clone().unwrap_or_default();
         drop(loaded);
         let result = reconcile.await;
         self.metrics.reconcile(R::NAME, started, result.as_ref().ok().map(|next| *next != Next::Change));
@@ -175,7 +235,14 @@ impl<R: ObjectReconciler> Context<R> {
                     Next::After(wait) => Action::requeue(wait),
                 })
             }
-            Err(e) => Err(e),
+            Err(e) => {
+                // As the reconcile saw it (the store's copy the backoff is given may be older).
+                let mut failures = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
+                let failing =
+                    failures.entry(uid).or_insert(Failing { count: 0, retry_at: Instant::now(), generation, deleting });
+                (failing.generation, failing.deleting) = (generation, deleting);
+                Err(e)
+            }
         }
     }
 
@@ -184,12 +251,13 @@ impl<R: ObjectReconciler> Context<R> {
         let name = object.meta().name.clone().unwrap_or_default();
         let uid = object.meta().uid.clone().unwrap_or_default();
         let mut failures = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
-        let count = failures.entry(uid).or_insert(0);
-        *count = count.saturating_add(1);
-        let wait = R::RATE_LIMITER.wait_millis(*count);
-        warn!(controller = R::NAME, object = %name, error = %failed, failures = *count, retry_in_ms = wait,
-            "reconcile failed");
-        Action::requeue(Duration::from_millis(wait))
+        let failing = failures.entry(uid).or_insert_with(|| Failing::new(object.meta()));
+        failing.count = failing.count.saturating_add(1);
+        let wait = Duration::from_millis(R::RATE_LIMITER.wait_millis(failing.count));
+        failing.retry_at = Instant::now() + wait;
+        warn!(controller = R::NAME, object = %name, error = %failed, failures = failing.count,
+            retry_in_ms = wait.as_millis() as u64, "reconcile failed");
+        Action::requeue(wait)
     }
 }
 
@@ -306,6 +374,9 @@ pub(super) async fn drive_objects<R: ObjectReconciler>(
                     return;
                 }
                 let latest = views.borrow_and_update().clone();
+                if let Some(loaded) = &latest {
+                    context.reconciler.tidy(loaded.manifests());
+                }
                 if latest.is_some() && context.starved.swap(false, Ordering::AcqRel) {
                     feed.fed = None;
                 }
@@ -399,6 +470,63 @@ mod tests {
                 Ok(Next::Change)
             }
         }
+    }
+
+    /// Fails every reconcile, counting them.
+    struct Fails(std::sync::atomic::AtomicU32);
+
+    impl ObjectReconciler for Fails {
+        type Object = EC2NodeClass;
+        const NAME: &'static str = "test.fails";
+        const CONCURRENCY: u16 = 1;
+        const RATE_LIMITER: RateLimiter = RateLimiter { base_millis: 60_000, max_millis: 60_000 };
+
+        fn reconcile<'a>(
+            &'a self,
+            _: &EC2NodeClass,
+            _: &Loaded,
+        ) -> impl Future<Output = Result<Next, Failed>> + Send + use<'a> {
+            self.0.fetch_add(1, Ordering::AcqRel);
+            std::future::ready(Err(Failed(anyhow::anyhow!("it fails"))))
+        }
+    }
+
+    #[tokio::test]
+    async fn an_object_that_failed_waits_for_its_backoff_unless_its_spec_changes_or_it_is_deleted() {
+        let (publish, views) = watch::channel(view(vec![class("a", "1", 1)], vec![]));
+        let context = Context {
+            reconciler: Fails(Default::default()),
+            views,
+            failures: Mutex::default(),
+            starved: AtomicBool::new(false),
+            metrics: Metrics::default(),
+        };
+        let calls = || context.reconciler.0.load(Ordering::Acquire);
+        let reconcile = |version: &str, generation: i64| {
+            let object = Arc::new(Live(class("a", version, generation)));
+            async {
+                context.reconcile(object).await.map_err(|failed| context.backoff(&Live(class("a", "1", 1)), &failed))
+            }
+        };
+        assert!(reconcile("1", 1).await.is_err());
+        assert_eq!(calls(), 1);
+
+        // Its status written (by the reconcile that failed, say): not reconciled before the backoff.
+        publish.send_replace(view(vec![class("a", "2", 1)], vec![]));
+        assert!(reconcile("2", 1).await.is_ok());
+        assert_eq!(calls(), 1);
+
+        // Its spec edited: at once.
+        publish.send_replace(view(vec![class("a", "3", 2)], vec![]));
+        assert!(reconcile("3", 2).await.is_err());
+        assert_eq!(calls(), 2);
+
+        // Deleted: at once.
+        let mut deleted = class("a", "4", 2);
+        deleted.metadata.deletion_timestamp = Some(Time("2026-12-06T00:00:00Z".parse().unwrap()));
+        publish.send_replace(view(vec![deleted], vec![]));
+        assert!(reconcile("4", 2).await.is_err());
+        assert_eq!(calls(), 3);
     }
 
     #[tokio::test]

@@ -1,74 +1,77 @@
-//! upstream karpenter-provider-aws v1.14.1 `nodeclaim.tagging`: once a NodeClaim's Node has
-//! registered, the provider tags its instance ([`carpentry_core::providers::tagging`]) and the
-//! NodeClaim is annotated as tagged; one CreateTags a second at most, as upstream paces it.
+//! upstream karpenter-provider-aws v1.14.1 `nodeclaim.tagging`, a per-object reconciler
+//! ([`super::perobject`]): once a NodeClaim's Node has registered, the provider tags its instance
+//! ([`carpentry_core::providers::tagging`]) and the NodeClaim is annotated as tagged. As upstream's:
+//! one NodeClaim at a time (its default `MaxConcurrentReconciles` of 1) and a second's pause after
+//! each call, because CreateTags shares EC2's rate limit with CreateFleet; a failed call tried again
+//! after upstream's backoff (`reasonable.RateLimiter`); an instance that is gone not tried again.
 
-use std::collections::HashSet;
-use std::time::{Duration, Instant};
+use std::future::Future;
+use std::time::Duration;
 
-use carpentry_core::manifest::Manifests;
+use anyhow::anyhow;
+use carpentry_core::api::NodeClaim;
 use carpentry_core::providers::tagging;
+use carpentry_core::workqueue::{RateLimiter, REASONABLE};
 use serde_json::json;
-use tracing::{debug, warn};
+use tracing::debug;
 
-use super::{concern_common, Common, Concern};
+use super::perobject::{Failed, Next, ObjectReconciler};
+use super::Common;
 use crate::cloud::CloudProvider;
+use crate::view::Loaded;
 
-#[derive(Debug, Default)]
-pub(super) struct State {
-    /// When the last instance was tagged.
-    last: Option<Instant>,
-    /// NodeClaims (by UID) whose instance is gone: not tried again (upstream ignores them).
-    gone: HashSet<String>,
-}
-
-/// The concern: registered NodeClaims' instances tagged.
+/// The controller: registered NodeClaims' instances tagged.
 pub(super) struct Tagging<P: CloudProvider> {
     common: Common<P>,
-    tagging: State,
 }
-concern_common!(Tagging);
 
 impl<P: CloudProvider> Tagging<P> {
     pub(super) fn new(common: Common<P>) -> Self {
-        Tagging { common, tagging: State::default() }
+        Tagging { common }
     }
 }
 
-impl<P: CloudProvider> Concern<P> for Tagging<P> {
-    const NAME: &'static str = "tagging";
+impl<P: CloudProvider> ObjectReconciler for Tagging<P> {
+    type Object = NodeClaim;
+    const NAME: &'static str = "nodeclaim.tagging";
+    /// upstream leaves controller-runtime's default of 1, "to avoid throttling from CreateTag".
+    const CONCURRENCY: u16 = 1;
+    const RATE_LIMITER: RateLimiter = REASONABLE;
 
-    async fn pass(&mut self, m: &Manifests, _: &super::Loaded, _: i64) {
-        self.tag_instances(m).await;
+    fn reconcile<'a>(
+        &'a self,
+        nc: &NodeClaim,
+        _: &Loaded,
+    ) -> impl Future<Output = Result<Next, Failed>> + Send + use<'a, P> {
+        let nc = (P::TAGS_INSTANCES && tagging::is_taggable(nc) && !self.common.act.dry_run).then(|| nc.clone());
+        async move {
+            match nc {
+                Some(nc) => self.tag(&nc).await,
+                None => Ok(Next::Change),
+            }
+        }
     }
 }
 
 impl<P: CloudProvider> Tagging<P> {
-    async fn tag_instances(&mut self, m: &Manifests) {
-        if !P::TAGS_INSTANCES {
-            return;
-        }
-        self.tagging.gone.retain(|uid| m.nodeclaims.iter().any(|nc| nc.metadata.uid.as_deref() == Some(uid)));
-        let pace = Duration::from_secs(tagging::SECONDS_BETWEEN_CALLS);
-        if self.tagging.last.is_some_and(|at| at.elapsed() < pace) || self.act.dry_run {
-            return;
-        }
-        let uid_of = |nc: &carpentry_core::api::NodeClaim| nc.metadata.uid.clone().unwrap_or_default();
-        let Some(nc) =
-            m.nodeclaims.iter().find(|nc| tagging::is_taggable(nc) && !self.tagging.gone.contains(&uid_of(nc)))
-        else {
-            return;
-        };
-        self.tagging.last = Some(Instant::now());
-        match self.cloud.tag_instance(nc).await {
+    /// Tags `nc`'s instance and annotates it as tagged.
+    async fn tag(&self, nc: &NodeClaim) -> Result<Next, Failed> {
+        let tagged = self.common.cloud.tag_instance(nc).await;
+        // upstream: "no more than 1 CreateTags call is made per second".
+        tokio::time::sleep(Duration::from_secs(tagging::SECONDS_BETWEEN_CALLS)).await;
+        match tagged {
             Ok(true) => {
                 let patch = json!({"metadata": {"annotations": tagging::tagged_annotations()}});
-                self.act.patch_nodeclaim(nc.name(), patch).await;
+                if !self.common.act.patch_nodeclaim(nc.name(), patch).await {
+                    return Err(Failed(anyhow!("NodeClaim {}'s tagged annotations were not written", nc.name())));
+                }
+                Ok(Next::Change)
             }
             Ok(false) => {
                 debug!(nodeclaim = %nc.name(), "its instance is gone: not tagged");
-                self.tagging.gone.insert(uid_of(nc));
+                Ok(Next::Change)
             }
-            Err(e) => warn!(nodeclaim = %nc.name(), error = %format!("{e:#}"), "cannot tag the instance; retried"),
+            Err(e) => Err(Failed(e.context(format!("tagging NodeClaim {}'s instance", nc.name())))),
         }
     }
 }

@@ -17,6 +17,10 @@ use crate::quantity::Quantity;
 /// upstream `scanPeriod`: how often a NodeClaim is checked.
 pub const SCAN_PERIOD_SECONDS: i64 = 600;
 
+/// How many NodeClaims are checked at once: upstream's `LinearScaleReconciles(CPUCount, 10, 1000)`
+/// at the chart's one CPU.
+pub const MAX_CONCURRENT_RECONCILES: u16 = 10;
+
 /// Below this share of the expected capacity, the Node is not the shape the NodeClaim launched.
 const MIN_SHARE: f64 = 0.90;
 

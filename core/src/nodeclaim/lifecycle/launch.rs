@@ -4,6 +4,7 @@
 //! Any other error leaves `Launched` Unknown with the error's reason and message
 //! ([`launch_failed`]) and the launch is tried again.
 
+use crate::workqueue::RateLimiter;
 use std::collections::BTreeMap;
 
 use crate::api::nodeclaim::conditions;
@@ -82,17 +83,11 @@ pub const LAUNCH_CACHE_SECONDS: u64 = 60 * 60;
 /// at the default one-CPU request), so that one slow launch holds up no other.
 pub const MAX_CONCURRENT_LAUNCHES: usize = 1000;
 
-/// upstream's lifecycle controller requeues a failed launch through its rate limiter
-/// (`lifecycle/controller.go`: `NewTypedItemExponentialFailureRateLimiter(time.Second,
-/// time.Minute)`): after 1 s, doubling with each failure, at most a minute.
-const LAUNCH_BACKOFF_BASE_MILLIS: u64 = 1_000;
-const LAUNCH_BACKOFF_MAX_MILLIS: u64 = 60_000;
-
-/// How long to wait before trying a failed launch again, after a wait of `previous` (none: the
-/// first failure), in milliseconds.
-pub fn launch_backoff_millis(previous: Option<u64>) -> u64 {
-    previous.map_or(LAUNCH_BACKOFF_BASE_MILLIS, |p| p.saturating_mul(2).min(LAUNCH_BACKOFF_MAX_MILLIS))
-}
+/// upstream's lifecycle controller requeues a failed reconcile (a launch that failed otherwise
+/// than for capacity, a write refused) through its rate limiter (`lifecycle/controller.go`:
+/// `NewTypedItemExponentialFailureRateLimiter(time.Second, time.Minute)`): after 1 s, doubling
+/// with each failure, at most a minute.
+pub const RATE_LIMITER: RateLimiter = RateLimiter { base_millis: 1_000, max_millis: 60_000 };
 
 /// upstream `truncateMessage`: a condition message longer than 300 characters is cut there.
 const MAX_MESSAGE_CHARS: usize = 300;

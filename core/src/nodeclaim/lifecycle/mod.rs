@@ -22,9 +22,7 @@ use crate::api::nodeclaim::conditions;
 use crate::api::{Condition, NodeClaim};
 
 pub use initialization::{initialize, NotInitialized};
-pub use launch::{
-    launch_backoff_millis, launch_failed, launched, Instance, LAUNCH_CACHE_SECONDS, MAX_CONCURRENT_LAUNCHES,
-};
+pub use launch::{launch_failed, launched, Instance, LAUNCH_CACHE_SECONDS, MAX_CONCURRENT_LAUNCHES, RATE_LIMITER};
 pub use liveness::{liveness, Liveness, LivenessTimeout, LAUNCH_TIMEOUT_SECONDS, REGISTRATION_TIMEOUT_SECONDS};
 pub use registration::{node_for, register, unregistered_taint, NotRegistered, Registration};
 
