@@ -364,6 +364,20 @@ impl Act {
         )
     }
 
+    /// Patches NodeClaim `name`'s status with `status` without an optimistic lock: for a field
+    /// written whole, which a concurrent writer's list cannot lose and a concurrent write cannot
+    /// refuse (upstream podevents' `client.MergeFrom` for `lastPodEventTime`).
+    pub async fn merge_nodeclaim_status(&self, name: &str, status: Value) -> bool {
+        let patch = serde_json::json!({"status": status});
+        if self.would(&format!("patch NodeClaim {name} status"), &patch) {
+            return false;
+        }
+        self.applied(
+            &format!("patch NodeClaim {name} status"),
+            self.nodeclaims().patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await,
+        )
+    }
+
     /// Patches `nodeclaim`'s metadata with `metadata`, then its status with `status`, in upstream's
     /// order (lifecycle `controller.go`, v1.14.1: the object before its status), so that no reader
     /// sees a step marked done (a providerID, `Launched`) on a NodeClaim still without the labels

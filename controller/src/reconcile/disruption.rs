@@ -1,9 +1,6 @@
-//! Disruption, with the NodeClaim controllers that feed it (upstream `disruption` and
-//! `disruption.queue`, `nodeclaim.disruption`, `nodeclaim.podevents`, `nodeclaim.expiration`):
+//! Disruption (upstream `disruption` and `disruption.queue`, `nodeclaim.expiration`), on the
+//! conditions and marks [`super::nodeclaimdisruption`] and [`super::podevents`] write:
 //!
-//! - pod events: a pod bound to, finishing on or leaving a node writes its NodeClaim's
-//!   `status.lastPodEventTime` (core's [`PodMarks`], deduplicated by 10 s);
-//! - conditions: `Drifted` (with its reason) and `Consolidatable`, as core decides them;
 //! - expiration: NodeClaims past `expireAfter` are deleted, regardless of budgets;
 //! - the loop: every 10 s core's [`disruption::decide`] runs over the view; the verdicts that
 //!   changed become `DisruptionBlocked` / `Unconsolidatable` events (one not written yet, within
@@ -24,7 +21,7 @@ use carpentry_core::api::NodeClaim;
 use carpentry_core::disruption::orchestration::{self, Progress, Verdict};
 use carpentry_core::disruption::{self, facts, Command};
 use carpentry_core::manifest::Manifests;
-use carpentry_core::nodeclaim::disruption::{self as conditions, PodMarks};
+use carpentry_core::nodeclaim::disruption as conditions;
 use carpentry_core::pod::IgnoredValue;
 use carpentry_core::simulation::Reason;
 use k8s_openapi::api::core::v1::Node;
@@ -44,8 +41,6 @@ pub(super) struct State {
     executing: Vec<Executing>,
     /// The last verdict logged per node.
     logged: BTreeMap<String, String>,
-    /// The pods as the last pass saw them (`None` before the first pass: a restart is no event).
-    pod_marks: Option<PodMarks>,
     /// Node → until when a provisioning round nominated pods onto it (epoch seconds).
     pub(super) nominated: BTreeMap<String, i64>,
     /// Nodes whose NodeClaims a command or expiration deleted, with when: upstream marks them for
@@ -100,8 +95,6 @@ impl<P: CloudProvider> Scheduling<P> {
     /// Everything disruption does in one reconciler pass.
     pub(super) async fn disruption(&mut self, m: &Manifests, now: i64) {
         self.disruption.nominated.retain(|_, until| *until > now);
-        self.pod_events(m, now).await;
-        self.disruption_conditions(m, now).await;
         self.expire(m, now).await;
         self.progress_commands(m, now).await;
         self.remove_stale_taints(m, now).await;
@@ -161,60 +154,6 @@ impl<P: CloudProvider> Scheduling<P> {
         let marked: BTreeSet<String> = self.disruption.deleted.keys().cloned().collect();
         let nodes = facts::of_objects(m, &self.catalogue, &self.region, &self.disruption.nominated, &marked);
         disruption::View::new(m, &self.catalogue, &self.region, now, nodes, Vec::new())
-    }
-
-    /// upstream `nodeclaim.podevents`.
-    async fn pod_events(&mut self, m: &Manifests, now: i64) {
-        let marks = PodMarks::of(&m.pods);
-        let Some(before) = self.disruption.pod_marks.replace(marks.clone()) else { return };
-        let at = carpentry_core::api::time::format_time(now);
-        for node in before.events(&marks) {
-            let Some(nc) = m
-                .nodeclaims
-                .iter()
-                .find(|nc| facts::node_of(m, nc).and_then(|n| n.metadata.name.as_deref()) == Some(node.as_str()))
-            else {
-                continue;
-            };
-            if nc.metadata.deletion_timestamp.is_none() && conditions::records_pod_event(nc, now) {
-                self.act.patch_nodeclaim_status(nc, json!({"lastPodEventTime": at})).await;
-            }
-        }
-    }
-
-    /// upstream `nodeclaim.disruption`: `Drifted` and `Consolidatable`.
-    async fn disruption_conditions(&mut self, m: &Manifests, now: i64) {
-        let at = carpentry_core::api::time::format_time(now);
-        let mut expected = BTreeMap::new();
-        for nc in m.nodeclaims.iter().filter(|nc| nc.metadata.deletion_timestamp.is_none()) {
-            let Some(pool) = nc.metadata.labels.as_ref().and_then(|l| l.get(carpentry_core::labels::NODEPOOL)) else {
-                continue;
-            };
-            let Some(np) = m.nodepools.iter().find(|np| np.name() == pool) else { continue };
-            let expect = expected.entry(pool.clone()).or_insert_with(|| {
-                let class = m.nodeclass_for(np).map(|c| c.spec.clone()).unwrap_or_default();
-                disruption::drift::Expected::new(np, &class)
-            });
-            let mut updated = nc.clone();
-            let mut changed = false;
-            if let Some(list) = conditions::drifted(&updated, Some(expect), &at) {
-                let drift = list.iter().find(|c| c.type_ == carpentry_core::api::nodeclaim::conditions::DRIFTED);
-                self.act.decided(
-                    "Drifted",
-                    &json!({"nodeclaim": nc.name(), "reason": drift.and_then(|c| c.reason.clone())}),
-                );
-                updated.status.get_or_insert_with(Default::default).conditions = list;
-                changed = true;
-            }
-            if let Some(list) = conditions::consolidatable(&updated, np, now, &at) {
-                updated.status.get_or_insert_with(Default::default).conditions = list;
-                changed = true;
-            }
-            if changed {
-                let list = updated.status.as_ref().map(|s| &s.conditions);
-                self.act.patch_nodeclaim_status(nc, json!({"conditions": list})).await;
-            }
-        }
     }
 
     /// upstream `nodeclaim.expiration`.

@@ -22,6 +22,9 @@
 //!   [`consistency::Consistency`] (upstream `nodeclaim.consistency`), a per-object reconciler:
 //!   each Node's capacity against its NodeClaim's, every 10 minutes
 //!   ([`carpentry_core::nodeclaim::consistency`]);
+//! - [`nodeclaimdisruption::NodeClaimDisruption`] (upstream `nodeclaim.disruption`), a per-object
+//!   reconciler: the `Drifted` and `Consolidatable` conditions; [`podevents::PodEvents`] (upstream
+//!   `nodeclaim.podevents`): `lastPodEventTime` ([`carpentry_core::nodeclaim::disruption`]);
 //! - [`tagging::Tagging`] (upstream AWS `nodeclaim.tagging`), a per-object reconciler: a
 //!   registered NodeClaim's instance tagged with its Node's and NodeClaim's names
 //!   ([`carpentry_core::providers::tagging`]);
@@ -49,9 +52,11 @@ mod garbagecollection;
 mod instancetype;
 mod interruption;
 mod lifecycle;
+mod nodeclaimdisruption;
 mod nodeclass;
 mod nodepool;
 mod perobject;
+mod podevents;
 mod provisioning;
 mod tagging;
 mod termination;
@@ -403,6 +408,9 @@ impl<P: CloudProvider> Reconciler<P> {
         tasks.spawn(perobject::drive_objects(lifecycle, c.act.metrics.clone(), views.clone(), p.clone(), s.clone()));
         let consistency = consistency::Consistency::new(c.clone());
         tasks.spawn(perobject::drive_objects(consistency, c.act.metrics.clone(), views.clone(), p.clone(), s.clone()));
+        let marks = nodeclaimdisruption::NodeClaimDisruption::new(c.clone());
+        tasks.spawn(perobject::drive_objects(marks, c.act.metrics.clone(), views.clone(), p.clone(), s.clone()));
+        tasks.spawn(drive(podevents::PodEvents::new(c.clone()), views.clone(), p.clone(), s.clone()));
         let tagging = tagging::Tagging::new(c.clone());
         tasks.spawn(perobject::drive_objects(tagging, c.act.metrics.clone(), views.clone(), p.clone(), s.clone()));
         tasks.spawn(drive(termination::Termination::new(c.clone()), views.clone(), p.clone(), s.clone()));

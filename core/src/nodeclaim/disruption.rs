@@ -15,6 +15,14 @@ use crate::api::Condition;
 use crate::disruption::drift::Expected;
 use crate::pod::PodRef;
 
+/// upstream `drift.go`: a NodeClaim's drift is checked again this often (besides on a change to it,
+/// its NodePool or its EC2NodeClass).
+pub const DRIFT_RECHECK_SECONDS: i64 = 300;
+
+/// How many NodeClaims upstream's `nodeclaim.disruption` reconciles at once:
+/// `LinearScaleReconciles(CPUCount, 10, 1000)` at the chart's one CPU.
+pub const MAX_CONCURRENT_RECONCILES: u16 = 10;
+
 /// upstream `podevents`: a NodeClaim's `lastPodEventTime` is written at most this often.
 pub const POD_EVENT_DEDUPE_SECONDS: i64 = 10;
 
@@ -72,20 +80,22 @@ pub fn consolidatable(nc: &NodeClaim, nodepool: &NodePool, now: i64, at: &str) -
     if nc.metadata.deletion_timestamp.is_some() {
         return None;
     }
+    let quiet = consolidatable_from(nc, nodepool).is_some_and(|from| now >= from);
+    set(nc, conditions::CONSOLIDATABLE, quiet.then_some(conditions::CONSOLIDATABLE), at)
+}
+
+/// When (epoch seconds) an initialized NodeClaim becomes `Consolidatable` if no pod event comes
+/// first: its NodePool's `consolidateAfter` after its last pod event (else after it initialized).
+/// upstream's `consolidation.go` requeues the NodeClaim for then. `None` while it is not
+/// initialized, or with `consolidateAfter: Never`.
+pub fn consolidatable_from(nc: &NodeClaim, nodepool: &NodePool) -> Option<i64> {
     let initialized = conditions_of(nc)
         .into_iter()
         .find(|c| c.type_ == conditions::INITIALIZED && c.is_true())
-        .and_then(|c| c.last_transition_time.as_deref().and_then(parse_time));
+        .and_then(|c| c.last_transition_time.as_deref().and_then(parse_time))?;
     let last_event = nc.status.as_ref().and_then(|s| s.last_pod_event_time.as_deref()).and_then(parse_time);
-    let since = match (last_event, initialized) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
-    };
-    let quiet = match (nodepool.spec.disruption.consolidate_after.as_seconds(), since, initialized) {
-        (Some(after), Some(since), Some(_)) => now >= since + after as i64,
-        _ => false,
-    };
-    set(nc, conditions::CONSOLIDATABLE, quiet.then_some(conditions::CONSOLIDATABLE), at)
+    let since = last_event.map_or(initialized, |event| event.max(initialized));
+    Some(since + nodepool.spec.disruption.consolidate_after.as_seconds()? as i64)
 }
 
 /// upstream `queue.go`: a candidate's NodeClaim carries `DisruptionReason` (the budget reason:
@@ -96,7 +106,8 @@ pub fn disruption_reason(nc: &NodeClaim, reason: Option<&str>, at: &str) -> Opti
 }
 
 /// What `podevents` tracks of a pod: the node it is bound to, and whether it is over (terminal or
-/// terminating).
+/// terminating). A DaemonSet's pods are not tracked (upstream's `Reconcile` skips them: every node
+/// has them, and their coming with a node is no sign of work).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PodMarks(BTreeMap<PodRef, (String, bool)>);
 
@@ -104,6 +115,7 @@ impl PodMarks {
     pub fn of(pods: &[Pod]) -> PodMarks {
         PodMarks(
             pods.iter()
+                .filter(|p| crate::pod::daemonset_owner(p).is_none())
                 .filter_map(|p| {
                     let node = p.spec.as_ref()?.node_name.clone()?;
                     let over = p.metadata.deletion_timestamp.is_some() || !crate::pod::is_active(p);
@@ -199,6 +211,19 @@ spec:
         let set = consolidatable(&nc, &nodepool("30s"), t0 + 30, "x").expect("set");
         assert!(set.iter().any(|c| c.type_ == conditions::CONSOLIDATABLE && c.is_true()));
         assert_eq!(consolidatable(&nc, &nodepool("Never"), t0 + 3600, "x"), None);
+
+        // The moment it turns (upstream's requeue): from its initialization, or its last pod
+        // event after it; never without `consolidateAfter` or before it initialized.
+        assert_eq!(consolidatable_from(&nc, &nodepool("30s")), Some(t0 + 30));
+        let mut busy = nc.clone();
+        busy.status.as_mut().unwrap().last_pod_event_time = Some("2026-01-01T00:01:00Z".into());
+        assert_eq!(consolidatable_from(&busy, &nodepool("30s")), Some(t0 + 90));
+        assert_eq!(consolidatable(&busy, &nodepool("30s"), t0 + 89, "x"), None);
+        assert!(consolidatable(&busy, &nodepool("30s"), t0 + 90, "x").is_some());
+        assert_eq!(consolidatable_from(&nc, &nodepool("Never")), None);
+        let mut launching = nc.clone();
+        launching.status.as_mut().unwrap().conditions.clear();
+        assert_eq!(consolidatable_from(&launching, &nodepool("30s")), None);
     }
 
     #[test]
@@ -215,5 +240,14 @@ spec:
         assert!(before.events(&before).is_empty());
         let after = PodMarks::of(&[pod("a", "n1", "Succeeded"), pod("c", "n3", "Running")]);
         assert_eq!(before.events(&after), BTreeSet::from(["n1".into(), "n2".into(), "n3".into()]));
+        // A DaemonSet's pod coming to a node is no event.
+        let mut daemon = pod("d", "n4", "Running");
+        daemon.metadata.owner_references = Some(vec![serde_json::from_value(serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "uid": "u", "controller": true,
+        }))
+        .unwrap()]);
+        assert!(after
+            .events(&PodMarks::of(&[pod("a", "n1", "Succeeded"), pod("c", "n3", "Running"), daemon]))
+            .is_empty());
     }
 }

@@ -233,7 +233,10 @@ impl Simulation {
         let pod = self.objects.pods.remove(i);
         self.workloads_dirty = true;
         if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
-            self.pod_event_on(&node);
+            // upstream `podevents` skips a DaemonSet's pods.
+            if crate::pod::daemonset_owner(&pod).is_none() {
+                self.pod_event_on(&node);
+            }
             if cause != RemovalCause::Deleted || crate::pod::daemonset_owner(&pod).is_none() {
                 self.emit(Involved::pod(namespace, name), Reason::PodRemoved { node, cause });
             }

@@ -1,0 +1,260 @@
+//! upstream `nodeclaim.disruption` (v1.14.1 `pkg/controllers/nodeclaim/disruption`), a per-object
+//! reconciler ([`super::perobject`]): each NodeClaim's `Drifted` (with its reason) and
+//! `Consolidatable` conditions, as core decides them ([`carpentry_core::nodeclaim::disruption`]).
+//! Reconciled when the NodeClaim changes (its initialization, a pod event written), when its
+//! NodePool or an EC2NodeClass it names changes (upstream's `Watches`), when it turns
+//! consolidatable, and every 5 minutes for drift; up to 10 at once. The disruption loop reads the
+//! conditions from the view ([`super::disruption`]).
+
+use std::future::Future;
+use std::time::Duration;
+
+use anyhow::anyhow;
+use carpentry_core::api::time::format_time;
+use carpentry_core::api::{Condition, NodeClaim};
+use carpentry_core::disruption::drift::Expected;
+use carpentry_core::manifest::Manifests;
+use carpentry_core::nodeclaim::disruption::{
+    self as conditions, consolidatable_from, DRIFT_RECHECK_SECONDS, MAX_CONCURRENT_RECONCILES,
+};
+use carpentry_core::workqueue::{RateLimiter, CONTROLLER_RUNTIME_DEFAULT};
+use serde_json::json;
+
+use super::nodepool::owning_nodepool;
+use super::perobject::{Failed, Next, ObjectReconciler};
+use super::Common;
+use crate::cloud::CloudProvider;
+use crate::view::Loaded;
+
+/// The controller.
+pub(super) struct NodeClaimDisruption<P: CloudProvider> {
+    common: Common<P>,
+}
+
+impl<P: CloudProvider> NodeClaimDisruption<P> {
+    pub(super) fn new(common: Common<P>) -> Self {
+        NodeClaimDisruption { common }
+    }
+}
+
+/// What a reconcile decided on the view.
+#[derive(Debug, PartialEq)]
+struct Decided {
+    /// The conditions to write, with the NodeClaim as read (its resourceVersion locks the write).
+    write: Option<(NodeClaim, Vec<Condition>)>,
+    /// The drift reason newly found, for the decision log.
+    drifted: Option<String>,
+    next: Next,
+}
+
+/// upstream `Reconcile`: `nc`'s conditions as they should be at `now`, and when to look again.
+fn decide(nc: &NodeClaim, m: &Manifests, now: i64) -> Decided {
+    let nothing = Decided { write: None, drifted: None, next: Next::Change };
+    if nc.metadata.deletion_timestamp.is_some() {
+        return nothing;
+    }
+    // upstream: a NodeClaim without its NodePool is left alone (the NodePool's arrival brings it).
+    let Some(np) = owning_nodepool(m, nc) else { return nothing };
+    // upstream AWS `IsDrifted`: no drift while the NodePool's EC2NodeClass is not there.
+    let expected = m.nodeclass_for(np).map(|class| Expected::new(np, &class.spec));
+    let at = format_time(now);
+    let mut updated = nc.clone();
+    let mut drifted = None;
+    let mut changed = false;
+    if let Some(list) = conditions::drifted(&updated, expected.as_ref(), &at) {
+        let drift = list.iter().find(|c| c.type_ == carpentry_core::api::nodeclaim::conditions::DRIFTED);
+        drifted = drift.map(|c| c.reason.clone().unwrap_or_default());
+        updated.status.get_or_insert_with(Default::default).conditions = list;
+        changed = true;
+    }
+    // upstream: a static NodePool's NodeClaims are never consolidated, so not marked either.
+    let consolidates = !np.is_static();
+    if let Some(list) = conditions::consolidatable(&updated, np, now, &at).filter(|_| consolidates) {
+        updated.status.get_or_insert_with(Default::default).conditions = list;
+        changed = true;
+    }
+    // Drift again in 5 minutes; sooner when it turns consolidatable.
+    let turns = consolidatable_from(nc, np).filter(|from| consolidates && *from > now).map(|from| from - now);
+    let wait = turns.map_or(DRIFT_RECHECK_SECONDS, |turns| turns.min(DRIFT_RECHECK_SECONDS));
+    let write = changed.then(|| (nc.clone(), updated.status.map(|s| s.conditions).unwrap_or_default()));
+    Decided { write, drifted, next: Next::After(Duration::from_secs(wait as u64)) }
+}
+
+impl<P: CloudProvider> ObjectReconciler for NodeClaimDisruption<P> {
+    type Object = NodeClaim;
+    const NAME: &'static str = "nodeclaim.disruption";
+    const CONCURRENCY: u16 = MAX_CONCURRENT_RECONCILES;
+    /// upstream leaves controller-runtime's default.
+    const RATE_LIMITER: RateLimiter = CONTROLLER_RUNTIME_DEFAULT;
+
+    /// upstream's `Watches`: a NodePool's NodeClaims (`NodePoolEventHandler`), and an EC2NodeClass's
+    /// (`NodeClassEventHandler`: the NodeClaims that name it).
+    fn related(before: &Manifests, after: &Manifests) -> Vec<String> {
+        let changed = |before: Option<&Option<String>>, after: &Option<String>| before != Some(after);
+        let pools: Vec<&str> = after
+            .nodepools
+            .iter()
+            .filter(|np| {
+                let was = before.nodepools.iter().find(|b| b.name() == np.name());
+                changed(was.map(|b| &b.metadata.resource_version), &np.metadata.resource_version)
+            })
+            .map(|np| np.name())
+            .collect();
+        let classes: Vec<&str> = after
+            .nodeclasses
+            .iter()
+            .filter(|c| {
+                let was = before.nodeclasses.iter().find(|b| b.name() == c.name());
+                changed(was.map(|b| &b.metadata.resource_version), &c.metadata.resource_version)
+            })
+            .map(|c| c.name())
+            .collect();
+        if pools.is_empty() && classes.is_empty() {
+            return Vec::new();
+        }
+        after
+            .nodeclaims
+            .iter()
+            .filter(|nc| {
+                let pool = nc.metadata.labels.as_ref().and_then(|l| l.get(carpentry_core::labels::NODEPOOL));
+                pool.is_some_and(|p| pools.contains(&p.as_str()))
+                    || classes.contains(&nc.spec.node_class_ref.name.as_str())
+            })
+            .map(|nc| nc.name().to_string())
+            .collect()
+    }
+
+    fn reconcile<'a>(
+        &'a self,
+        nc: &NodeClaim,
+        loaded: &Loaded,
+    ) -> impl Future<Output = Result<Next, Failed>> + Send + use<'a, P> {
+        let decided = decide(nc, loaded.manifests(), crate::clock::now_seconds());
+        async move {
+            let act = &self.common.act;
+            let Some((nc, list)) = decided.write else { return Ok(decided.next) };
+            if let Some(reason) = &decided.drifted {
+                act.decided("Drifted", &json!({"nodeclaim": nc.name(), "reason": reason}));
+            }
+            // upstream patches with an optimistic lock; a conflict is tried again.
+            if !act.patch_nodeclaim_status(&nc, json!({"conditions": list})).await && !act.dry_run {
+                return Err(Failed(anyhow!("NodeClaim {}'s disruption conditions were not written", nc.name())));
+            }
+            Ok(decided.next)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use carpentry_core::api::nodeclaim::conditions::{CONSOLIDATABLE, DRIFTED};
+    use carpentry_core::api::time::parse_time;
+    use carpentry_core::api::{EC2NodeClass, NodePool};
+
+    use super::*;
+    use crate::cloud::kwok::Kwok;
+
+    fn nodepool(name: &str, version: &str) -> NodePool {
+        serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+            "metadata": {"name": name, "resourceVersion": version},
+            "spec": {"disruption": {"consolidateAfter": "30s"},
+                "template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
+                    "name": "default"}, "requirements": []}}},
+        }))
+        .unwrap()
+    }
+
+    fn class() -> EC2NodeClass {
+        serde_json::from_value(json!({
+            "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+            "metadata": {"name": "default", "resourceVersion": "1"},
+            "spec": {"role": "R", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                "subnetSelectorTerms": [{"tags": {"a": "b"}}], "securityGroupSelectorTerms": [{"tags": {"a": "b"}}]},
+        }))
+        .unwrap()
+    }
+
+    fn nodeclaim(name: &str, pool: &str, stamped: &NodePool) -> NodeClaim {
+        let mut nc: NodeClaim = serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": name, "uid": format!("uid-{name}"), "resourceVersion": "1",
+                "labels": {"karpenter.sh/nodepool": pool}},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": []},
+            "status": {"providerID": format!("kwok://{name}"), "conditions": [{"type": "Initialized",
+                "status": "True", "reason": "Initialized", "message": "",
+                "lastTransitionTime": "2026-12-06T00:00:00Z"}]},
+        }))
+        .unwrap();
+        nc.metadata.annotations = Some(carpentry_core::disruption::drift::stamps(stamped, &class().spec));
+        nc
+    }
+
+    #[test]
+    fn conditions_are_decided_with_when_to_look_again() {
+        let np = nodepool("default", "1");
+        let nc = nodeclaim("a", "default", &np);
+        let m = Manifests {
+            nodepools: vec![np.clone()],
+            nodeclasses: vec![class()],
+            nodeclaims: vec![nc.clone()],
+            ..Manifests::default()
+        };
+        let t0 = parse_time("2026-12-06T00:00:00Z").unwrap();
+
+        // Within consolidateAfter: nothing to write; looked at again when it turns.
+        let d = decide(&nc, &m, t0 + 10);
+        assert_eq!((d.write, d.next), (None, Next::After(Duration::from_secs(20))));
+
+        // Then: Consolidatable written; drift looked at again in 5 minutes.
+        let d = decide(&nc, &m, t0 + 30);
+        let (_, list) = d.write.expect("Consolidatable");
+        assert!(list.iter().any(|c| c.type_ == CONSOLIDATABLE && c.is_true()));
+        assert_eq!(d.next, Next::After(Duration::from_secs(300)));
+
+        // Its NodePool edited since it launched: Drifted, with the reason.
+        let mut edited = np.clone();
+        edited.spec.template.metadata.labels.insert("team".into(), "a".into());
+        let m = Manifests { nodepools: vec![edited.clone()], ..m };
+        let d = decide(&nc, &m, t0 + 10);
+        assert_eq!(d.drifted.as_deref(), Some("NodePoolDrifted"));
+        assert!(d.write.expect("Drifted").1.iter().any(|c| c.type_ == DRIFTED));
+
+        // Its EC2NodeClass not there: no drift (upstream's `IsDrifted` finds none).
+        let classless = Manifests { nodeclasses: vec![], ..m.clone() };
+        assert_eq!(decide(&nc, &classless, t0 + 10).write, None);
+
+        // A static NodePool's NodeClaim: drift, never Consolidatable.
+        let mut fixed = np.clone();
+        fixed.spec.replicas = Some(3);
+        let static_pool = Manifests { nodepools: vec![fixed.clone()], ..m.clone() };
+        let fixed_nc = nodeclaim("a", "default", &fixed);
+        let d = decide(&fixed_nc, &static_pool, t0 + 30);
+        assert_eq!((d.write, d.next), (None, Next::After(Duration::from_secs(300))));
+
+        // No NodePool, or being deleted: left alone.
+        let alone = Manifests { nodepools: vec![], ..m.clone() };
+        assert_eq!(decide(&nc, &alone, t0 + 30).write, None);
+        let mut deleting = nc.clone();
+        deleting.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time("2026-12-06T00:00:00Z".parse().unwrap()));
+        assert_eq!(decide(&deleting, &m, t0 + 30), Decided { write: None, drifted: None, next: Next::Change });
+    }
+
+    #[test]
+    fn a_nodeclaim_is_reconciled_when_its_nodepool_or_nodeclass_changes() {
+        let (a, b) = (nodepool("a", "1"), nodepool("b", "1"));
+        let before = Manifests {
+            nodepools: vec![a.clone(), b.clone()],
+            nodeclaims: vec![nodeclaim("a-1", "a", &a), nodeclaim("b-1", "b", &b)],
+            ..Manifests::default()
+        };
+        assert!(NodeClaimDisruption::<Kwok>::related(&before, &before).is_empty());
+        let mut after = before.clone();
+        after.nodepools[1].metadata.resource_version = Some("2".into());
+        assert_eq!(NodeClaimDisruption::<Kwok>::related(&before, &after), ["b-1"]);
+        let with_class = Manifests { nodeclasses: vec![class()], ..before.clone() };
+        assert_eq!(NodeClaimDisruption::<Kwok>::related(&before, &with_class), ["a-1", "b-1"]);
+    }
+}
