@@ -90,6 +90,9 @@ impl<P: CloudProvider> ObjectReconciler for Lifecycle<P> {
     const NAME: &'static str = "nodeclaim.lifecycle";
     const CONCURRENCY: u16 = MAX_CONCURRENT_LAUNCHES as u16;
     const RATE_LIMITER: RateLimiter = lifecycle::RATE_LIMITER;
+    /// A failed launch writes its `Launched` condition, which would bring the NodeClaim back at
+    /// once and skip the backoff.
+    const DEFER_CHANGES_IN_BACKOFF: bool = true;
 
     /// upstream `Register`'s `Watches`: a Node (by providerID) for its NodeClaim's registration
     /// and initialization; and, for a NodeClaim not launched yet, its EC2NodeClass (a launch

@@ -73,11 +73,15 @@ fn decide(nc: &NodeClaim, m: &Manifests, now: i64) -> Decided {
         updated.status.get_or_insert_with(Default::default).conditions = list;
         changed = true;
     }
-    // Drift again in 5 minutes; sooner when it turns consolidatable.
+    // Drift again in 5 minutes once launched (its launch brings it back before); sooner when it
+    // turns consolidatable.
+    let launched = nc.status.as_ref().is_some_and(|s| !s.provider_id.is_empty());
+    let drift = launched.then_some(DRIFT_RECHECK_SECONDS);
     let turns = consolidatable_from(nc, np).filter(|from| consolidates && *from > now).map(|from| from - now);
-    let wait = turns.map_or(DRIFT_RECHECK_SECONDS, |turns| turns.min(DRIFT_RECHECK_SECONDS));
+    let next =
+        drift.into_iter().chain(turns).min().map_or(Next::Change, |wait| Next::After(Duration::from_secs(wait as u64)));
     let write = changed.then(|| (nc.clone(), updated.status.map(|s| s.conditions).unwrap_or_default()));
-    Decided { write, drifted, next: Next::After(Duration::from_secs(wait as u64)) }
+    Decided { write, drifted, next }
 }
 
 impl<P: CloudProvider> ObjectReconciler for NodeClaimDisruption<P> {
@@ -232,6 +236,11 @@ mod tests {
         let fixed_nc = nodeclaim("a", "default", &fixed);
         let d = decide(&fixed_nc, &static_pool, t0 + 30);
         assert_eq!((d.write, d.next), (None, Next::After(Duration::from_secs(300))));
+
+        // Not launched yet: nothing to look at again until it launches.
+        let mut launching = nc.clone();
+        launching.status = None;
+        assert_eq!(decide(&launching, &m, t0 + 10).next, Next::Change);
 
         // No NodePool, or being deleted: left alone.
         let alone = Manifests { nodepools: vec![], ..m.clone() };

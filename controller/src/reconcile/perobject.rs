@@ -133,6 +133,10 @@ pub(super) trait ObjectReconciler: Send + Sync + 'static {
     const CONCURRENCY: u16;
     /// The wait after failed reconciles of the same object (upstream's rate limiter).
     const RATE_LIMITER: RateLimiter;
+    /// Whether a change to an object whose reconcile failed waits for the end of its backoff
+    /// (unless its spec changed or it is being deleted): for a controller whose failed reconcile
+    /// writes the object (see [`Failing::wait`]). Upstream reconciles a change at once.
+    const DEFER_CHANGES_IN_BACKOFF: bool = false;
 
     /// The objects (by name) to reconcile because something other than themselves changed
     /// between two views (upstream's `Watches`).
@@ -218,7 +222,8 @@ impl<R: ObjectReconciler> Context<R> {
         let uid = current.meta().uid.clone().unwrap_or_default();
         let (generation, deleting) = (current.meta().generation, current.meta().deletion_timestamp.is_some());
         let failing = self.failures.lock().unwrap_or_else(PoisonError::into_inner).get(&uid).cloned();
-        if let Some(wait) = failing.and_then(|f| f.wait(current.meta(), Instant::now())) {
+        let deferred = failing.filter(|_| R::DEFER_CHANGES_IN_BACKOFF);
+        if let Some(wait) = deferred.and_then(|f| f.wait(current.meta(), Instant::now())) {
             return Ok(Action::requeue(wait));
         }
         let started = Instant::now();
@@ -480,6 +485,7 @@ mod tests {
         const NAME: &'static str = "test.fails";
         const CONCURRENCY: u16 = 1;
         const RATE_LIMITER: RateLimiter = RateLimiter { base_millis: 60_000, max_millis: 60_000 };
+        const DEFER_CHANGES_IN_BACKOFF: bool = true;
 
         fn reconcile<'a>(
             &'a self,
