@@ -61,7 +61,7 @@ use carpentry_core::providers::{
 use carpentry_core::Catalogue;
 use tracing::{info, warn};
 
-use super::{CloudProvider, CreateError, Deletion, QueuedMessage, ResolvedStatus};
+use super::{CloudProvider, CreateError, Deletion, QueuedMessage, ResolvedStatus, Tagged};
 
 /// Every IAM action this provider needs: the ones it calls, and the ones AWS authorizes with
 /// them (CreateFleet launches through RunInstances, tags through CreateTags and passes the
@@ -1322,21 +1322,21 @@ impl CloudProvider for Aws {
 
     const TAGS_INSTANCES: bool = true;
 
-    async fn tag_instance(&self, nodeclaim: &NodeClaim) -> anyhow::Result<bool> {
+    async fn tag_instance(&self, nodeclaim: &NodeClaim) -> anyhow::Result<Tagged> {
         let provider_id = nodeclaim.status.as_ref().map(|s| s.provider_id.as_str()).unwrap_or_default();
-        let Some((_, id)) = providers::parse_provider_id(provider_id) else { return Ok(false) };
-        let Some(instance) = self.instance(id).await? else { return Ok(false) };
+        let Some((_, id)) = providers::parse_provider_id(provider_id) else { return Ok(Tagged::Gone) };
+        let Some(instance) = self.instance(id).await? else { return Ok(Tagged::Gone) };
         let has = |key: &str| instance.tags().iter().any(|t| t.key() == Some(key));
         let tags = providers::tagging::registration_tags(nodeclaim, &self.cluster, has);
         if tags.is_empty() {
-            return Ok(true);
+            return Ok(Tagged::Already);
         }
         match self.ec2.create_tags().resources(id).set_tags(Some(tags_of(&tags))).send().await {
             Ok(_) => {
                 info!(nodeclaim = %nodeclaim.name(), instance = %id, tags = ?tags, "aws: tagged the registered instance");
-                Ok(true)
+                Ok(Tagged::Added)
             }
-            Err(e) if e.code() == Some("InvalidInstanceID.NotFound") => Ok(false),
+            Err(e) if e.code() == Some("InvalidInstanceID.NotFound") => Ok(Tagged::Gone),
             Err(e) => Err(sdk_error("ec2:CreateTags", e)),
         }
     }

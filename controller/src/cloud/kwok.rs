@@ -287,8 +287,8 @@ impl CloudProvider for Kwok {
     /// KWOK Nodes are not tagged.
     const TAGS_INSTANCES: bool = false;
 
-    async fn tag_instance(&self, _nodeclaim: &NodeClaim) -> anyhow::Result<bool> {
-        Ok(true)
+    async fn tag_instance(&self, _nodeclaim: &NodeClaim) -> anyhow::Result<super::Tagged> {
+        Ok(super::Tagged::Already)
     }
 
     /// KWOK has no interruption queue.

@@ -109,6 +109,17 @@ pub struct ResolvedStatus {
     pub lookup_failed: bool,
 }
 
+/// What tagging an instance took ([`CloudProvider::tag_instance`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tagged {
+    /// The tags were added (a CreateTags call).
+    Added,
+    /// The instance had them already: no call made.
+    Already,
+    /// The instance is gone.
+    Gone,
+}
+
 pub trait CloudProvider: Send + Sync + 'static {
     /// `kwok` or `aws`.
     fn name(&self) -> &'static str;
@@ -152,8 +163,8 @@ pub trait CloudProvider: Send + Sync + 'static {
     const TAGS_INSTANCES: bool;
 
     /// Adds the registration tags [`carpentry_core::providers::tagging`] names to the instance of
-    /// `nodeclaim`; `false` when the instance is gone.
-    fn tag_instance(&self, nodeclaim: &NodeClaim) -> impl Future<Output = anyhow::Result<bool>> + Send;
+    /// `nodeclaim`, and says what that took.
+    fn tag_instance(&self, nodeclaim: &NodeClaim) -> impl Future<Output = anyhow::Result<Tagged>> + Send;
 
     /// The interruption messages received since the last call, without waiting (upstream AWS
     /// `interruption`: an SQS long poll is kept in flight while the leader asks).

@@ -17,7 +17,7 @@ use tracing::debug;
 
 use super::perobject::{Failed, Next, ObjectReconciler};
 use super::Common;
-use crate::cloud::CloudProvider;
+use crate::cloud::{CloudProvider, Tagged};
 use crate::view::Loaded;
 
 /// The controller: registered NodeClaims' instances tagged.
@@ -57,17 +57,20 @@ impl<P: CloudProvider> Tagging<P> {
     /// Tags `nc`'s instance and annotates it as tagged.
     async fn tag(&self, nc: &NodeClaim) -> Result<Next, Failed> {
         let tagged = self.common.cloud.tag_instance(nc).await;
-        // upstream: "no more than 1 CreateTags call is made per second".
-        tokio::time::sleep(Duration::from_secs(tagging::SECONDS_BETWEEN_CALLS)).await;
+        // upstream: "no more than 1 CreateTags call is made per second" (after a call, made or
+        // failed; an instance that had its tags costs no pause).
+        if !matches!(tagged, Ok(Tagged::Already | Tagged::Gone)) {
+            tokio::time::sleep(Duration::from_secs(tagging::SECONDS_BETWEEN_CALLS)).await;
+        }
         match tagged {
-            Ok(true) => {
+            Ok(Tagged::Added | Tagged::Already) => {
                 let patch = json!({"metadata": {"annotations": tagging::tagged_annotations()}});
                 if !self.common.act.patch_nodeclaim(nc.name(), patch).await {
                     return Err(Failed(anyhow!("NodeClaim {}'s tagged annotations were not written", nc.name())));
                 }
                 Ok(Next::Change)
             }
-            Ok(false) => {
+            Ok(Tagged::Gone) => {
                 debug!(nodeclaim = %nc.name(), "its instance is gone: not tagged");
                 Ok(Next::Change)
             }
