@@ -12,11 +12,8 @@ use std::time::Duration;
 use anyhow::anyhow;
 use carpentry_core::api::time::format_time;
 use carpentry_core::api::{Condition, NodeClaim};
-use carpentry_core::disruption::drift::Expected;
 use carpentry_core::manifest::Manifests;
-use carpentry_core::nodeclaim::disruption::{
-    self as conditions, consolidatable_from, DRIFT_RECHECK_SECONDS, MAX_CONCURRENT_RECONCILES,
-};
+use carpentry_core::nodeclaim::disruption::{self as conditions, MAX_CONCURRENT_RECONCILES};
 use carpentry_core::workqueue::{RateLimiter, CONTROLLER_RUNTIME_DEFAULT};
 use serde_json::json;
 
@@ -47,41 +44,17 @@ struct Decided {
     next: Next,
 }
 
-/// upstream `Reconcile`: `nc`'s conditions as they should be at `now`, and when to look again.
+/// upstream `Reconcile`: `nc`'s conditions as they should be at `now` (core's
+/// [`conditions::marks`]), and when to look again.
 fn decide(nc: &NodeClaim, m: &Manifests, now: i64) -> Decided {
-    let nothing = Decided { write: None, drifted: None, next: Next::Change };
-    if nc.metadata.deletion_timestamp.is_some() {
-        return nothing;
-    }
     // upstream: a NodeClaim without its NodePool is left alone (the NodePool's arrival brings it).
-    let Some(np) = owning_nodepool(m, nc) else { return nothing };
-    // upstream AWS `IsDrifted`: no drift while the NodePool's EC2NodeClass is not there.
-    let expected = m.nodeclass_for(np).map(|class| Expected::new(np, &class.spec));
-    let at = format_time(now);
-    let mut updated = nc.clone();
-    let mut drifted = None;
-    let mut changed = false;
-    if let Some(list) = conditions::drifted(&updated, expected.as_ref(), &at) {
-        let drift = list.iter().find(|c| c.type_ == carpentry_core::api::nodeclaim::conditions::DRIFTED);
-        drifted = drift.map(|c| c.reason.clone().unwrap_or_default());
-        updated.status.get_or_insert_with(Default::default).conditions = list;
-        changed = true;
+    let Some(np) = owning_nodepool(m, nc) else { return Decided { write: None, drifted: None, next: Next::Change } };
+    let marks = conditions::marks(nc, np, m.nodeclass_for(np).map(|c| &c.spec), now, &format_time(now));
+    Decided {
+        write: marks.conditions.map(|list| (nc.clone(), list)),
+        drifted: marks.drifted,
+        next: marks.recheck_seconds.map_or(Next::Change, |wait| Next::After(Duration::from_secs(wait as u64))),
     }
-    // upstream: a static NodePool's NodeClaims are never consolidated, so not marked either.
-    let consolidates = !np.is_static();
-    if let Some(list) = conditions::consolidatable(&updated, np, now, &at).filter(|_| consolidates) {
-        updated.status.get_or_insert_with(Default::default).conditions = list;
-        changed = true;
-    }
-    // Drift again in 5 minutes once launched (its launch brings it back before); sooner when it
-    // turns consolidatable.
-    let launched = nc.status.as_ref().is_some_and(|s| !s.provider_id.is_empty());
-    let drift = launched.then_some(DRIFT_RECHECK_SECONDS);
-    let turns = consolidatable_from(nc, np).filter(|from| consolidates && *from > now).map(|from| from - now);
-    let next =
-        drift.into_iter().chain(turns).min().map_or(Next::Change, |wait| Next::After(Duration::from_secs(wait as u64)));
-    let write = changed.then(|| (nc.clone(), updated.status.map(|s| s.conditions).unwrap_or_default()));
-    Decided { write, drifted, next }
 }
 
 impl<P: CloudProvider> ObjectReconciler for NodeClaimDisruption<P> {

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 use crate::api::nodeclaim::{conditions, NodeClaim};
 use crate::api::nodepool::NodePool;
 use crate::api::time::parse_time;
-use crate::api::Condition;
+use crate::api::{Condition, EC2NodeClassSpec};
 use crate::disruption::drift::Expected;
 use crate::pod::PodRef;
 
@@ -96,6 +96,45 @@ pub fn consolidatable_from(nc: &NodeClaim, nodepool: &NodePool) -> Option<i64> {
     let last_event = nc.status.as_ref().and_then(|s| s.last_pod_event_time.as_deref()).and_then(parse_time);
     let since = last_event.map_or(initialized, |event| event.max(initialized));
     Some(since + nodepool.spec.disruption.consolidate_after.as_seconds()? as i64)
+}
+
+/// What upstream's `nodeclaim.disruption` does with one NodeClaim of its NodePool.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Marks {
+    /// Its conditions as they should become; `None` when they stay.
+    pub conditions: Option<Vec<Condition>>,
+    /// The drift reason it was found with, when `conditions` sets one.
+    pub drifted: Option<String>,
+    /// When to look again, in seconds; `None`: on its next change.
+    pub recheck_seconds: Option<i64>,
+}
+
+/// upstream `nodeclaim.disruption`'s `Reconcile` (drift, then consolidation) on `nc` of
+/// `nodepool`, with the EC2NodeClass spec the NodePool names (`None` while it is not there: no
+/// drift, as upstream AWS `IsDrifted`). A static NodePool's NodeClaims are never marked
+/// consolidatable (upstream `runReconcilers`). Drift is looked at again every
+/// [`DRIFT_RECHECK_SECONDS`] once launched, consolidation when `consolidateAfter` runs out.
+pub fn marks(nc: &NodeClaim, nodepool: &NodePool, nodeclass: Option<&EC2NodeClassSpec>, now: i64, at: &str) -> Marks {
+    if nc.metadata.deletion_timestamp.is_some() {
+        return Marks::default();
+    }
+    let expected = nodeclass.map(|class| Expected::new(nodepool, class));
+    let mut updated = nc.clone();
+    let mut marks = Marks::default();
+    if let Some(list) = drifted(&updated, expected.as_ref(), at) {
+        let drift = list.iter().find(|c| c.type_ == conditions::DRIFTED);
+        marks.drifted = drift.map(|c| c.reason.clone().unwrap_or_default());
+        updated.status.get_or_insert_with(Default::default).conditions = list.clone();
+        marks.conditions = Some(list);
+    }
+    let consolidates = !nodepool.is_static();
+    if let Some(list) = consolidatable(&updated, nodepool, now, at).filter(|_| consolidates) {
+        marks.conditions = Some(list);
+    }
+    let drift = launched(nc).then_some(DRIFT_RECHECK_SECONDS);
+    let turns = consolidatable_from(nc, nodepool).filter(|from| consolidates && *from > now).map(|from| from - now);
+    marks.recheck_seconds = drift.into_iter().chain(turns).min();
+    marks
 }
 
 /// upstream `queue.go`: a candidate's NodeClaim carries `DisruptionReason` (the budget reason:
