@@ -32,7 +32,7 @@ use serde_json::json;
 use tracing::{debug, warn};
 
 use super::act::{node_ref, nodeclaim_ref};
-use super::perobject::{Failed, Next, ObjectReconciler};
+use super::perobject::{changed_names, Failed, Next, ObjectReconciler};
 use super::Common;
 use crate::cloud::{CloudProvider, CreateError};
 use crate::view::Loaded;
@@ -99,17 +99,7 @@ impl<P: CloudProvider> ObjectReconciler for Lifecycle<P> {
     /// waits for its subnets).
     fn related(before: &Manifests, after: &Manifests) -> Vec<String> {
         let provider_ids = changed_nodes(before, after);
-        let old_classes: HashMap<&str, &Option<String>> = before
-            .nodeclasses
-            .iter()
-            .filter_map(|c| Some((c.metadata.name.as_deref()?, &c.metadata.resource_version)))
-            .collect();
-        let classes: HashSet<&str> = after
-            .nodeclasses
-            .iter()
-            .filter(|c| old_classes.get(c.name()) != Some(&&c.metadata.resource_version))
-            .map(|c| c.name())
-            .collect();
+        let classes = changed_names(&before.nodeclasses, &after.nodeclasses, |c| &c.metadata);
         after
             .nodeclaims
             .iter()

@@ -18,7 +18,7 @@ use carpentry_core::workqueue::{RateLimiter, CONTROLLER_RUNTIME_DEFAULT};
 use serde_json::json;
 
 use super::nodepool::owning_nodepool;
-use super::perobject::{Failed, Next, ObjectReconciler};
+use super::perobject::{changed_names, Failed, Next, ObjectReconciler};
 use super::Common;
 use crate::cloud::CloudProvider;
 use crate::view::Loaded;
@@ -67,25 +67,8 @@ impl<P: CloudProvider> ObjectReconciler for NodeClaimDisruption<P> {
     /// upstream's `Watches`: a NodePool's NodeClaims (`NodePoolEventHandler`), and an EC2NodeClass's
     /// (`NodeClassEventHandler`: the NodeClaims that name it).
     fn related(before: &Manifests, after: &Manifests) -> Vec<String> {
-        let changed = |before: Option<&Option<String>>, after: &Option<String>| before != Some(after);
-        let pools: Vec<&str> = after
-            .nodepools
-            .iter()
-            .filter(|np| {
-                let was = before.nodepools.iter().find(|b| b.name() == np.name());
-                changed(was.map(|b| &b.metadata.resource_version), &np.metadata.resource_version)
-            })
-            .map(|np| np.name())
-            .collect();
-        let classes: Vec<&str> = after
-            .nodeclasses
-            .iter()
-            .filter(|c| {
-                let was = before.nodeclasses.iter().find(|b| b.name() == c.name());
-                changed(was.map(|b| &b.metadata.resource_version), &c.metadata.resource_version)
-            })
-            .map(|c| c.name())
-            .collect();
+        let pools = changed_names(&before.nodepools, &after.nodepools, |np| &np.metadata);
+        let classes = changed_names(&before.nodeclasses, &after.nodeclasses, |c| &c.metadata);
         if pools.is_empty() && classes.is_empty() {
             return Vec::new();
         }
@@ -94,8 +77,8 @@ impl<P: CloudProvider> ObjectReconciler for NodeClaimDisruption<P> {
             .iter()
             .filter(|nc| {
                 let pool = nc.metadata.labels.as_ref().and_then(|l| l.get(carpentry_core::labels::NODEPOOL));
-                pool.is_some_and(|p| pools.contains(&p.as_str()))
-                    || classes.contains(&nc.spec.node_class_ref.name.as_str())
+                pool.is_some_and(|p| pools.contains(p.as_str()))
+                    || classes.contains(nc.spec.node_class_ref.name.as_str())
             })
             .map(|nc| nc.name().to_string())
             .collect()

@@ -82,6 +82,19 @@ impl Kind for carpentry_core::api::NodeClaim {
     }
 }
 
+/// The names of the objects of `after` that are new or changed (another resourceVersion) since
+/// `before`: what a controller's `Watches` on their kind sees between two views.
+pub(super) fn changed_names<'m, T>(before: &[T], after: &'m [T], meta: fn(&T) -> &ObjectMeta) -> HashSet<&'m str> {
+    let versions: std::collections::HashMap<&str, &Option<String>> =
+        before.iter().filter_map(|o| Some((meta(o).name.as_deref()?, &meta(o).resource_version))).collect();
+    after
+        .iter()
+        .map(meta)
+        .filter(|m| m.name.as_deref().is_some_and(|name| versions.get(name) != Some(&&m.resource_version)))
+        .filter_map(|m| m.name.as_deref())
+        .collect()
+}
+
 /// An object of kind `T` in the applier's store (kube-runtime's store keys by [`Resource`]).
 #[derive(Debug, Clone)]
 pub(super) struct Live<T>(T);
