@@ -28,9 +28,11 @@
 //! - [`tagging::Tagging`] (upstream AWS `nodeclaim.tagging`), a per-object reconciler: a
 //!   registered NodeClaim's instance tagged with its Node's and NodeClaim's names
 //!   ([`carpentry_core::providers::tagging`]);
-//! - [`termination::Termination`] (upstream `node.termination` and the NodeClaim finalizer): the
-//!   disrupted taint, drain through the Eviction API in core's tiers
-//!   ([`carpentry_core::termination`]), instance deletion, finalizers removed;
+//! - [`termination::NodeTermination`] (upstream `node.termination`), a per-object reconciler: a
+//!   deleting Node's disrupted taint, drain through the Eviction API in core's tiers
+//!   ([`carpentry_core::termination`]), instance deletion, finalizer removed;
+//!   [`termination::Termination`] (upstream's NodeClaim finalizer): a deleting NodeClaim's Node
+//!   deleted, then its instance, then its finalizer;
 //! - [`Scheduling`] (upstream `nodepool.*`, `provisioner` and `disruption`), in this order on each
 //!   view: the NodePools' hash annotations, status conditions and resources
 //!   ([`carpentry_core::nodepool`]); the batch window ([`carpentry_core::provisioning`]), the
@@ -413,6 +415,8 @@ impl<P: CloudProvider> Reconciler<P> {
         tasks.spawn(drive(podevents::PodEvents::new(c.clone()), views.clone(), p.clone(), s.clone()));
         let tagging = tagging::Tagging::new(c.clone());
         tasks.spawn(perobject::drive_objects(tagging, c.act.metrics.clone(), views.clone(), p.clone(), s.clone()));
+        let nodes = termination::NodeTermination::new(c.clone());
+        tasks.spawn(perobject::drive_objects(nodes, c.act.metrics.clone(), views.clone(), p.clone(), s.clone()));
         tasks.spawn(drive(termination::Termination::new(c.clone()), views.clone(), p.clone(), s.clone()));
         let scheduling = Scheduling {
             common: c.clone(),

@@ -1,12 +1,18 @@
-//! Termination (upstream `node/termination` and the NodeClaim finalizer in
-//! `nodeclaim/lifecycle/controller.go::finalize`). Deleting either object ends both:
+//! Termination (upstream `node.termination` and the NodeClaim finalizer in
+//! `nodeclaim/lifecycle/controller.go::finalize`, v1.14.1). Deleting either object ends both:
 //!
-//! - a deleting **Node** Karpenter manages: its NodeClaim is deleted too, the Node is tainted
-//!   `karpenter.sh/disrupted:NoSchedule`, drained in core's tiers through the Eviction API (a
-//!   PodDisruptionBudget's 429 is retried with backoff and reported), the instance is deleted, and
-//!   the finalizer comes off;
-//! - a deleting **NodeClaim**: its Node is deleted (and drained as above); once no Node is left
-//!   the instance is deleted until the provider says it is gone, and the finalizer comes off.
+//! - [`NodeTermination`], a per-object reconciler ([`super::perobject`]) on each deleting
+//!   **Node** Karpenter manages, up to core's [`MAX_CONCURRENT_RECONCILES`] at once, so that one
+//!   node's slow eviction or instance deletion holds up no other drain: core's [`node_plan`] on
+//!   the view, then its steps in upstream's order. Its NodeClaim is deleted too, the Node is
+//!   tainted `karpenter.sh/disrupted:NoSchedule`, drained in core's tiers through the Eviction
+//!   API (a PodDisruptionBudget's 429 is retried with backoff and reported), the instance is
+//!   deleted, and the finalizer comes off. Looked at again every second while it drains or waits
+//!   for volumes and every 5 s while the instance terminates (upstream's requeues); a failed
+//!   instance deletion backs off as upstream's (100 ms doubling to 10 s).
+//! - [`Termination`], on every view: a deleting **NodeClaim**'s Node is deleted (and drained as
+//!   above); once no Node is left the instance is deleted until the provider says it is gone, and
+//!   the finalizer comes off.
 //!
 //! Between the drain and the instance's deletion, the instance waits for the VolumeAttachments of
 //! the drained pods' volumes to go (until the NodeClaim's terminationGracePeriod), as upstream's
@@ -15,25 +21,33 @@
 //! ([`termination::controller`]).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use anyhow::anyhow;
 use carpentry_core::api::NodeClaim;
 use carpentry_core::labels;
 use carpentry_core::manifest::Manifests;
 use carpentry_core::pod::PodRef;
-use carpentry_core::termination::controller::{Stage, Volumes, INSTANCE_TERMINATION_RECHECK_SECONDS};
+use carpentry_core::termination::controller::{
+    node_plan, NodePlan, Stage, DRAIN_RECHECK_SECONDS, INSTANCE_TERMINATION_RECHECK_SECONDS, MAX_CONCURRENT_RECONCILES,
+};
 use carpentry_core::termination::{self};
+use carpentry_core::workqueue::RateLimiter;
 use carpentry_core::HeldDecision;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::json;
 use tokio::sync::Notify;
 use tracing::warn;
 
 use super::act::{node_ref, pod_ref, Eviction};
 use super::lifecycle::has_finalizer;
+use super::perobject::{Failed, Kind, Next, ObjectReconciler};
 use super::{concern_common, Common, Concern};
 use crate::cloud::{CloudProvider, Deletion};
+use crate::view::Loaded;
 
 fn provider_id(nc: &NodeClaim) -> &str {
     nc.status.as_ref().map(|s| s.provider_id.as_str()).unwrap_or_default()
@@ -56,19 +70,14 @@ fn without_finalizer(finalizers: &Option<Vec<String>>) -> Vec<String> {
     finalizers.iter().flatten().filter(|f| *f != labels::TERMINATION_FINALIZER).cloned().collect()
 }
 
-/// The concern: deleting Nodes and NodeClaims drained and finalized.
+/// The concern: deleting NodeClaims finalized.
 pub(super) struct Termination<P: CloudProvider> {
     common: Common<P>,
-    /// Pods a PodDisruptionBudget refused to evict: when to try again, and the backoff (pruned to
-    /// the pods that still exist).
-    evictions: HashMap<PodRef, (Instant, Duration)>,
     /// Instances the cloud said are still terminating, by provider ID: when to ask again (epoch
     /// seconds; pruned to the NodeClaims that exist).
     instance_checks: HashMap<String, i64>,
-    /// Drained nodes whose instance waits for volume attachments (the decision is logged once).
-    awaiting_volumes: HashSet<String>,
     /// Instance deletions under way, by NodeClaim UID: each a task of its own, so that a slow
-    /// answer holds up no other node's drain (upstream's termination reconciles run concurrently).
+    /// answer holds up no other NodeClaim (upstream's reconciles run concurrently).
     deleting: HashMap<String, tokio::task::JoinHandle<anyhow::Result<Deletion>>>,
     /// Notified when a deletion ends, for the pass that reads its answer.
     ended: Arc<Notify>,
@@ -79,9 +88,7 @@ impl<P: CloudProvider> Termination<P> {
     pub(super) fn new(common: Common<P>) -> Self {
         Termination {
             common,
-            evictions: HashMap::new(),
             instance_checks: HashMap::new(),
-            awaiting_volumes: HashSet::new(),
             deleting: HashMap::new(),
             ended: Arc::new(Notify::new()),
         }
@@ -95,30 +102,14 @@ impl<P: CloudProvider> Concern<P> for Termination<P> {
         Some(self.ended.clone())
     }
 
-    async fn pass(&mut self, m: &Manifests, loaded: &super::Loaded, now: i64) {
+    async fn pass(&mut self, m: &Manifests, _: &Loaded, now: i64) {
         for nc in m.nodeclaims.iter().filter(|nc| nc.metadata.deletion_timestamp.is_some()) {
             self.finalize_nodeclaim(m, nc, now).await;
-        }
-        let nodes: HashSet<&str> = m.nodes.iter().filter_map(|n| n.metadata.name.as_deref()).collect();
-        self.awaiting_volumes.retain(|n| nodes.contains(n.as_str()));
-        if !self.evictions.is_empty() {
-            let pods: HashSet<PodRef> = m.pods.iter().map(PodRef::of).collect();
-            self.evictions.retain(|r, _| pods.contains(r));
         }
         let ids: HashSet<&str> = m.nodeclaims.iter().map(provider_id).collect();
         self.instance_checks.retain(|id, _| ids.contains(id.as_str()));
         let uids: HashSet<&str> = m.nodeclaims.iter().filter_map(|nc| nc.metadata.uid.as_deref()).collect();
         self.deleting.retain(|uid, _| uids.contains(uid.as_str()));
-        for node in &m.nodes {
-            let name = node.metadata.name.as_deref().unwrap_or_default();
-            // A node with a pod or volume attachment that does not load is not drained: that pod
-            // would go unevicted, that volume unwaited for.
-            if node.metadata.deletion_timestamp.is_some()
-                && loaded.live.holding_back(HeldDecision::Drain(name)).is_none()
-            {
-                self.terminate_node(m, node, now).await;
-            }
-        }
     }
 }
 
@@ -143,7 +134,7 @@ impl<P: CloudProvider> Termination<P> {
                     let started = Instant::now();
                     let deletion = cloud.delete(&nc).await;
                     let error = deletion.as_ref().err().map(|_| "");
-                    metrics.cloud_call("node.termination", "Delete", cloud.name(), started, error);
+                    metrics.cloud_call("nodeclaim.lifecycle", "Delete", cloud.name(), started, error);
                     ended.notify_one();
                     deletion
                 });
@@ -162,13 +153,6 @@ impl<P: CloudProvider> Termination<P> {
             }
         }
         Some(deletion)
-    }
-
-    /// Writes the NodeClaim's termination conditions when `stage` changes them.
-    async fn termination_conditions(&self, nc: &NodeClaim, stage: Stage, now: i64) {
-        if let Some(list) = termination::controller::conditions(nc, stage, now) {
-            self.act.patch_nodeclaim_status(nc, json!({"conditions": list})).await;
-        }
     }
 
     async fn finalize_nodeclaim(&mut self, m: &Manifests, nc: &NodeClaim, now: i64) {
@@ -212,131 +196,253 @@ impl<P: CloudProvider> Termination<P> {
             Err(e) => warn!(nodeclaim = %nc.name(), error = %format!("{e:#}"), "instance deletion failed; retried"),
         }
     }
+}
 
-    async fn terminate_node(&mut self, m: &Manifests, node: &Node, now: i64) {
-        if !has_finalizer(&node.metadata.finalizers) {
-            return;
+impl<P: CloudProvider> Common<P> {
+    /// Writes the NodeClaim's termination conditions when `stage` changes them.
+    async fn termination_conditions(&self, nc: &NodeClaim, stage: Stage, now: i64) {
+        if let Some(list) = termination::controller::conditions(nc, stage, now) {
+            self.act.patch_nodeclaim_status(nc, json!({"conditions": list})).await;
+        }
+    }
+}
+
+impl Kind for Node {
+    const KIND: &'static str = "Node";
+    const GROUP: &'static str = "";
+    const VERSION: &'static str = "v1";
+    const PLURAL: &'static str = "nodes";
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+    fn all(m: &Manifests) -> &[Self] {
+        &m.nodes
+    }
+}
+
+/// The controller: deleting Nodes drained and finalized.
+pub(super) struct NodeTermination<P: CloudProvider> {
+    common: Common<P>,
+    /// Pods a PodDisruptionBudget refused to evict: when to try again, and the backoff (pruned to
+    /// the pods that still exist).
+    evictions: Mutex<HashMap<PodRef, (Instant, Duration)>>,
+    /// Drained nodes whose instance waits for volume attachments (the decision is logged once).
+    awaiting_volumes: Mutex<HashSet<String>>,
+}
+
+impl<P: CloudProvider> NodeTermination<P> {
+    pub(super) fn new(common: Common<P>) -> Self {
+        NodeTermination { common, evictions: Mutex::default(), awaiting_volumes: Mutex::default() }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What a reconcile reads of the view: taken before its calls, which hold no view
+/// ([`ObjectReconciler::reconcile`]).
+struct Seen {
+    node: Node,
+    /// Its NodeClaim, by providerID.
+    nodeclaim: Option<NodeClaim>,
+    plan: NodePlan,
+    /// The pods this pass evicts, for their events.
+    evicted: HashMap<PodRef, ObjectReference>,
+    /// A pod bound to it (or a volume attachment on it) does not load: it would go unevicted
+    /// (unwaited for), so nothing is done until it loads.
+    held_back: bool,
+}
+
+impl<P: CloudProvider> ObjectReconciler for NodeTermination<P> {
+    type Object = Node;
+    const NAME: &'static str = "node.termination";
+    const CONCURRENCY: u16 = MAX_CONCURRENT_RECONCILES as u16;
+    const RATE_LIMITER: RateLimiter = termination::controller::RATE_LIMITER;
+
+    fn tidy(&self, m: &Manifests) {
+        let nodes: HashSet<&str> = m.nodes.iter().filter_map(|n| n.metadata.name.as_deref()).collect();
+        lock(&self.awaiting_volumes).retain(|n| nodes.contains(n.as_str()));
+        let mut evictions = lock(&self.evictions);
+        if !evictions.is_empty() {
+            let pods: HashSet<PodRef> = m.pods.iter().map(PodRef::of).collect();
+            evictions.retain(|r, _| pods.contains(r));
+        }
+    }
+
+    fn reconcile<'a>(
+        &'a self,
+        node: &Node,
+        loaded: &Loaded,
+    ) -> impl Future<Output = Result<Next, Failed>> + Send + use<'a, P> {
+        let m = loaded.manifests();
+        let now = crate::clock::now_seconds();
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        let id = node_provider_id(node);
+        // upstream `NodeClaimForNode`: more than one NodeClaim of its providerID is none (no
+        // single source of truth).
+        let mut of_node = m.nodeclaims.iter().filter(|nc| !id.is_empty() && provider_id(nc) == id);
+        let nodeclaim = of_node.next().filter(|_| of_node.next().is_none());
+        let seen = node_plan(node, nodeclaim, &m.pods, &m.volumeattachments, &m.pvcs, now).map(|plan| {
+            let on_node = m.pods.iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name));
+            let evicted = on_node
+                .map(|p| (PodRef::of(p), p))
+                .filter(|(r, _)| plan.drain.evict.contains(r))
+                .map(|(r, p)| (r, pod_ref(p)))
+                .collect();
+            Seen {
+                node: node.clone(),
+                nodeclaim: nodeclaim.cloned(),
+                plan,
+                evicted,
+                held_back: loaded.live.holding_back(HeldDecision::Drain(name)).is_some(),
+            }
+        });
+        async move {
+            match seen {
+                None => Ok(Next::Change),
+                Some(seen) => self.finalize(&seen, now).await,
+            }
+        }
+    }
+}
+
+impl<P: CloudProvider> NodeTermination<P> {
+    /// upstream `finalize`, on what the view showed.
+    async fn finalize(&self, seen: &Seen, now: i64) -> Result<Next, Failed> {
+        let recheck = Next::After(Duration::from_secs(DRAIN_RECHECK_SECONDS as u64));
+        let (node, plan, nodeclaim) = (&seen.node, &seen.plan, seen.nodeclaim.as_ref());
+        if seen.held_back {
+            return Ok(recheck);
         }
         let name = node.metadata.name.clone().unwrap_or_default();
-        let id = node_provider_id(node);
-        let nodeclaim = m.nodeclaims.iter().find(|nc| !id.is_empty() && provider_id(nc) == id);
-        if let Some(nc) = nodeclaim.filter(|nc| nc.metadata.deletion_timestamp.is_none()) {
-            self.act.decided("DeleteNodeClaim", &json!({"node": name, "nodeclaim": nc.name()}));
-            self.act.delete_nodeclaim(nc.name()).await;
+        let act = &self.common.act;
+        if let Some(nc) = nodeclaim.filter(|_| plan.delete_nodeclaim) {
+            act.decided("DeleteNodeClaim", &json!({"node": name, "nodeclaim": nc.name()}));
+            if !act.delete_nodeclaim(nc.name()).await && !act.dry_run {
+                return Err(Failed(anyhow!("node {name}'s NodeClaim {} was not deleted", nc.name())));
+            }
         }
-        if !termination::is_disrupted(node) {
+        if plan.taint {
             let mut list = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
             list.push(termination::disrupted_taint());
             let patch =
                 json!({"metadata": {"resourceVersion": node.metadata.resource_version}, "spec": {"taints": list}});
-            self.act.patch_node(&name, patch).await;
-            return; // drained on the next pass, once no new pod can land
+            if !act.patch_node(&name, patch).await && !act.dry_run {
+                return Ok(recheck); // upstream requeues a conflict
+            }
         }
-        // The grace period counts from the NodeClaim's deletion (upstream: its
-        // `karpenter.sh/nodeclaim-termination-timestamp`).
-        let grace_elapsed = nodeclaim.is_some_and(|nc| {
-            let deleted = nc.metadata.deletion_timestamp.as_ref().map(|t| t.0.as_second());
-            let grace = nc.spec.termination_grace_period.as_ref().map(|d| d.as_seconds());
-            matches!((deleted, grace), (Some(d), Some(g)) if now >= d + g as i64)
-        });
-        let pass = termination::drain(&name, &m.pods, now, grace_elapsed);
         if let Some(nc) = nodeclaim {
-            self.termination_conditions(nc, Stage::Draining, now).await;
+            self.common.termination_conditions(nc, Stage::Draining, now).await;
         }
-        let by_ref = |r: &PodRef| m.pods.iter().find(|p| PodRef::of(p) == *r);
+        self.drain(seen, &name).await;
+        if !plan.drained || act.dry_run {
+            return Ok(recheck);
+        }
+        // upstream `awaitVolumeDetachment`: the attach-detach controller deletes the drained
+        // pods' VolumeAttachments; the instance waits for that until the grace period ends.
+        let volumes = plan.volumes();
+        if volumes.hold_instance() {
+            if let Some(nc) = nodeclaim {
+                self.common.termination_conditions(nc, Stage::Drained(volumes), now).await;
+            }
+            let names = &plan.pending_attachments;
+            if lock(&self.awaiting_volumes).insert(name.clone()) {
+                self.common.act.decided("AwaitingVolumeDetachment", &json!({"node": name, "volumeAttachments": names}));
+            }
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            let note = format!(
+                "Awaiting deletion of bound volumeattachments ({}) (kubectl karpenter explain node {name})",
+                pretty_names(&names, 5)
+            );
+            self.common.act.event(&node_ref(node), false, "AwaitingVolumeDetachment", note, "Terminate").await;
+            return Ok(recheck);
+        }
+        lock(&self.awaiting_volumes).remove(&name);
+        // upstream `awaitInstanceTermination`: the finalizer stays until the instance is gone.
+        if let Some(nc) = nodeclaim {
+            if !self.common.act.leading() {
+                return Ok(recheck); // a deletion is this replica's only while it leads
+            }
+            let started = Instant::now();
+            let deletion = self.common.cloud.delete(nc).await;
+            let error = deletion.as_ref().err().map(|_| "");
+            self.common.act.metrics.cloud_call(Self::NAME, "Delete", self.common.cloud.name(), started, error);
+            match deletion {
+                Ok(deletion) => {
+                    self.common.termination_conditions(nc, Stage::InstanceTerminating(Some(volumes)), now).await;
+                    if deletion == Deletion::Terminating {
+                        return Ok(Next::After(Duration::from_secs(INSTANCE_TERMINATION_RECHECK_SECONDS as u64)));
+                    }
+                }
+                Err(e) => {
+                    self.common.termination_conditions(nc, Stage::Drained(volumes), now).await;
+                    return Err(Failed(e.context(format!("deleting node {name}'s instance"))));
+                }
+            }
+        }
+        self.common.act.decided("Drained", &json!({"node": name}));
+        let patch = json!({"metadata": {
+            "finalizers": without_finalizer(&node.metadata.finalizers),
+            "resourceVersion": node.metadata.resource_version,
+        }});
+        if !self.common.act.patch_node(&name, patch).await {
+            // A conflict brings the Node back with its change; a timeout or an error would not.
+            return Err(Failed(anyhow!("node {name}'s finalizer was not removed")));
+        }
+        Ok(Next::Change)
+    }
+
+    /// One drain pass (upstream `terminator.Drain`): what the grace period ended deleted, what
+    /// `karpenter.sh/do-not-disrupt` holds reported, the rest evicted (a pod a budget refused
+    /// waits for its backoff).
+    async fn drain(&self, seen: &Seen, name: &str) {
+        let (node, pass) = (&seen.node, &seen.plan.drain);
         for r in &pass.delete {
-            self.act
+            self.common
+                .act
                 .decided("DeletePod", &json!({"node": name, "pod": r.to_string(), "why": "terminationGracePeriod"}));
-            self.act.delete_pod(&r.namespace, &r.name).await;
+            self.common.act.delete_pod(&r.namespace, &r.name).await;
         }
         for r in &pass.held {
             let note = format!(
                 "pod {r} has karpenter.sh/do-not-disrupt: it is not evicted before the NodeClaim's terminationGracePeriod \
                  (kubectl karpenter explain node {name})"
             );
-            self.act.event(&node_ref(node), true, "DisruptionBlocked", note, "Drain").await;
+            self.common.act.event(&node_ref(node), true, "DisruptionBlocked", note, "Drain").await;
         }
         for r in &pass.evict {
-            if self.evictions.get(r).is_some_and(|(next, _)| Instant::now() < *next) {
+            if lock(&self.evictions).get(r).is_some_and(|(next, _)| Instant::now() < *next) {
                 continue;
             }
-            match self.act.evict(&r.namespace, &r.name).await {
+            match self.common.act.evict(&r.namespace, &r.name).await {
                 Some(Eviction::Evicted) => {
-                    self.evictions.remove(r);
-                    self.act.decided("Evicted", &json!({"node": name, "pod": r.to_string(), "tier": pass.tier}));
-                    if let Some(pod) = by_ref(r) {
-                        self.act
-                            .event(
-                                &pod_ref(pod),
-                                false,
-                                "Evicted",
-                                format!("Evicted pod: draining node {name}"),
-                                "Evict",
-                            )
-                            .await;
+                    lock(&self.evictions).remove(r);
+                    self.common.act.decided("Evicted", &json!({"node": name, "pod": r.to_string(), "tier": pass.tier}));
+                    if let Some(pod) = seen.evicted.get(r) {
+                        let note = format!("Evicted pod: draining node {name}");
+                        self.common.act.event(pod, false, "Evicted", note, "Evict").await;
                     }
                 }
                 Some(Eviction::Refused(message)) => {
-                    let previous = self.evictions.get(r).map(|(_, b)| b.as_millis() as u64);
-                    let backoff = Duration::from_millis(termination::eviction_backoff_millis(previous));
-                    self.evictions.insert(r.clone(), (Instant::now() + backoff, backoff));
+                    {
+                        let mut evictions = lock(&self.evictions);
+                        let previous = evictions.get(r).map(|(_, b)| b.as_millis() as u64);
+                        let backoff = Duration::from_millis(termination::eviction_backoff_millis(previous));
+                        evictions.insert(r.clone(), (Instant::now() + backoff, backoff));
+                    }
                     let note = format!("evicting pod {r}: {message} (kubectl karpenter explain node {name})");
-                    self.act.event(&node_ref(node), true, "FailedDraining", note, "Evict").await;
+                    self.common.act.event(&node_ref(node), true, "FailedDraining", note, "Evict").await;
                 }
                 Some(Eviction::Gone) => {
-                    self.evictions.remove(r);
+                    lock(&self.evictions).remove(r);
                 }
                 None => {}
             }
         }
-        // upstream `awaitDrain`: also at least MinDrainTime since the drain began.
-        let done = nodeclaim.map_or(pass.drained(), |nc| termination::controller::drain_done(nc, pass.drained(), now));
-        if !done || self.act.dry_run {
-            return;
-        }
-        // upstream `awaitVolumeDetachment`: the attach-detach controller deletes the drained
-        // pods' VolumeAttachments; the instance waits for that until the grace period ends.
-        let pending =
-            termination::controller::pending_volume_attachments(&name, &m.volumeattachments, &m.pods, &m.pvcs, now);
-        let volumes = Volumes::of(pending.len(), grace_elapsed);
-        if volumes.hold_instance() {
-            if let Some(nc) = nodeclaim {
-                self.termination_conditions(nc, Stage::Drained(volumes), now).await;
-            }
-            let names: Vec<&str> = pending.iter().filter_map(|a| a.metadata.name.as_deref()).collect();
-            if self.awaiting_volumes.insert(name.clone()) {
-                self.act.decided("AwaitingVolumeDetachment", &json!({"node": name, "volumeAttachments": names}));
-            }
-            let note = format!(
-                "Awaiting deletion of bound volumeattachments ({}) (kubectl karpenter explain node {name})",
-                pretty_names(&names, 5)
-            );
-            self.act.event(&node_ref(node), false, "AwaitingVolumeDetachment", note, "Terminate").await;
-            return;
-        }
-        self.awaiting_volumes.remove(&name);
-        // upstream `awaitInstanceTermination`: the finalizer stays until the instance is gone.
-        if let Some(nc) = nodeclaim {
-            match self.delete_instance(nc, now).await {
-                None => return,
-                Some(Ok(deletion)) => {
-                    self.termination_conditions(nc, Stage::InstanceTerminating(Some(volumes)), now).await;
-                    if deletion == Deletion::Terminating {
-                        return;
-                    }
-                }
-                Some(Err(e)) => {
-                    warn!(node = %name, error = %format!("{e:#}"), "instance deletion failed; retried");
-                    self.termination_conditions(nc, Stage::Drained(volumes), now).await;
-                    return;
-                }
-            }
-        }
-        self.act.decided("Drained", &json!({"node": name}));
-        let patch = json!({"metadata": {
-            "finalizers": without_finalizer(&node.metadata.finalizers),
-            "resourceVersion": node.metadata.resource_version,
-        }});
-        self.act.patch_node(&name, patch).await;
     }
 }

@@ -7,13 +7,16 @@
 //! (`TerminationGracePeriodElapsed`) when the grace period ran out first; `InstanceTerminating` is
 //! `True` once the instance's deletion has been asked for.
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 
-use super::terminator::{is_mirror, tolerates_disrupted};
+use super::terminator::{drain, is_mirror, tolerates_disrupted, DrainPass};
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::time::{format_time, parse_time};
 use crate::api::Condition;
+use crate::labels::TERMINATION_FINALIZER;
+use crate::scheduling::taints::is_disrupted;
+use crate::workqueue::RateLimiter;
 
 /// upstream `MinDrainTime`.
 pub const MIN_DRAIN_SECONDS: i64 = 5;
@@ -21,6 +24,17 @@ pub const MIN_DRAIN_SECONDS: i64 = 5;
 /// (upstream `awaitInstanceTermination` and the NodeClaim finalizer requeue after 5 s); the
 /// Node's and the NodeClaim's finalizers stay until it answers that the instance is gone.
 pub const INSTANCE_TERMINATION_RECHECK_SECONDS: i64 = 5;
+/// upstream `node.termination`'s `MaxConcurrentReconciles` on one CPU (its `minReconciles`, which
+/// `LinearScaleReconciles` raises with more: pkg/controllers/node/termination/controller.go,
+/// v1.14.1 `Register`).
+pub const MAX_CONCURRENT_RECONCILES: usize = 100;
+/// `node.termination`'s wait after failed reconciles of one Node (its `Register`: 100 ms doubling
+/// to 10 s; the queue-wide bucket is not modelled, see [`crate::workqueue`]).
+pub const RATE_LIMITER: RateLimiter = RateLimiter { base_millis: 100, max_millis: 10_000 };
+/// While a node drains, or its instance waits for volume attachments, or its taint is being
+/// written, it is looked at again this often (upstream `awaitDrain` and `awaitVolumeDetachment`
+/// requeue after a second).
+pub const DRAIN_RECHECK_SECONDS: i64 = 1;
 /// upstream `IsStuckTerminating`: a pod still terminating this long after its deletion timestamp
 /// (which already includes its grace period) is not waited for.
 const STUCK_TERMINATING_SECONDS: i64 = 60;
@@ -184,6 +198,76 @@ pub fn conditions(nc: &NodeClaim, stage: Stage, now: i64) -> Option<Vec<Conditio
     (list != before).then_some(list)
 }
 
+/// What node termination does with a deleting Node on one view: upstream `finalize`'s steps in
+/// its order, each taken once the one before is done.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodePlan {
+    /// Its NodeClaim is not being deleted yet: it is deleted first (deleting either ends both).
+    pub delete_nodeclaim: bool,
+    /// The node does not carry `karpenter.sh/disrupted:NoSchedule` yet: it is tainted first,
+    /// then drained (the drain is not done before a view shows the taint).
+    pub taint: bool,
+    /// The NodeClaim's `terminationGracePeriod` has run out since its deletion: the drain deletes
+    /// what is left, and volume attachments no longer hold the instance.
+    pub grace_elapsed: bool,
+    /// This drain pass.
+    pub drain: DrainPass,
+    /// The drain is done (upstream `awaitDrain`): the node is tainted, nothing is left to drain
+    /// or wait for, and, with a NodeClaim, `Drained` has been `Unknown` for
+    /// [`MIN_DRAIN_SECONDS`] (or is `True`).
+    pub drained: bool,
+    /// The volume attachments that hold the instance (by name), once drained
+    /// ([`pending_volume_attachments`]).
+    pub pending_attachments: Vec<String>,
+}
+
+impl NodePlan {
+    /// Where the volumes are once drained.
+    pub fn volumes(&self) -> Volumes {
+        Volumes::of(self.pending_attachments.len(), self.grace_elapsed)
+    }
+}
+
+/// upstream `node.termination`'s `finalize` on `node` as one view shows it: `None` when the node
+/// is not being deleted or no longer carries `karpenter.sh/termination` (nothing to do).
+/// `nodeclaim` is its NodeClaim (by providerID); `pods`, `attachments` and `claims` may hold the
+/// whole cluster's.
+pub fn node_plan(
+    node: &Node,
+    nodeclaim: Option<&NodeClaim>,
+    pods: &[Pod],
+    attachments: &[VolumeAttachment],
+    claims: &[PersistentVolumeClaim],
+    now: i64,
+) -> Option<NodePlan> {
+    let ours = node.metadata.finalizers.iter().flatten().any(|f| f == TERMINATION_FINALIZER);
+    if node.metadata.deletion_timestamp.is_none() || !ours {
+        return None;
+    }
+    let name = node.metadata.name.as_deref().unwrap_or_default();
+    // The grace period counts from the NodeClaim's deletion (upstream: its
+    // `karpenter.sh/nodeclaim-termination-timestamp`).
+    let grace_elapsed = nodeclaim.is_some_and(|nc| {
+        let deleted = nc.metadata.deletion_timestamp.as_ref().map(|t| t.0.as_second());
+        let grace = nc.spec.termination_grace_period.as_ref().map(|d| d.as_seconds());
+        matches!((deleted, grace), (Some(d), Some(g)) if now >= d + g as i64)
+    });
+    let delete_nodeclaim = nodeclaim.is_some_and(|nc| nc.metadata.deletion_timestamp.is_none());
+    let taint = !is_disrupted(node);
+    // upstream taints and drains in one reconcile: the pods already there are evicted at once,
+    // those bound before the scheduler sees the taint are caught by MinDrainTime.
+    let drain = drain(name, pods, now, grace_elapsed);
+    let drained = !taint && nodeclaim.map_or(drain.drained(), |nc| drain_done(nc, drain.drained(), now));
+    let mut plan = NodePlan { delete_nodeclaim, taint, grace_elapsed, drain, drained, pending_attachments: Vec::new() };
+    if plan.drained {
+        plan.pending_attachments = pending_volume_attachments(name, attachments, pods, claims, now)
+            .iter()
+            .filter_map(|a| a.metadata.name.clone())
+            .collect();
+    }
+    Some(plan)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,5 +370,84 @@ mod tests {
         let bare = NodeClaim::new("b", Default::default());
         let list = conditions(&bare, Stage::InstanceTerminating(None), t0).unwrap();
         assert_eq!(list.iter().map(|c| c.type_.as_str()).collect::<Vec<_>>(), [INSTANCE_TERMINATING]);
+    }
+
+    fn deleting_node(name: &str, tainted: bool) -> Node {
+        let taints = if tainted {
+            serde_json::json!([{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}])
+        } else {
+            serde_json::json!([])
+        };
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "finalizers": ["karpenter.sh/termination"],
+                "deletionTimestamp": "2027-01-15T08:00:00Z"},
+            "spec": {"providerID": "aws:///us-west-2a/i-1", "taints": taints},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_deleting_node_is_tainted_then_drained_then_waits_for_its_volumes_until_the_grace_period() {
+        let now = 1_800_000_000;
+        let mut nc: NodeClaim = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "nc"},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": [], "terminationGracePeriod": "60s"},
+        }))
+        .unwrap();
+        let plan = |node: &Node, nc: &NodeClaim, pods: &[Pod], attachments: &[VolumeAttachment], now: i64| {
+            node_plan(node, Some(nc), pods, attachments, &[], now)
+        };
+
+        // Not ours, or not being deleted: nothing.
+        let mut alive = deleting_node("n1", false);
+        alive.metadata.deletion_timestamp = None;
+        assert_eq!(plan(&alive, &nc, &[], &[], now), None);
+        let mut foreign = deleting_node("n1", false);
+        foreign.metadata.finalizers = Some(vec!["example.com/other".into()]);
+        assert_eq!(plan(&foreign, &nc, &[], &[], now), None);
+
+        // Untainted: its NodeClaim deleted, the taint written and the pod evicted; not drained
+        // before a view shows the taint, even with nothing left on it.
+        let pod = pod_with_claim("web", "n1", "c-web", serde_json::json!({}));
+        let first = plan(&deleting_node("n1", false), &nc, std::slice::from_ref(&pod), &[], now).unwrap();
+        assert!(first.delete_nodeclaim && first.taint);
+        assert_eq!(first.drain.evict.len(), 1);
+        let untainted = node_plan(&deleting_node("n1", false), None, &[], &[], &[], now).unwrap();
+        assert!(untainted.drain.drained() && !untainted.drained);
+        // Without a NodeClaim, drained as soon as nothing is left (no MinDrainTime to count from).
+        let alone = node_plan(&deleting_node("n1", true), None, &[], &[], &[], now).unwrap();
+        assert!(alone.drained && !alone.delete_nodeclaim && !alone.grace_elapsed);
+
+        // Tainted, its NodeClaim being deleted: the pod evicted, not drained.
+        nc.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::from_second(now).unwrap(),
+        ));
+        let node = deleting_node("n1", true);
+        let draining = plan(&node, &nc, std::slice::from_ref(&pod), &[], now).unwrap();
+        assert!(!draining.delete_nodeclaim && !draining.taint && !draining.drained);
+        assert_eq!(draining.drain.evict.len(), 1);
+
+        // The pod gone: drained only once `Drained` has been Unknown for MinDrainTime.
+        let attachments = [attachment("va-web", "n1", Some("pv-web"))];
+        assert!(!plan(&node, &nc, &[], &attachments, now).unwrap().drained, "no drain pass written yet");
+        nc.status.get_or_insert_with(Default::default).conditions = conditions(&nc, Stage::Draining, now).unwrap();
+        assert!(!plan(&node, &nc, &[], &attachments, now + 4).unwrap().drained);
+        let drained = plan(&node, &nc, &[], &attachments, now + 5).unwrap();
+        assert!(drained.drained);
+        assert_eq!(drained.pending_attachments, ["va-web"]);
+        assert_eq!(drained.volumes(), Volumes::Awaiting);
+
+        // The grace period (60 s from the NodeClaim's deletion) over: what is left is deleted,
+        // and the volumes hold it no longer.
+        let stays = plan(&node, &nc, std::slice::from_ref(&pod), &attachments, now + 60).unwrap();
+        assert_eq!((stays.drain.delete.len(), stays.drained), (1, false));
+        assert!(!plan(&node, &nc, &[], &attachments, now + 59).unwrap().grace_elapsed);
+        let late = plan(&node, &nc, &[], &attachments, now + 60).unwrap();
+        assert!(late.grace_elapsed);
+        assert_eq!(late.volumes(), Volumes::GracePeriodElapsed);
+        assert!(!late.volumes().hold_instance());
+        assert_eq!(plan(&node, &nc, &[], &[], now + 5).unwrap().volumes(), Volumes::Detached);
     }
 }
