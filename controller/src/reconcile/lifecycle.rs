@@ -1,17 +1,19 @@
 //! upstream `nodeclaim.lifecycle`, a per-object reconciler ([`super::perobject`]): the termination
 //! finalizer first, then launch → registration → initialization, with liveness watching the first
-//! two. Every rule is core's ([`carpentry_core::nodeclaim::lifecycle`]); this file reads the view
-//! and writes the result.
+//! two; and a deleting NodeClaim finalized (its Nodes deleted, then its instance, then the
+//! finalizer removed, as upstream's `finalize`). Every rule is core's
+//! ([`carpentry_core::nodeclaim::lifecycle`]); this file reads the view and writes the result.
 //!
 //! Each NodeClaim is reconciled when it changes, when its Node (by providerID) or its
-//! EC2NodeClass changes, when liveness asks to look again, and after a failed launch with
+//! EC2NodeClass changes, when liveness asks to look again, every 5 s while a deleting
+//! NodeClaim's instance terminates, and after a failed launch, write or instance deletion with
 //! upstream's backoff (1 s doubling to a minute). Up to core's [`MAX_CONCURRENT_LAUNCHES`]
 //! reconcile at once, as upstream's, so one slow CreateFleet holds up no other NodeClaim; a
 //! launch is awaited within its NodeClaim's reconcile, and its instance is written onto the
 //! NodeClaim even when it was deleted meanwhile (the write refused for the deletion's new
 //! resourceVersion, the next reconcile writes it onto the deleting NodeClaim): until then the
-//! launch counts as under way and termination keeps the NodeClaim's finalizer, so that the
-//! instance is terminated with it (upstream finalizes a NodeClaim only between its reconciles).
+//! launch counts as under way and the NodeClaim is not finalized, so that the instance is
+//! terminated with it (upstream, too, finalizes a NodeClaim only between its reconciles).
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -26,6 +28,7 @@ use carpentry_core::manifest::Manifests;
 use carpentry_core::nodeclaim::lifecycle::{
     self, phase, Instance, Liveness, NotRegistered, Phase, LAUNCH_CACHE_SECONDS, MAX_CONCURRENT_LAUNCHES,
 };
+use carpentry_core::termination::controller::{Stage, INSTANCE_TERMINATION_RECHECK_SECONDS};
 use carpentry_core::workqueue::RateLimiter;
 use k8s_openapi::api::core::v1::Node;
 use serde_json::json;
@@ -33,8 +36,9 @@ use tracing::{debug, warn};
 
 use super::act::{node_ref, nodeclaim_ref};
 use super::perobject::{changed_names, Failed, Next, ObjectReconciler};
+use super::termination::{provider_id, without_finalizer};
 use super::Common;
-use crate::cloud::{CloudProvider, CreateError};
+use crate::cloud::{CloudProvider, CreateError, Deletion};
 use crate::view::Loaded;
 
 /// A launch result is cached this long by NodeClaim UID (core's, upstream's).
@@ -77,7 +81,7 @@ impl<P: CloudProvider> Lifecycle<P> {
     }
 }
 
-pub(super) fn has_finalizer(finalizers: &Option<Vec<String>>) -> bool {
+fn has_finalizer(finalizers: &Option<Vec<String>>) -> bool {
     finalizers.iter().flatten().any(|f| f == labels::TERMINATION_FINALIZER)
 }
 
@@ -163,6 +167,15 @@ impl<P: CloudProvider> ObjectReconciler for Lifecycle<P> {
             node: lifecycle::node_for(nc, &m.nodes).cloned(),
             nodeclass: m.nodeclass_of(nc).cloned(),
             nodepool: super::nodepool::owning_nodepool(m, nc).cloned(),
+            nodes: match (nc.metadata.deletion_timestamp.is_some(), provider_id(nc)) {
+                (false, _) | (true, "") => Vec::new(),
+                (true, id) => m
+                    .nodes
+                    .iter()
+                    .filter(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(id))
+                    .map(|n| (n.metadata.name.clone().unwrap_or_default(), n.metadata.deletion_timestamp.is_some()))
+                    .collect(),
+            },
         };
         async move {
             if let Some(view) = resume {
@@ -183,6 +196,9 @@ struct Seen {
     nodeclass: Option<EC2NodeClass>,
     /// The NodePool that owns it (its registration outcomes are that NodePool's).
     nodepool: Option<NodePool>,
+    /// While it is being deleted, the Nodes of its providerID: their names, and whether each is
+    /// being deleted.
+    nodes: Vec<(String, bool)>,
 }
 
 impl<P: CloudProvider> Lifecycle<P> {
@@ -191,13 +207,13 @@ impl<P: CloudProvider> Lifecycle<P> {
         let nc = &seen.nodeclaim;
         let uid = nc.metadata.uid.as_deref().unwrap_or_default();
         if nc.metadata.deletion_timestamp.is_some() {
-            // Termination's, once an instance launched for it is written onto it.
+            // Finalized once an instance launched for it is written onto it.
             let launched = nc.status.as_ref().is_some_and(|s| !s.provider_id.is_empty());
             let unwritten = self.common.launch_under_way(uid) && !launched;
             let cached = lock(&self.launched).get(uid).map(|(instance, _)| instance.clone());
             return match cached.filter(|_| unwritten) {
                 Some(instance) => self.write_launched(nc, &instance).await,
-                None => Ok(Next::Change),
+                None => self.finalize(seen).await,
             };
         }
         if let Some((_, at)) = lock(&self.written)
@@ -249,6 +265,62 @@ impl<P: CloudProvider> Lifecycle<P> {
             },
             Phase::Initialized | Phase::Terminating => Ok(Next::Change),
         }
+    }
+}
+
+impl<P: CloudProvider> Lifecycle<P> {
+    /// upstream `finalize`: a deleting NodeClaim's Nodes are deleted (node termination drains
+    /// each and terminates the instance), and once none is left its instance is deleted until the
+    /// cloud says it is gone (looked at again every 5 s meanwhile), then the finalizer comes off.
+    async fn finalize(&self, seen: &Seen) -> Result<Next, Failed> {
+        let (nc, act) = (&seen.nodeclaim, &self.common.act);
+        if !has_finalizer(&nc.metadata.finalizers) {
+            return Ok(Next::Change);
+        }
+        let name = nc.name();
+        // upstream deletes Nodes only once the NodeClaim registered (a Node deleted without the
+        // finalizer registration adds can leak its lease); one that never registered is left to
+        // garbage collection with its instance.
+        if !seen.nodes.is_empty() && lifecycle::finalize_deletes_nodes(nc) {
+            for (node, _) in seen.nodes.iter().filter(|(_, deleting)| !deleting) {
+                act.decided("DeleteNode", &json!({"nodeclaim": name, "node": node}));
+                if !act.delete_node(node).await && !act.dry_run {
+                    return Err(Failed(anyhow!("NodeClaim {name}'s Node {node} was not deleted")));
+                }
+            }
+            return Ok(Next::Change); // each Node's termination drains it; the NodeClaim waits for them to go
+        }
+        let id = provider_id(nc);
+        if !id.is_empty() {
+            if act.dry_run || !act.leading() {
+                return Ok(Next::Change); // every NodeClaim is reconciled again once this replica leads
+            }
+            let started = Instant::now();
+            let deletion = self.common.cloud.delete(nc).await;
+            let error = deletion.as_ref().err().map(|_| "");
+            act.metrics.cloud_call(Self::NAME, "Delete", self.common.cloud.name(), started, error);
+            let deletion = deletion.map_err(|e| Failed(e.context(format!("deleting NodeClaim {name}'s instance"))))?;
+            let now = crate::clock::now_seconds();
+            let wrote = self.common.termination_conditions(nc, Stage::InstanceTerminating(None), now).await;
+            if deletion == Deletion::Terminating {
+                return Ok(Next::After(Duration::from_secs(INSTANCE_TERMINATION_RECHECK_SECONDS as u64)));
+            }
+            if wrote {
+                // The finalizer comes off on the view that shows the condition (a patch on this
+                // one's resourceVersion would conflict); the write brings the NodeClaim back.
+                return Ok(Next::Change);
+            }
+        }
+        act.decided("Terminated", &json!({"nodeclaim": name, "providerID": id}));
+        let finalizers = without_finalizer(&nc.metadata.finalizers);
+        let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": nc.metadata.resource_version}});
+        if act.patch_nodeclaim(name, patch).await {
+            act.metrics.nodeclaim_terminated(nc);
+        } else if !act.dry_run {
+            // A conflict brings the NodeClaim back with its change; a timeout or an error would not.
+            return Err(Failed(anyhow!("NodeClaim {name}'s finalizer was not removed")));
+        }
+        Ok(Next::Change)
     }
 }
 
@@ -365,8 +437,8 @@ impl<P: CloudProvider> Lifecycle<P> {
                 if !act.leading() {
                     return Ok(Next::Change); // a launch is this replica's only while it leads
                 }
-                // Termination waits for it, so that the instance is written onto the NodeClaim
-                // and terminated with it: until the instance is written, or none launched.
+                // Not finalized until the instance is written onto the NodeClaim (or none
+                // launched), so that it is terminated with it.
                 self.common.launch_under_way_set(&uid, true);
                 let started = Instant::now();
                 let result = self.common.cloud.create(nc, class, &types).await;

@@ -18,7 +18,8 @@
 //! - [`lifecycle::Lifecycle`] (upstream `nodeclaim.lifecycle`), a per-object reconciler: the
 //!   termination finalizer, launches through the cloud provider (at most core's
 //!   `MAX_CONCURRENT_LAUNCHES` NodeClaims at once, the result cached by NodeClaim UID),
-//!   registration, initialization, liveness ([`carpentry_core::nodeclaim::lifecycle`]);
+//!   registration, initialization, liveness ([`carpentry_core::nodeclaim::lifecycle`]), and a
+//!   deleting NodeClaim's Nodes, instance and finalizer;
 //!   [`consistency::Consistency`] (upstream `nodeclaim.consistency`), a per-object reconciler:
 //!   each Node's capacity against its NodeClaim's, every 10 minutes
 //!   ([`carpentry_core::nodeclaim::consistency`]);
@@ -31,8 +32,7 @@
 //! - [`termination::NodeTermination`] (upstream `node.termination`), a per-object reconciler: a
 //!   deleting Node's disrupted taint, drain through the Eviction API in core's tiers
 //!   ([`carpentry_core::termination`]), instance deletion, finalizer removed;
-//!   [`termination::Termination`] (upstream's NodeClaim finalizer): a deleting NodeClaim's Node
-//!   deleted, then its instance, then its finalizer;
+//!   the NodeClaim finalizer is lifecycle's (above), as upstream's;
 //! - [`Scheduling`] (upstream `nodepool.*`, `provisioner` and `disruption`), in this order on each
 //!   view: the NodePools' hash annotations, status conditions and resources
 //!   ([`carpentry_core::nodepool`]); the batch window ([`carpentry_core::provisioning`]), the
@@ -214,8 +214,8 @@ impl<P: CloudProvider> Common<P> {
     }
 
     /// Marks the NodeClaim `uid`'s launch under way, or settles it (its instance written onto
-    /// it, or none launched): while under way, termination keeps the NodeClaim's finalizer, so
-    /// that an instance it starts is written onto it and terminated with it.
+    /// it, or none launched): while under way, the NodeClaim is not finalized, so that an
+    /// instance it starts is written onto it and terminated with it.
     fn launch_under_way_set(&self, uid: &str, under_way: bool) {
         let mut launches = self.shared.launches_under_way.lock().unwrap_or_else(PoisonError::into_inner);
         if under_way {
@@ -247,12 +247,6 @@ trait Concern<P: CloudProvider>: DerefMut<Target = Common<P>> + Send + 'static {
     const NAME: &'static str;
 
     fn pass(&mut self, m: &Manifests, loaded: &Loaded, now: i64) -> impl Future<Output = ()> + Send;
-
-    /// Notified when work the concern started in a task of its own ends, so that its result is
-    /// read at once rather than on the next view.
-    fn wake(&self) -> Option<Arc<tokio::sync::Notify>> {
-        None
-    }
 
     /// At shutdown, on the latest view: what must not be lost with the process.
     fn stop(&mut self, _: &Manifests) -> impl Future<Output = ()> + Send {
@@ -314,13 +308,6 @@ async fn drive<P: CloudProvider, C: Concern<P>>(
     progress: Progress,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let wake = concern.wake();
-    let woken = || async {
-        match &wake {
-            Some(notify) => notify.notified().await,
-            None => std::future::pending().await,
-        }
-    };
     loop {
         let now = crate::clock::now_seconds();
         progress.mark(C::NAME, now);
@@ -338,7 +325,6 @@ async fn drive<P: CloudProvider, C: Concern<P>>(
         tokio::select! {
             changed = views.changed() => if changed.is_err() { return },
             _ = tokio::time::sleep(TICK) => {}
-            _ = woken() => {}
             _ = shutdown.changed() => {}
         }
         if *shutdown.borrow() {
@@ -417,7 +403,6 @@ impl<P: CloudProvider> Reconciler<P> {
         tasks.spawn(perobject::drive_objects(tagging, c.act.metrics.clone(), views.clone(), p.clone(), s.clone()));
         let nodes = termination::NodeTermination::new(c.clone());
         tasks.spawn(perobject::drive_objects(nodes, c.act.metrics.clone(), views.clone(), p.clone(), s.clone()));
-        tasks.spawn(drive(termination::Termination::new(c.clone()), views.clone(), p.clone(), s.clone()));
         let scheduling = Scheduling {
             common: c.clone(),
             provisioning: provisioning::State::default(),

@@ -201,7 +201,10 @@ impl Failing {
     /// with every call: a request ID, an encoded authorization message) would then bring itself
     /// back at once, and the backoff would never apply (see docs/divergences.md).
     fn wait(&self, object: &ObjectMeta, now: Instant) -> Option<Duration> {
-        let same = object.generation == self.generation && object.deletion_timestamp.is_some() == self.deleting;
+        // A failure while it was being deleted (a finalizer's step) writes nothing: not deferred.
+        let same = !self.deleting
+            && object.generation == self.generation
+            && object.deletion_timestamp.is_some() == self.deleting;
         let wait = self.retry_at.saturating_duration_since(now);
         (same && !wait.is_zero()).then_some(wait)
     }
@@ -546,6 +549,13 @@ mod tests {
         publish.send_replace(view(vec![deleted], vec![]));
         assert!(reconcile("4", 2).await.is_err());
         assert_eq!(calls(), 3);
+
+        // Failed while being deleted (a finalizer's step): a change is reconciled at once.
+        let mut changed = class("a", "5", 2);
+        changed.metadata.deletion_timestamp = Some(Time("2026-12-06T00:00:00Z".parse().unwrap()));
+        publish.send_replace(view(vec![changed], vec![]));
+        assert!(reconcile("5", 2).await.is_err());
+        assert_eq!(calls(), 4);
     }
 
     #[tokio::test]

@@ -1,5 +1,4 @@
-//! Termination (upstream `node.termination` and the NodeClaim finalizer in
-//! `nodeclaim/lifecycle/controller.go::finalize`, v1.14.1). Deleting either object ends both:
+//! Termination (upstream `node.termination`, v1.14.1). Deleting a Node or its NodeClaim ends both:
 //!
 //! - [`NodeTermination`], a per-object reconciler ([`super::perobject`]) on each deleting
 //!   **Node** Karpenter manages, up to core's [`MAX_CONCURRENT_RECONCILES`] at once, so that one
@@ -10,9 +9,9 @@
 //!   deleted, and the finalizer comes off. Looked at again every second while it drains or waits
 //!   for volumes and every 5 s while the instance terminates (upstream's requeues); a failed
 //!   instance deletion backs off as upstream's (100 ms doubling to 10 s).
-//! - [`Termination`], on every view: a deleting **NodeClaim**'s Node is deleted (and drained as
-//!   above); once no Node is left the instance is deleted until the provider says it is gone, and
-//!   the finalizer comes off.
+//! - a deleting **NodeClaim** is finalized by its lifecycle controller (upstream's too,
+//!   [`super::lifecycle`]): its Nodes are deleted (and drained as above); once none is left the
+//!   instance is deleted until the provider says it is gone, and the finalizer comes off.
 //!
 //! Between the drain and the instance's deletion, the instance waits for the VolumeAttachments of
 //! the drained pods' volumes to go (until the NodeClaim's terminationGracePeriod), as upstream's
@@ -22,7 +21,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
@@ -39,17 +38,14 @@ use carpentry_core::HeldDecision;
 use k8s_openapi::api::core::v1::{Node, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::json;
-use tokio::sync::Notify;
-use tracing::warn;
 
 use super::act::{node_ref, pod_ref, Eviction};
-use super::lifecycle::has_finalizer;
 use super::perobject::{Failed, Kind, Next, ObjectReconciler};
-use super::{concern_common, Common, Concern};
+use super::Common;
 use crate::cloud::{CloudProvider, Deletion};
 use crate::view::Loaded;
 
-fn provider_id(nc: &NodeClaim) -> &str {
+pub(super) fn provider_id(nc: &NodeClaim) -> &str {
     nc.status.as_ref().map(|s| s.provider_id.as_str()).unwrap_or_default()
 }
 
@@ -66,143 +62,16 @@ fn pretty_names(names: &[&str], limit: usize) -> String {
     }
 }
 
-fn without_finalizer(finalizers: &Option<Vec<String>>) -> Vec<String> {
+pub(super) fn without_finalizer(finalizers: &Option<Vec<String>>) -> Vec<String> {
     finalizers.iter().flatten().filter(|f| *f != labels::TERMINATION_FINALIZER).cloned().collect()
 }
 
-/// The concern: deleting NodeClaims finalized.
-pub(super) struct Termination<P: CloudProvider> {
-    common: Common<P>,
-    /// Instances the cloud said are still terminating, by provider ID: when to ask again (epoch
-    /// seconds; pruned to the NodeClaims that exist).
-    instance_checks: HashMap<String, i64>,
-    /// Instance deletions under way, by NodeClaim UID: each a task of its own, so that a slow
-    /// answer holds up no other NodeClaim (upstream's reconciles run concurrently).
-    deleting: HashMap<String, tokio::task::JoinHandle<anyhow::Result<Deletion>>>,
-    /// Notified when a deletion ends, for the pass that reads its answer.
-    ended: Arc<Notify>,
-}
-concern_common!(Termination);
-
-impl<P: CloudProvider> Termination<P> {
-    pub(super) fn new(common: Common<P>) -> Self {
-        Termination {
-            common,
-            instance_checks: HashMap::new(),
-            deleting: HashMap::new(),
-            ended: Arc::new(Notify::new()),
-        }
-    }
-}
-
-impl<P: CloudProvider> Concern<P> for Termination<P> {
-    const NAME: &'static str = "termination";
-
-    fn wake(&self) -> Option<Arc<Notify>> {
-        Some(self.ended.clone())
-    }
-
-    async fn pass(&mut self, m: &Manifests, _: &Loaded, now: i64) {
-        for nc in m.nodeclaims.iter().filter(|nc| nc.metadata.deletion_timestamp.is_some()) {
-            self.finalize_nodeclaim(m, nc, now).await;
-        }
-        let ids: HashSet<&str> = m.nodeclaims.iter().map(provider_id).collect();
-        self.instance_checks.retain(|id, _| ids.contains(id.as_str()));
-        let uids: HashSet<&str> = m.nodeclaims.iter().filter_map(|nc| nc.metadata.uid.as_deref()).collect();
-        self.deleting.retain(|uid, _| uids.contains(uid.as_str()));
-    }
-}
-
-impl<P: CloudProvider> Termination<P> {
-    /// Asks the cloud to delete `nc`'s instance, in a task of its own: `None` until it answers
-    /// (and in `--dry-run`, or when this replica does not lead), then its answer. While the
-    /// answer is that the instance is still terminating, the next ask waits
-    /// [`INSTANCE_TERMINATION_RECHECK_SECONDS`].
-    async fn delete_instance(&mut self, nc: &NodeClaim, now: i64) -> Option<anyhow::Result<Deletion>> {
-        let (id, uid) = (provider_id(nc).to_string(), nc.metadata.uid.clone().unwrap_or_default());
-        match self.deleting.get(&uid) {
-            Some(task) if !task.is_finished() => return None,
-            Some(_) => {}
-            None => {
-                let due = self.instance_checks.get(&id).is_none_or(|due| now >= *due);
-                if self.act.dry_run || !due || !self.act.leading() {
-                    return None;
-                }
-                let (cloud, nc, ended) = (self.cloud.clone(), nc.clone(), self.ended.clone());
-                let metrics = self.act.metrics.clone();
-                let task = tokio::spawn(async move {
-                    let started = Instant::now();
-                    let deletion = cloud.delete(&nc).await;
-                    let error = deletion.as_ref().err().map(|_| "");
-                    metrics.cloud_call("nodeclaim.lifecycle", "Delete", cloud.name(), started, error);
-                    ended.notify_one();
-                    deletion
-                });
-                self.deleting.insert(uid, task);
-                return None;
-            }
-        }
-        let task = self.deleting.remove(&uid)?;
-        let deletion = task.await.unwrap_or_else(|e| Err(anyhow::anyhow!("the instance deletion ended: {e}")));
-        match &deletion {
-            Ok(Deletion::Terminating) => {
-                self.instance_checks.insert(id, now + INSTANCE_TERMINATION_RECHECK_SECONDS);
-            }
-            Ok(Deletion::Gone) | Err(_) => {
-                self.instance_checks.remove(&id);
-            }
-        }
-        Some(deletion)
-    }
-
-    async fn finalize_nodeclaim(&mut self, m: &Manifests, nc: &NodeClaim, now: i64) {
-        if !has_finalizer(&nc.metadata.finalizers) {
-            return;
-        }
-        // A launch under way may still start an instance: its result is written onto the
-        // NodeClaim first (lifecycle), then the instance is terminated here.
-        if self.launch_under_way(nc.metadata.uid.as_deref().unwrap_or_default()) {
-            return;
-        }
-        let id = provider_id(nc);
-        let nodes: Vec<&Node> = match id.is_empty() {
-            true => Vec::new(),
-            false => m.nodes.iter().filter(|n| node_provider_id(n) == id).collect(),
-        };
-        if !nodes.is_empty() {
-            for node in nodes.into_iter().filter(|n| n.metadata.deletion_timestamp.is_none()) {
-                let name = node.metadata.name.clone().unwrap_or_default();
-                self.act.decided("DeleteNode", &json!({"nodeclaim": nc.name(), "node": name}));
-                self.act.delete_node(&name).await;
-            }
-            return; // the Node's termination drains it; the NodeClaim waits for it to go
-        }
-        let Some(deletion) = self.delete_instance(nc, now).await else { return };
-        if deletion.is_ok() {
-            self.termination_conditions(nc, Stage::InstanceTerminating(None), now).await;
-        }
-        match deletion {
-            Ok(Deletion::Gone) => {
-                self.act.decided("Terminated", &json!({"nodeclaim": nc.name(), "providerID": id}));
-                let patch = json!({"metadata": {
-                    "finalizers": without_finalizer(&nc.metadata.finalizers),
-                    "resourceVersion": nc.metadata.resource_version,
-                }});
-                if self.act.patch_nodeclaim(nc.name(), patch).await {
-                    self.act.metrics.nodeclaim_terminated(nc);
-                }
-            }
-            Ok(Deletion::Terminating) => {}
-            Err(e) => warn!(nodeclaim = %nc.name(), error = %format!("{e:#}"), "instance deletion failed; retried"),
-        }
-    }
-}
-
 impl<P: CloudProvider> Common<P> {
-    /// Writes the NodeClaim's termination conditions when `stage` changes them.
-    async fn termination_conditions(&self, nc: &NodeClaim, stage: Stage, now: i64) {
-        if let Some(list) = termination::controller::conditions(nc, stage, now) {
-            self.act.patch_nodeclaim_status(nc, json!({"conditions": list})).await;
+    /// Writes the NodeClaim's termination conditions when `stage` changes them; whether it wrote.
+    pub(super) async fn termination_conditions(&self, nc: &NodeClaim, stage: Stage, now: i64) -> bool {
+        match termination::controller::conditions(nc, stage, now) {
+            Some(list) => self.act.patch_nodeclaim_status(nc, json!({"conditions": list})).await,
+            None => false,
         }
     }
 }

@@ -56,6 +56,13 @@ pub fn phase(nodeclaim: &NodeClaim) -> Phase {
     }
 }
 
+/// upstream `finalize`: a deleting NodeClaim's Nodes are deleted (and so drained) only once it
+/// registered (a Node deleted before registration put the termination finalizer on it could
+/// leak its kubelet lease); the instance of one that never registered is terminated without.
+pub fn finalize_deletes_nodes(nodeclaim: &NodeClaim) -> bool {
+    is_true(nodeclaim, conditions::REGISTERED)
+}
+
 /// Sets condition `type_` to `True` with its type as the reason (operatorpkg `status.SetTrue`). The
 /// transition time moves only when the status changes, as `metav1.Condition`'s does.
 pub(crate) fn set_true(list: &mut Vec<Condition>, type_: &str, at: &str) {

@@ -216,10 +216,12 @@ fn the_phase_follows_the_conditions() {
     assert_eq!(phase(&nc), Phase::Launching);
     let nc = launched(&nc, &instance(), T1);
     assert_eq!(phase(&nc), Phase::Launched);
+    assert!(!finalize_deletes_nodes(&nc), "a Node of a NodeClaim not registered is left to its instance");
     let mut nc = register(&nc, &joined_node(&nc), T2).nodeclaim;
     assert_eq!(phase(&nc), Phase::Registered);
     nc.metadata.deletion_timestamp = Some(Time(T2.parse().unwrap()));
     assert_eq!(phase(&nc), Phase::Terminating);
+    assert!(finalize_deletes_nodes(&nc));
 }
 
 #[test]
