@@ -9,16 +9,14 @@
 //! conflict requeue finds the scan spent. Reconciled when the NodeClaim or its Node (by
 //! providerID) changes. Not checked live (that wait); core's decision is tested by data.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::future::Future;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use carpentry_core::api::time::format_time;
 use carpentry_core::api::NodeClaim;
 use carpentry_core::manifest::Manifests;
-use carpentry_core::nodeclaim::consistency::{self, MAX_CONCURRENT_RECONCILES, SCAN_PERIOD_SECONDS};
-use carpentry_core::nodeclaim::lifecycle::node_for;
+use carpentry_core::nodeclaim::consistency::{self, LastScanned, MAX_CONCURRENT_RECONCILES, SCAN_PERIOD_SECONDS};
 use carpentry_core::workqueue::{RateLimiter, CONTROLLER_RUNTIME_DEFAULT};
 use k8s_openapi::api::core::v1::ObjectReference;
 use serde_json::json;
@@ -42,9 +40,9 @@ impl<P: CloudProvider> Consistency<P> {
     }
 }
 
-/// When each NodeClaim (by UID) was last scanned, epoch seconds (upstream's `lastScanned`).
+/// upstream's `lastScanned` cache (core's).
 #[derive(Debug, Default)]
-struct Scans(Mutex<HashMap<String, i64>>);
+struct Scans(Mutex<LastScanned>);
 
 /// What a scan found, to be said and written.
 struct Found {
@@ -108,33 +106,24 @@ impl Scans {
     /// Forgets the NodeClaims gone.
     fn tidy(&self, m: &Manifests) {
         let present: HashSet<&str> = m.nodeclaims.iter().filter_map(|nc| nc.metadata.uid.as_deref()).collect();
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).retain(|uid, _| present.contains(uid.as_str()));
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).retain(|uid| present.contains(uid));
     }
 
-    /// upstream `Reconcile` up to its writes: whether `nc` is scanned now, and what was found.
+    /// Core's scan of `nc` on the view, taken out of it (a reconcile's calls hold no view).
     fn scan(&self, nc: &NodeClaim, m: &Manifests, now: i64) -> Scan {
-        let launched = nc.status.as_ref().is_some_and(|s| !s.provider_id.is_empty());
-        let Some(uid) = nc.metadata.uid.as_deref().filter(|_| launched) else { return Scan::Wait(Next::Change) };
-        {
-            let mut scanned = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-            // upstream's `lastScanned` cache expires an entry after the scan period.
-            if let Some(at) = scanned.get(uid).filter(|at| now - **at < SCAN_PERIOD_SECONDS) {
-                let remaining = (SCAN_PERIOD_SECONDS - (now - at)).max(1);
-                return Scan::Wait(Next::After(Duration::from_secs(remaining as u64)));
+        let scan = self.0.lock().unwrap_or_else(PoisonError::into_inner).scan(nc, &m.nodes, now);
+        match scan {
+            consistency::Scan::Wait(after) => {
+                Scan::Wait(after.map_or(Next::Change, |seconds| Next::After(Duration::from_secs(seconds as u64))))
             }
-            scanned.insert(uid.to_string(), now);
+            consistency::Scan::Found { node, issues, conditions } => Scan::Found(Box::new(Found {
+                nodeclaim: nodeclaim_ref(nc),
+                name: nc.name().to_string(),
+                node: node.metadata.name.clone().unwrap_or_default(),
+                issues,
+                write: conditions.map(|list| (nc.clone(), list)),
+            })),
         }
-        // upstream: no Node (or several) is the lifecycle controller's to report; not requeued.
-        let Ok(node) = node_for(nc, &m.nodes) else { return Scan::Wait(Next::Change) };
-        let issues = consistency::node_shape(nc, node);
-        let write = consistency::conditions_after(nc, &issues, &format_time(now)).map(|list| (nc.clone(), list));
-        Scan::Found(Box::new(Found {
-            nodeclaim: nodeclaim_ref(nc),
-            name: nc.name().to_string(),
-            node: node.metadata.name.clone().unwrap_or_default(),
-            issues,
-            write,
-        }))
     }
 }
 
@@ -180,56 +169,6 @@ mod tests {
             "metadata": {"name": name, "resourceVersion": "1"}, "spec": {"providerID": provider_id},
             "status": {"capacity": {"cpu": cpu}}}))
         .unwrap()
-    }
-
-    fn found(scan: Scan) -> Option<Box<Found>> {
-        match scan {
-            Scan::Found(found) => Some(found),
-            Scan::Wait(_) => None,
-        }
-    }
-
-    #[test]
-    fn a_nodeclaim_is_scanned_once_a_period_and_a_scan_without_its_node_is_spent() {
-        let consistency = Scans::default();
-        let launching = nodeclaim("launching", "");
-        let early = nodeclaim("early", "kwok://early");
-        let short = nodeclaim("short", "kwok://short");
-        let m = Manifests {
-            nodeclaims: vec![launching.clone(), early.clone(), short.clone()],
-            nodes: vec![node("short", "kwok://short", "2")],
-            ..Manifests::default()
-        };
-        // Not launched: not scanned.
-        assert!(matches!(consistency.scan(&launching, &m, 1000), Scan::Wait(Next::Change)));
-
-        // Launched, its Node not there yet: the scan is spent, nothing said; its Node's arrival
-        // waits for the rest of the period.
-        assert!(matches!(consistency.scan(&early, &m, 1000), Scan::Wait(Next::Change)));
-        let with_node = Manifests {
-            nodes: vec![node("early", "kwok://early", "4"), node("short", "kwok://short", "2")],
-            ..m.clone()
-        };
-        match consistency.scan(&early, &with_node, 1060) {
-            Scan::Wait(Next::After(wait)) => assert_eq!(wait, Duration::from_secs(540)),
-            _ => panic!("scanned again within the period"),
-        }
-        // A period later: scanned; the Node has the capacity, so ConsistentStateFound is True.
-        let scan = found(consistency.scan(&early, &with_node, 1600)).expect("scanned after the period");
-        assert!(scan.issues.is_empty());
-        let (_, conditions) = scan.write.expect("the condition is written");
-        assert!(conditions.iter().any(|c| c.type_ == "ConsistentStateFound" && c.status == "True"));
-
-        // Its Node has half the CPU: an issue, the condition False.
-        let scan = found(consistency.scan(&short, &m, 1000)).expect("scanned");
-        assert_eq!(scan.issues.len(), 1);
-        assert_eq!(scan.node, "short");
-        let (_, conditions) = scan.write.expect("the condition is written");
-        assert!(conditions.iter().any(|c| c.type_ == "ConsistentStateFound" && c.status == "False"));
-
-        // A NodeClaim gone is forgotten.
-        consistency.tidy(&Manifests { nodeclaims: vec![early], ..Manifests::default() });
-        assert_eq!(consistency.0.lock().unwrap().len(), 1);
     }
 
     #[test]

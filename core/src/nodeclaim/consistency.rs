@@ -2,14 +2,16 @@
 //! `nodeshape.go`, v1.14.1): every [`SCAN_PERIOD_SECONDS`], an initialized NodeClaim's Node must
 //! have at least 90% of the capacity the NodeClaim expected of every resource it requested; each
 //! shortfall is an [`Issue`] (a `FailedConsistencyCheck` warning), and the NodeClaim's
-//! `ConsistentStateFound` condition says whether any was found.
+//! `ConsistentStateFound` condition says whether any was found. [`LastScanned`] is upstream's
+//! `lastScanned` cache: when each NodeClaim is scanned, and when to look again.
 
+use std::collections::HashMap;
 use std::fmt;
 
 use k8s_openapi::api::core::v1::Node;
 use serde::Serialize;
 
-use super::lifecycle::{is_true, set_true};
+use super::lifecycle::{is_true, node_for, set_true};
 use crate::api::nodeclaim::{conditions, NodeClaim};
 use crate::api::Condition;
 use crate::quantity::Quantity;
@@ -55,6 +57,56 @@ impl fmt::Display for Issue {
             self.found,
             self.share() * 100.0
         )
+    }
+}
+
+/// When each NodeClaim (by UID) was last scanned, epoch seconds (upstream's `lastScanned`, a cache
+/// whose entries expire after [`SCAN_PERIOD_SECONDS`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LastScanned(HashMap<String, i64>);
+
+/// What one reconcile of a NodeClaim does (upstream `Reconcile`, up to its writes).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Scan<'a> {
+    /// Nothing now: look again after this many seconds, or (`None`) when it changes.
+    Wait(Option<i64>),
+    /// Scanned now: what was found on its Node, and the conditions to write when they change;
+    /// looked at again after [`SCAN_PERIOD_SECONDS`].
+    Found { node: &'a Node, issues: Vec<Issue>, conditions: Option<Vec<Condition>> },
+}
+
+impl LastScanned {
+    /// upstream `Reconcile` on `nodeclaim` at `now` (`nodes` may hold the whole cluster's): a
+    /// NodeClaim not launched is not scanned; one scanned within the period waits for the rest of
+    /// it (a change in between finds the scan spent); else the scan is spent now, even when its
+    /// Node is not there (yet) or is not one (upstream leaves that to the lifecycle controller,
+    /// and does not requeue).
+    pub fn scan<'a>(&mut self, nodeclaim: &NodeClaim, nodes: &'a [Node], now: i64) -> Scan<'a> {
+        let launched = nodeclaim.status.as_ref().is_some_and(|s| !s.provider_id.is_empty());
+        let Some(uid) = nodeclaim.metadata.uid.as_deref().filter(|_| launched) else { return Scan::Wait(None) };
+        if let Some(at) = self.0.get(uid).filter(|at| now - **at < SCAN_PERIOD_SECONDS) {
+            return Scan::Wait(Some((SCAN_PERIOD_SECONDS - (now - at)).max(1)));
+        }
+        self.0.insert(uid.to_string(), now);
+        let Ok(node) = node_for(nodeclaim, nodes) else { return Scan::Wait(None) };
+        let issues = node_shape(nodeclaim, node);
+        let conditions = conditions_after(nodeclaim, &issues, &crate::api::time::format_time(now));
+        Scan::Found { node, issues, conditions }
+    }
+
+    /// Forgets the NodeClaims (by UID) not `present`.
+    pub fn retain(&mut self, present: impl Fn(&str) -> bool) {
+        self.0.retain(|uid, _| present(uid));
+    }
+
+    /// How many NodeClaims it remembers.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether it remembers none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 }
 
@@ -114,6 +166,59 @@ pub fn conditions_after(nodeclaim: &NodeClaim, issues: &[Issue], at: &str) -> Op
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn launched(name: &str, provider_id: &str) -> NodeClaim {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": name, "uid": format!("uid-{name}"), "resourceVersion": "1"},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "a"},
+                "requirements": [], "resources": {"requests": {"cpu": "1"}}},
+            "status": {"providerID": provider_id, "capacity": {"cpu": "4"},
+                "conditions": [{"type": "Initialized", "status": "True", "reason": "Initialized",
+                    "message": "", "lastTransitionTime": "2026-12-06T00:00:00Z"}]},
+        }))
+        .unwrap()
+    }
+
+    fn node_of(name: &str, provider_id: &str, cpu: &str) -> Node {
+        serde_json::from_value(serde_json::json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "resourceVersion": "1"}, "spec": {"providerID": provider_id},
+            "status": {"capacity": {"cpu": cpu}}}))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_nodeclaim_is_scanned_once_a_period_and_a_scan_without_its_node_is_spent() {
+        let mut scans = LastScanned::default();
+        let (launching, early, short) =
+            (launched("launching", ""), launched("early", "kwok://early"), launched("short", "kwok://short"));
+        let nodes = [node_of("short", "kwok://short", "2")];
+        // Not launched: not scanned.
+        assert_eq!(scans.scan(&launching, &nodes, 1000), Scan::Wait(None));
+
+        // Launched, its Node not there yet: the scan is spent, nothing said; its Node's arrival
+        // waits for the rest of the period.
+        assert_eq!(scans.scan(&early, &nodes, 1000), Scan::Wait(None));
+        let with_node = [node_of("early", "kwok://early", "4"), node_of("short", "kwok://short", "2")];
+        assert_eq!(scans.scan(&early, &with_node, 1060), Scan::Wait(Some(540)));
+        // A period later: scanned; the Node has the capacity, so ConsistentStateFound is True.
+        let Scan::Found { issues, conditions, .. } = scans.scan(&early, &with_node, 1600) else {
+            panic!("not scanned after the period")
+        };
+        assert!(issues.is_empty());
+        let conditions = conditions.expect("the condition is written");
+        assert!(conditions.iter().any(|c| c.type_ == "ConsistentStateFound" && c.status == "True"));
+
+        // Its Node has half the CPU: an issue, the condition False.
+        let Scan::Found { node, issues, conditions } = scans.scan(&short, &nodes, 1000) else { panic!("not scanned") };
+        assert_eq!((issues.len(), node.metadata.name.as_deref()), (1, Some("short")));
+        let conditions = conditions.expect("the condition is written");
+        assert!(conditions.iter().any(|c| c.type_ == "ConsistentStateFound" && c.status == "False"));
+
+        // A NodeClaim gone is forgotten.
+        scans.retain(|uid| uid == "uid-early");
+        assert_eq!(scans.len(), 1);
+    }
 
     fn nodeclaim(initialized: bool) -> NodeClaim {
         let mut nc: NodeClaim = serde_json::from_value(serde_json::json!({
