@@ -1,6 +1,7 @@
 //! The controller's Prometheus metrics that count and time what the reconcilers do, with
 //! upstream Karpenter v1.14.1's names and labels where upstream has the metric (`pkg/metrics`,
-//! `pkg/controllers/disruption/metrics.go`, `pkg/cloudprovider/metrics/cloudprovider.go`), and
+//! `pkg/controllers/disruption/metrics.go`, `pkg/controllers/node/termination/metrics.go`,
+//! `pkg/cloudprovider/metrics/cloudprovider.go`), and
 //! `carpentry_*` for what upstream leaves to controller-runtime or does not measure: each
 //! concern's pass, and every write to the API server. The gauges of the view (objects, pending
 //! pods, NodeClaims by phase) are read at scrape time ([`crate::serve`]).
@@ -10,6 +11,7 @@ use std::time::Instant;
 use carpentry_core::api::NodeClaim;
 use carpentry_core::disruption::Method;
 use carpentry_core::labels;
+use k8s_openapi::api::core::v1::Node;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
@@ -21,6 +23,41 @@ type Histograms = Family<Labels, Histogram, fn() -> Histogram>;
 /// client_golang's `DefBuckets` (upstream's cloud-provider histogram sets none).
 fn default_buckets() -> Histogram {
     Histogram::new([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0])
+}
+
+/// upstream `NodeLifetimeDurationSeconds`'s buckets: 15 minutes to 30 days.
+fn lifetime_buckets() -> Histogram {
+    const HOUR: f64 = 3600.0;
+    const DAY: f64 = 24.0 * HOUR;
+    Histogram::new([
+        0.25 * HOUR,
+        0.5 * HOUR,
+        0.75 * HOUR,
+        HOUR,
+        2.0 * HOUR,
+        4.0 * HOUR,
+        6.0 * HOUR,
+        8.0 * HOUR,
+        10.0 * HOUR,
+        12.0 * HOUR,
+        16.0 * HOUR,
+        20.0 * HOUR,
+        DAY,
+        2.0 * DAY,
+        3.0 * DAY,
+        5.0 * DAY,
+        10.0 * DAY,
+        15.0 * DAY,
+        20.0 * DAY,
+        25.0 * DAY,
+        30.0 * DAY,
+    ])
+}
+
+/// From 1 s doubling to about 4.5 hours: from a node with nothing to drain to one that waits out a
+/// long terminationGracePeriod.
+fn termination_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(1.0, 2.0, 15))
 }
 
 /// From 5 ms doubling to about 80 s: a pass is usually milliseconds, one waiting on a cloud call
@@ -44,6 +81,14 @@ pub struct Metrics {
     nodeclaims_terminated: Family<Labels, Counter>,
     /// `karpenter_nodeclaims_disrupted_total{reason, nodepool, capacity_type}`.
     nodeclaims_disrupted: Family<Labels, Counter>,
+    /// `karpenter_nodes_terminated_total{nodepool, zone}`.
+    nodes_terminated: Family<Labels, Counter>,
+    /// `karpenter_nodes_drained_total{nodepool}`.
+    nodes_drained: Family<Labels, Counter>,
+    /// `karpenter_nodes_termination_duration_seconds{nodepool}` (upstream's is a summary).
+    node_termination_duration: Histograms,
+    /// `karpenter_nodes_lifetime_duration_seconds{nodepool}`.
+    node_lifetime: Histograms,
     /// `karpenter_voluntary_disruption_decisions_total{decision, reason, consolidation_type}`.
     disruption_decisions: Family<Labels, Counter>,
     /// `karpenter_cloudprovider_duration_seconds{controller, method, provider}`.
@@ -69,6 +114,10 @@ impl Default for Metrics {
             nodeclaims_created: Family::default(),
             nodeclaims_terminated: Family::default(),
             nodeclaims_disrupted: Family::default(),
+            nodes_terminated: Family::default(),
+            nodes_drained: Family::default(),
+            node_termination_duration: Family::new_with_constructor(termination_buckets),
+            node_lifetime: Family::new_with_constructor(lifetime_buckets),
             disruption_decisions: Family::default(),
             cloud_duration: Family::new_with_constructor(default_buckets),
             cloud_errors: Family::default(),
@@ -172,6 +221,26 @@ impl Metrics {
             self.nodeclaims_disrupted.clone(),
         );
         karpenter.register(
+            "nodes_terminated",
+            "Number of nodes terminated in total by Karpenter. Labeled by owning nodepool and zone.",
+            self.nodes_terminated.clone(),
+        );
+        karpenter.register(
+            "nodes_drained",
+            "The total number of nodes drained by Karpenter",
+            self.nodes_drained.clone(),
+        );
+        karpenter.register(
+            "nodes_termination_duration_seconds",
+            "The time taken between a node's deletion request and the removal of its finalizer",
+            self.node_termination_duration.clone(),
+        );
+        karpenter.register(
+            "nodes_lifetime_duration_seconds",
+            "The lifetime duration of the nodes since creation.",
+            self.node_lifetime.clone(),
+        );
+        karpenter.register(
             "voluntary_disruption_decisions",
             "Number of disruption decisions performed. Labeled by disruption decision, reason, and consolidation type.",
             self.disruption_decisions.clone(),
@@ -241,6 +310,31 @@ impl Metrics {
             label("capacity_type", nodeclaim_label(nc, labels::CAPACITY_TYPE)),
         ];
         self.nodeclaims_disrupted.get_or_create(&labels).inc();
+    }
+
+    /// upstream node.termination `removeFinalizer`: the finalizer came off `node` at `now` (epoch
+    /// seconds), counted with how long since its deletion and its creation.
+    pub fn node_terminated(&self, node: &Node, now: i64) {
+        let node_label =
+            |key: &str| node.metadata.labels.as_ref().and_then(|l| l.get(key)).cloned().unwrap_or_default();
+        let by_pool = vec![label("nodepool", node_label(labels::NODEPOOL))];
+        let mut labels = by_pool.clone();
+        labels.push(label("zone", node_label(labels::TOPOLOGY_ZONE)));
+        self.nodes_terminated.get_or_create(&labels).inc();
+        let since = |t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>| {
+            t.map(|t| (now - t.0.as_second()).max(0) as f64)
+        };
+        if let Some(seconds) = since(node.metadata.deletion_timestamp.as_ref()) {
+            self.node_termination_duration.get_or_create(&by_pool).observe(seconds);
+        }
+        if let Some(seconds) = since(node.metadata.creation_timestamp.as_ref()) {
+            self.node_lifetime.get_or_create(&by_pool).observe(seconds);
+        }
+    }
+
+    /// upstream node.termination: a node's NodeClaim turned `Drained`.
+    pub fn node_drained(&self, nodepool: &str) {
+        self.nodes_drained.get_or_create(&vec![label("nodepool", nodepool)]).inc();
     }
 
     /// upstream `queue.go` `StartCommand`: a disruption command begun.
@@ -315,6 +409,14 @@ mod tests {
         metrics.api_write("patch NodeClaim default-x status", false);
         metrics.api_write("evict Pod ns/p", true);
         metrics.disruption_decision(Method::SingleNodeConsolidation, "Underutilized", true);
+        let node: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n", "labels": {"karpenter.sh/nodepool": "default",
+                "topology.kubernetes.io/zone": "us-west-2a"},
+                "creationTimestamp": "2026-12-06T00:00:00Z", "deletionTimestamp": "2026-12-06T01:59:00Z"},
+        }))
+        .unwrap();
+        metrics.node_terminated(&node, carpentry_core::api::time::parse_time("2026-12-06T02:00:00Z").unwrap());
+        metrics.node_drained("default");
         let started = Instant::now();
         metrics.reconcile("nodeclass", started, Some(true));
         metrics.reconcile("nodeclass", started, None);
@@ -327,6 +429,15 @@ mod tests {
         assert!(text.contains(r#"carpentry_api_write_errors_total{verb="evict",resource="Pod"} 1"#), "{text}");
         let decision = r#"karpenter_voluntary_disruption_decisions_total{decision="replace",reason="underutilized",consolidation_type="single"} 1"#;
         assert!(text.contains(decision), "{text}");
+        for sample in [
+            r#"karpenter_nodes_terminated_total{nodepool="default",zone="us-west-2a"} 1"#,
+            r#"karpenter_nodes_drained_total{nodepool="default"} 1"#,
+            r#"karpenter_nodes_termination_duration_seconds_sum{nodepool="default"} 60.0"#,
+            r#"karpenter_nodes_lifetime_duration_seconds_sum{nodepool="default"} 7200.0"#,
+            r#"karpenter_nodes_lifetime_duration_seconds_count{nodepool="default"} 1"#,
+        ] {
+            assert!(text.contains(sample), "{sample} in {text}");
+        }
         // controller-runtime's names, as upstream exposes them.
         for sample in [
             r#"controller_runtime_reconcile_total{controller="nodeclass",result="requeue_after"} 1"#,

@@ -623,6 +623,22 @@ async fn inflate_provisions_nodes_and_a_deleted_node_is_replaced() -> Result<()>
         !claims.iter().any(|nc| nc.data["status"]["nodeName"].as_str() == Some(victim.as_str())),
         "the deleted Node's NodeClaim remains"
     );
+    // upstream's termination metrics: the node drained and terminated, its NodeClaim too (the
+    // counts follow the finalizers' writes; emptiness may have removed a node too).
+    let pool = [("nodepool", nodepool.as_str())];
+    let names = [
+        "karpenter_nodes_drained_total",
+        "karpenter_nodes_terminated_total",
+        "karpenter_nodes_termination_duration_seconds_count",
+        "karpenter_nodes_lifetime_duration_seconds_count",
+        "karpenter_nodeclaims_terminated_total",
+    ];
+    wait_for("the termination metrics", Duration::from_secs(10), || async {
+        let (_, body) = get(metrics, "/metrics")?;
+        Ok(names.iter().all(|name| metric_sum(&body, name, &pool) >= 1.0).then_some(()))
+    })
+    .await
+    .with_context(|| format!("/metrics:\n{}", get(metrics, "/metrics").map(|(_, body)| body).unwrap_or_default()))?;
 
     // Scaled to 0: the nodes are empty, and emptiness removes them after its 15 s validation,
     // in one command or, when the pods stop in different seconds, in several.

@@ -172,6 +172,21 @@ mod tests {
     }
 
     #[test]
+    fn a_scan_is_requeued_for_the_rest_of_its_period_and_names_the_node_it_found() {
+        let scans = Scans::default();
+        let nc = nodeclaim("a", "kwok://a");
+        let m =
+            Manifests { nodeclaims: vec![nc.clone()], nodes: vec![node("a", "kwok://a", "2")], ..Manifests::default() };
+        match scans.scan(&nc, &m, 1000) {
+            Scan::Found(found) => assert_eq!((found.node.as_str(), found.issues.len()), ("a", 1)),
+            Scan::Wait(_) => panic!("not scanned"),
+        }
+        assert!(matches!(scans.scan(&nc, &m, 1060), Scan::Wait(Next::After(wait)) if wait == Duration::from_secs(540)));
+        scans.tidy(&Manifests::default());
+        assert!(matches!(scans.scan(&nc, &m, 1060), Scan::Found(_)), "a NodeClaim forgotten is scanned anew");
+    }
+
+    #[test]
     fn a_nodeclaim_is_reconciled_when_its_node_changes() {
         let before = Manifests {
             nodeclaims: vec![nodeclaim("a", "kwok://a"), nodeclaim("b", "kwok://b"), nodeclaim("c", "")],

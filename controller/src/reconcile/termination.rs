@@ -217,7 +217,7 @@ impl<P: CloudProvider> NodeTermination<P> {
         let volumes = plan.volumes();
         if volumes.hold_instance() {
             if let Some(nc) = nodeclaim {
-                self.common.termination_conditions(nc, Stage::Drained(volumes), now).await;
+                self.drained_conditions(node, nc, Stage::Drained(volumes), now).await;
             }
             let names = &plan.pending_attachments;
             if lock(&self.awaiting_volumes).insert(name.clone()) {
@@ -243,13 +243,13 @@ impl<P: CloudProvider> NodeTermination<P> {
             self.common.act.metrics.cloud_call(Self::NAME, "Delete", self.common.cloud.name(), started, error);
             match deletion {
                 Ok(deletion) => {
-                    self.common.termination_conditions(nc, Stage::InstanceTerminating(Some(volumes)), now).await;
+                    self.drained_conditions(node, nc, Stage::InstanceTerminating(Some(volumes)), now).await;
                     if deletion == Deletion::Terminating {
                         return Ok(Next::After(Duration::from_secs(INSTANCE_TERMINATION_RECHECK_SECONDS as u64)));
                     }
                 }
                 Err(e) => {
-                    self.common.termination_conditions(nc, Stage::Drained(volumes), now).await;
+                    self.drained_conditions(node, nc, Stage::Drained(volumes), now).await;
                     return Err(Failed(e.context(format!("deleting node {name}'s instance"))));
                 }
             }
@@ -263,7 +263,18 @@ impl<P: CloudProvider> NodeTermination<P> {
             // A conflict brings the Node back with its change; a timeout or an error would not.
             return Err(Failed(anyhow!("node {name}'s finalizer was not removed")));
         }
+        self.common.act.metrics.node_terminated(node, crate::clock::now_seconds());
         Ok(Next::Change)
+    }
+
+    /// Writes the conditions of a drained node's NodeClaim, counting the node drained when its
+    /// `Drained` turns `True` (upstream counts it once the write is made).
+    async fn drained_conditions(&self, node: &Node, nc: &NodeClaim, stage: Stage, now: i64) {
+        let before = termination::controller::is_drained(nc);
+        if self.common.termination_conditions(nc, stage, now).await && !before {
+            let pool = node.metadata.labels.as_ref().and_then(|l| l.get(labels::NODEPOOL));
+            self.common.act.metrics.node_drained(pool.map_or("", String::as_str));
+        }
     }
 
     /// One drain pass (upstream `terminator.Drain`): what the grace period ended deleted, what

@@ -139,6 +139,11 @@ fn condition(nc: &NodeClaim, type_: &str) -> Option<Condition> {
     nc.status.as_ref().and_then(|s| crate::api::find_condition(&s.conditions, type_)).cloned()
 }
 
+/// Whether the NodeClaim's `Drained` condition is `True`.
+pub fn is_drained(nc: &NodeClaim) -> bool {
+    condition(nc, DRAINED).is_some_and(|c| c.is_true())
+}
+
 /// Whether the drain is done (upstream `awaitDrain`): the pods are gone (`pods_drained`) and
 /// `Drained` has been `Unknown` for at least the minimum drain time (or is `True` already).
 pub fn drain_done(nc: &NodeClaim, pods_drained: bool, now: i64) -> bool {
@@ -283,11 +288,14 @@ mod tests {
         assert!(!drain_done(&nc, true, t0 + 4), "not before MinDrainTime");
         assert!(!drain_done(&nc, false, t0 + 9), "not while pods remain");
         assert!(drain_done(&nc, true, t0 + 5));
+        assert!(!is_drained(&nc));
         let list = conditions(&nc, Stage::InstanceTerminating(Some(Volumes::Detached)), t0 + 5).unwrap();
         let status = |t: &str| list.iter().find(|c| c.type_ == t).map(|c| c.status.clone());
         assert_eq!(status(DRAINED).as_deref(), Some("True"));
         assert_eq!(status(VOLUMES_DETACHED).as_deref(), Some("True"));
         assert_eq!(status(INSTANCE_TERMINATING).as_deref(), Some("True"));
+        nc.status.get_or_insert_with(Default::default).conditions = list;
+        assert!(is_drained(&nc));
     }
 
     fn attachment(name: &str, node: &str, pv: Option<&str>) -> VolumeAttachment {
