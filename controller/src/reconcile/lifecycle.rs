@@ -18,7 +18,7 @@
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
@@ -39,7 +39,7 @@ use super::perobject::{changed_names, Failed, Next, ObjectReconciler};
 use super::termination::{provider_id, without_finalizer};
 use super::Common;
 use crate::cloud::{CloudProvider, CreateError, Deletion};
-use crate::view::Loaded;
+use crate::view::{lock, Loaded};
 
 /// A launch result is cached this long by NodeClaim UID (core's, upstream's).
 const LAUNCH_CACHE_TTL: Duration = Duration::from_secs(LAUNCH_CACHE_SECONDS);
@@ -83,10 +83,6 @@ impl<P: CloudProvider> Lifecycle<P> {
 
 fn has_finalizer(finalizers: &Option<Vec<String>>) -> bool {
     finalizers.iter().flatten().any(|f| f == labels::TERMINATION_FINALIZER)
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl<P: CloudProvider> ObjectReconciler for Lifecycle<P> {

@@ -21,7 +21,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
@@ -43,7 +43,7 @@ use super::act::{node_ref, pod_ref, Eviction};
 use super::perobject::{Failed, Kind, Next, ObjectReconciler};
 use super::Common;
 use crate::cloud::{CloudProvider, Deletion};
-use crate::view::Loaded;
+use crate::view::{lock, Loaded};
 
 pub(super) fn provider_id(nc: &NodeClaim) -> &str {
     nc.status.as_ref().map(|s| s.provider_id.as_str()).unwrap_or_default()
@@ -107,10 +107,6 @@ impl<P: CloudProvider> NodeTermination<P> {
     pub(super) fn new(common: Common<P>) -> Self {
         NodeTermination { common, evictions: Mutex::default(), awaiting_volumes: Mutex::default() }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// What a reconcile reads of the view: taken before its calls, which hold no view
