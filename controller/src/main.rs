@@ -17,6 +17,8 @@ mod metrics;
 mod ratelimit;
 mod reconcile;
 mod serve;
+#[cfg(test)]
+mod testing;
 mod view;
 
 use std::net::SocketAddr;

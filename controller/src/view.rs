@@ -119,7 +119,7 @@ impl ClusterView {
         let entries: Vec<Arc<Entry>> =
             self.watched.iter().flat_map(|w| lock(&w.objects).current.values().cloned().collect::<Vec<_>>()).collect();
         let live = LiveLoad::from_objects(entries.iter().map(|e| &e.object));
-        Loaded { live, references: entries.iter().map(|e| e.reference.clone()).collect() }
+        Loaded::new(live, entries.iter().map(|e| e.reference.clone()).collect())
     }
 
     /// Resolves, with why, once a watch has ended before shutdown (a panic while loading an
@@ -229,9 +229,24 @@ pub struct Loaded {
     pub live: LiveLoad,
     /// Each document's object, by document number − 1.
     references: Vec<ObjectReference>,
+    /// Which load this is: no two views in a process share one (see [`Loaded::sequence`]).
+    sequence: u64,
 }
 
+/// The sequence the next view loaded takes.
+static NEXT_SEQUENCE: AtomicU64 = AtomicU64::new(1);
+
 impl Loaded {
+    fn new(live: LiveLoad, references: Vec<ObjectReference>) -> Loaded {
+        Loaded { live, references, sequence: NEXT_SEQUENCE.fetch_add(1, Ordering::Relaxed) }
+    }
+
+    /// This view's number, unique in the process: what is worked out once from a whole view (a
+    /// NodePool's usage) is kept under it for the reconciles of the same view.
+    pub fn sequence(&self) -> u64 {
+        self.sequence
+    }
+
     pub fn manifests(&self) -> &Manifests {
         &self.live.manifests
     }
@@ -239,7 +254,7 @@ impl Loaded {
     /// A view of `manifests` with nothing left out.
     #[cfg(test)]
     pub fn of(manifests: Manifests) -> Loaded {
-        Loaded { live: LiveLoad { manifests, ..LiveLoad::default() }, references: Vec::new() }
+        Loaded::new(LiveLoad { manifests, ..LiveLoad::default() }, Vec::new())
     }
 
     /// The object a left-out document held, as events name it.

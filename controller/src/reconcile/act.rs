@@ -99,6 +99,18 @@ pub enum Eviction {
     Gone,
 }
 
+/// What became of a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Write {
+    /// Written; in a dry run, what would have been.
+    Done,
+    /// Not applied: the view it was decided on is older than the object (409 Conflict) or the
+    /// object is gone (404). The newer view decides again.
+    Stale,
+    /// Not written: the API server refused it or did not answer, or this replica does not lead.
+    Failed,
+}
+
 /// Whether a failed write is one the next pass resolves by itself (a stale view: 409 Conflict;
 /// the object is gone: 404).
 fn is_stale(e: &kube::Error) -> bool {
@@ -311,9 +323,24 @@ impl Act {
     fn failed(&self, what: &str, e: &kube::Error) {
         self.metrics.api_write(what, true);
         if is_stale(e) {
-            debug!(what, error = %e, "write not applied (stale view); retried next pass");
+            debug!(what, error = %e, "write not applied (stale view); decided again on the next");
         } else {
-            warn!(what, error = %carpentry_core::error_chain(e), "write failed; retried next pass");
+            warn!(what, error = %carpentry_core::error_chain(e), "write failed; decided again later");
+        }
+    }
+
+    /// What became of a write (a failure is logged by [`Self::failed`]).
+    fn written<T>(&self, what: &str, result: Result<T, kube::Error>) -> Write {
+        match result {
+            Ok(_) => Write::Done,
+            Err(e) => {
+                self.failed(what, &e);
+                if is_stale(&e) {
+                    Write::Stale
+                } else {
+                    Write::Failed
+                }
+            }
         }
     }
 
@@ -476,15 +503,13 @@ impl Act {
         )
     }
 
-    pub async fn patch_nodepool_status(&self, name: &str, patch: Value) -> bool {
-        if self.would(&format!("patch NodePool {name} status"), &patch) {
-            return false;
+    pub async fn patch_nodepool_status(&self, name: &str, patch: Value) -> Write {
+        let what = format!("patch NodePool {name} status");
+        if self.would(&what, &patch) {
+            return if self.dry_run && self.leading() { Write::Done } else { Write::Failed };
         }
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &self.nodepools);
-        self.applied(
-            &format!("patch NodePool {name} status"),
-            api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await,
-        )
+        self.written(&what, api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await)
     }
 
     pub async fn patch_node(&self, name: &str, patch: Value) -> bool {

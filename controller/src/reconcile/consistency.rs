@@ -72,8 +72,8 @@ impl<P: CloudProvider> ObjectReconciler for Consistency<P> {
             .collect()
     }
 
-    fn tidy(&self, m: &Manifests) {
-        self.scans.tidy(m);
+    fn tidy(&self, loaded: &Loaded) {
+        self.scans.tidy(loaded.manifests());
     }
 
     fn reconcile<'a>(

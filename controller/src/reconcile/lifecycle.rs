@@ -116,7 +116,8 @@ impl<P: CloudProvider> ObjectReconciler for Lifecycle<P> {
     }
 
     /// Forgets what belongs to NodeClaims gone (or being deleted) and the nominations of launched ones.
-    fn tidy(&self, m: &Manifests) {
+    fn tidy(&self, loaded: &Loaded) {
+        let m = loaded.manifests();
         let deleting: HashMap<&str, bool> = m
             .nodeclaims
             .iter()

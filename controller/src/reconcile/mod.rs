@@ -33,9 +33,11 @@
 //!   deleting Node's disrupted taint, drain through the Eviction API in core's tiers
 //!   ([`carpentry_core::termination`]), instance deletion, finalizer removed;
 //!   the NodeClaim finalizer is lifecycle's (above), as upstream's;
-//! - [`Scheduling`] (upstream `nodepool.*`, `provisioner` and `disruption`), in this order on each
-//!   view: the NodePools' hash annotations, status conditions and resources
-//!   ([`carpentry_core::nodepool`]); the batch window ([`carpentry_core::provisioning`]), the
+//! - [`nodepool::NodePools`] (upstream `nodepool.hash`, `.counter`, `.readiness`, `.validation`,
+//!   `.registrationhealth`), a per-object reconciler: each NodePool's hash annotations, status
+//!   conditions and resources ([`carpentry_core::nodepool`]);
+//! - [`Scheduling`] (upstream `provisioner` and `disruption`), in this order on each
+//!   view: the batch window ([`carpentry_core::provisioning`]), the
 //!   Synced guard, core's scheduler, NodePool limits re-checked before each create, nominations;
 //!   core's disruption pass every 10 s, validated commands carried out replacements first
 //!   ([`carpentry_core::disruption`]). One task, because a round's nominations and creates are
@@ -155,6 +157,21 @@ impl<P: CloudProvider> Clone for Common<P> {
 }
 
 impl<P: CloudProvider> Common<P> {
+    /// The handles of a new set of reconcilers: the embedded catalogue until the first refresh.
+    fn new(act: act::Act, cloud: P, region: String) -> Self {
+        let catalogue = Arc::new(Catalogue::embedded().clone());
+        let shared = Shared {
+            catalogue: RwLock::new(catalogue.clone()),
+            catalogue_settled: AtomicBool::new(false),
+            launches_under_way: Mutex::new(HashSet::new()),
+            registration_health: Mutex::new(HashMap::new()),
+            awaiting_created: Mutex::new(Vec::new()),
+            nominations: Mutex::new(HashMap::new()),
+            epoch: Instant::now(),
+        };
+        Common { act, cloud: Arc::new(cloud), region, catalogue, catalogue_settled: false, shared: Arc::new(shared) }
+    }
+
     /// Records that `pods` should schedule on NodeClaim `nodeclaim` (a provisioning round's
     /// nomination), so that a launch that fails says so on them too.
     fn nominate(&self, nodeclaim: &str, pods: Vec<ObjectReference>) {
@@ -273,13 +290,11 @@ macro_rules! concern_common {
 }
 use concern_common;
 
-/// Provisioning, disruption and the NodePools' status: one task (see the module's notes).
+/// Provisioning and disruption: one task (see the module's notes).
 struct Scheduling<P: CloudProvider> {
     common: Common<P>,
     provisioning: provisioning::State,
     disruption: disruption::State,
-    /// When NodePool usage was last counted (epoch seconds).
-    nodepool_counted: i64,
 }
 concern_common!(Scheduling);
 
@@ -291,7 +306,6 @@ impl<P: CloudProvider> Concern<P> for Scheduling<P> {
             debug!("scheduling waits for the first instance-type refresh");
             return;
         }
-        self.nodepools(m, &loaded.live.invalid_nodepools, now).await;
         self.provision(m, now).await;
         // Disruption decides which pods a node can shed: it waits for a whole view of them.
         if loaded.live.holding_back(HeldDecision::Disruption).is_none() {
@@ -349,24 +363,7 @@ pub struct Reconciler<P: CloudProvider> {
 
 impl<P: CloudProvider> Reconciler<P> {
     pub fn new(act: act::Act, view: Arc<ClusterView>, cloud: P, leader: LeaderStatus, region: String) -> Self {
-        let catalogue = Arc::new(Catalogue::embedded().clone());
-        let shared = Shared {
-            catalogue: RwLock::new(catalogue.clone()),
-            catalogue_settled: AtomicBool::new(false),
-            launches_under_way: Mutex::new(HashSet::new()),
-            registration_health: Mutex::new(HashMap::new()),
-            awaiting_created: Mutex::new(Vec::new()),
-            nominations: Mutex::new(HashMap::new()),
-            epoch: Instant::now(),
-        };
-        let common = Common {
-            act,
-            cloud: Arc::new(cloud),
-            region,
-            catalogue,
-            catalogue_settled: false,
-            shared: Arc::new(shared),
-        };
+        let common = Common::new(act, cloud, region);
         let progress = Progress::default();
         progress.mark(LOADER, crate::clock::now_seconds());
         Reconciler { common, view, leader, skipped: BTreeMap::new(), progress }
@@ -401,13 +398,14 @@ impl<P: CloudProvider> Reconciler<P> {
         tasks.spawn(drive(podevents::PodEvents::new(c.clone()), views.clone(), p.clone(), s.clone()));
         let tagging = tagging::Tagging::new(c.clone());
         tasks.spawn(perobject::drive_objects(tagging, c.act.metrics.clone(), views.clone(), p.clone(), s.clone()));
+        let nodepools = nodepool::NodePools::new(c.clone());
+        tasks.spawn(perobject::drive_objects(nodepools, c.act.metrics.clone(), views.clone(), p.clone(), s.clone()));
         let nodes = termination::NodeTermination::new(c.clone());
         tasks.spawn(perobject::drive_objects(nodes, c.act.metrics.clone(), views.clone(), p.clone(), s.clone()));
         let scheduling = Scheduling {
             common: c.clone(),
             provisioning: provisioning::State::default(),
             disruption: disruption::State::default(),
-            nodepool_counted: i64::MIN / 2,
         };
         tasks.spawn(drive(scheduling, views.clone(), p.clone(), s.clone()));
         tasks.spawn(drive(garbagecollection::Collection::new(c.clone()), views, p.clone(), s.clone()));

@@ -37,8 +37,8 @@ impl Kind for EC2NodeClass {
     fn meta_mut(&mut self) -> &mut ObjectMeta {
         &mut self.metadata
     }
-    fn all(m: &Manifests) -> &[Self] {
-        &m.nodeclasses
+    fn all(loaded: &Loaded) -> impl Iterator<Item = &Self> {
+        loaded.manifests().nodeclasses.iter()
     }
     /// Not its status alone (the reconcile's own write): every reconcile asks EC2, SSM and IAM.
     fn changed(before: &Self, after: &Self) -> bool {

@@ -56,7 +56,7 @@ pub(super) trait Kind: Clone + Send + Sync + 'static {
     fn meta_mut(&mut self) -> &mut ObjectMeta;
 
     /// Every object of the kind in a view.
-    fn all(m: &Manifests) -> &[Self];
+    fn all(loaded: &Loaded) -> impl Iterator<Item = &Self>;
 
     /// Whether `after` is to be reconciled though `before` was. By default any change (upstream's
     /// `For` without predicates).
@@ -77,8 +77,8 @@ impl Kind for carpentry_core::api::NodeClaim {
     fn meta_mut(&mut self) -> &mut ObjectMeta {
         &mut self.metadata
     }
-    fn all(m: &Manifests) -> &[Self] {
-        &m.nodeclaims
+    fn all(loaded: &Loaded) -> impl Iterator<Item = &Self> {
+        loaded.manifests().nodeclaims.iter()
     }
 }
 
@@ -158,7 +158,7 @@ pub(super) trait ObjectReconciler: Send + Sync + 'static {
     }
 
     /// On each view fed, before the reconciles it asks for: forget what belongs to objects gone.
-    fn tidy(&self, _m: &Manifests) {}
+    fn tidy(&self, _loaded: &Loaded) {}
 
     /// Reconciles `object` as `loaded` shows it. What the reconcile reads of the view is taken
     /// before its future is made, which borrows the reconciler alone (`use<'a, Self>`): a
@@ -231,8 +231,7 @@ impl<R: ObjectReconciler> Context<R> {
             self.starved.store(true, Ordering::Release);
             return Ok(Action::await_change());
         };
-        let Some(current) = R::Object::all(loaded.manifests()).iter().find(|o| o.meta().name.as_ref() == Some(&name))
-        else {
+        let Some(current) = R::Object::all(&loaded).find(|o| o.meta().name.as_ref() == Some(&name)) else {
             return Ok(Action::await_change()); // gone since: its deletion is not reconciled
         };
         let uid = current.meta().uid.clone().unwrap_or_default();
@@ -305,19 +304,18 @@ impl<T: Kind> Feed<T> {
             self.fed = None;
             return 0;
         };
-        let objects = T::all(loaded.manifests());
-        let names: HashSet<&str> = objects.iter().filter_map(|o| o.meta().name.as_deref()).collect();
+        let names: HashSet<&str> = T::all(&loaded).filter_map(|o| o.meta().name.as_deref()).collect();
         let mut wanted: HashSet<String> = HashSet::new();
         let reader = self.writer.as_reader();
         if !self.listed {
             self.writer.apply_watcher_event(&Event::Init);
-            for object in objects {
+            for object in T::all(&loaded) {
                 self.writer.apply_watcher_event(&Event::InitApply(Live(object.clone())));
             }
             self.writer.apply_watcher_event(&Event::InitDone);
             self.listed = true;
         } else {
-            for object in objects {
+            for object in T::all(&loaded) {
                 let Some(name) = object.meta().name.as_deref() else { continue };
                 let changed = reader.get(&ObjectRef::new(name)).is_none_or(|before| T::changed(&before.0, object));
                 if changed {
@@ -396,7 +394,7 @@ pub(super) async fn drive_objects<R: ObjectReconciler>(
                 }
                 let latest = views.borrow_and_update().clone();
                 if let Some(loaded) = &latest {
-                    context.reconciler.tidy(loaded.manifests());
+                    context.reconciler.tidy(loaded);
                 }
                 if latest.is_some() && context.starved.swap(false, Ordering::AcqRel) {
                     feed.fed = None;
@@ -406,7 +404,7 @@ pub(super) async fn drive_objects<R: ObjectReconciler>(
                 if let Some(loaded) = latest {
                     // The failures of objects gone are forgotten.
                     let uids: HashSet<&str> =
-                        R::Object::all(loaded.manifests()).iter().filter_map(|o| o.meta().uid.as_deref()).collect();
+                        R::Object::all(&loaded).filter_map(|o| o.meta().uid.as_deref()).collect();
                     let mut failures = context.failures.lock().unwrap_or_else(PoisonError::into_inner);
                     failures.retain(|uid, _| uids.contains(uid.as_str()));
                 }

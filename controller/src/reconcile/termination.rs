@@ -27,7 +27,6 @@ use std::time::{Duration, Instant};
 use anyhow::anyhow;
 use carpentry_core::api::NodeClaim;
 use carpentry_core::labels;
-use carpentry_core::manifest::Manifests;
 use carpentry_core::pod::PodRef;
 use carpentry_core::termination::controller::{
     node_plan, NodePlan, Stage, DRAIN_RECHECK_SECONDS, INSTANCE_TERMINATION_RECHECK_SECONDS, MAX_CONCURRENT_RECONCILES,
@@ -88,8 +87,8 @@ impl Kind for Node {
     fn meta_mut(&mut self) -> &mut ObjectMeta {
         &mut self.metadata
     }
-    fn all(m: &Manifests) -> &[Self] {
-        &m.nodes
+    fn all(loaded: &Loaded) -> impl Iterator<Item = &Self> {
+        loaded.manifests().nodes.iter()
     }
 }
 
@@ -129,7 +128,8 @@ impl<P: CloudProvider> ObjectReconciler for NodeTermination<P> {
     const CONCURRENCY: u16 = MAX_CONCURRENT_RECONCILES as u16;
     const RATE_LIMITER: RateLimiter = termination::controller::RATE_LIMITER;
 
-    fn tidy(&self, m: &Manifests) {
+    fn tidy(&self, loaded: &Loaded) {
+        let m = loaded.manifests();
         let nodes: HashSet<&str> = m.nodes.iter().filter_map(|n| n.metadata.name.as_deref()).collect();
         lock(&self.awaiting_volumes).retain(|n| nodes.contains(n.as_str()));
         let mut evictions = lock(&self.evictions);

@@ -28,6 +28,10 @@ pub const NODECLASS_READY: &str = "NodeClassReady";
 pub const NODE_REGISTRATION_HEALTHY: &str = "NodeRegistrationHealthy";
 /// upstream `NodePool.StatusConditions`: `Ready` depends on these.
 pub const DEPENDENTS: &[&str] = &[VALIDATION_SUCCEEDED, NODECLASS_READY];
+/// NodePools reconciled at once: upstream's `validation` takes 10, the other NodePool controllers
+/// `LinearScaleReconciles(CPUCount, 10, 1000)` (`utils/controller`), which is 10 at the chart's
+/// one CPU requested; NodePools are few, so more would buy nothing here.
+pub const MAX_CONCURRENT_RECONCILES: u16 = 10;
 
 /// The NodePool's status as its controllers would write it now: conditions (validation, the
 /// NodeClass's readiness, registration health's reset), `status.resources` and `status.nodes`
@@ -50,7 +54,7 @@ pub fn status(
     }
     registrationhealth::reset(nodepool, nodeclass, &mut status, created, now);
     if let Some(usage) = usage {
-        counter::count(usage, &mut status);
+        counter::write(usage, &mut status);
     }
     (status != before).then_some(status)
 }

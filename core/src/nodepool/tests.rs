@@ -224,3 +224,27 @@ fn a_missing_nodeclass_is_a_warning_once_and_a_class_not_yet_reconciled_is_none(
     assert_eq!(condition(&s, VALIDATION_SUCCEEDED).0, "False");
     assert!(warnings(None, &s).is_empty());
 }
+
+#[test]
+fn the_counter_counts_every_5_s_once_synced_and_looks_each_second_until_then() {
+    use counter::{count, Count};
+    assert_eq!(count(None, 10_000, false), Count::NotSynced);
+    assert_eq!(Count::NotSynced.requeue_millis(), 1_000);
+    assert_eq!(count(None, 10_000, true), Count::Now);
+    assert_eq!(Count::Now.requeue_millis(), 5_000);
+    // A reconcile for something else (a condition) 2 s after a count: the count waits 3 s more.
+    assert_eq!(count(Some(10_000), 12_000, true), Count::Wait(3_000));
+    assert_eq!(Count::Wait(3_000).requeue_millis(), 3_000);
+    assert_eq!(count(Some(10_000), 15_000, true), Count::Now);
+    // Not synced wins over a count due.
+    assert_eq!(count(Some(10_000), 20_000, false), Count::NotSynced);
+}
+
+#[test]
+fn the_counters_usage_is_the_limit_checks_without_preparing_a_round() {
+    let m = crate::manifest::load(include_str!("../../../kubectl-plugin/tests/data/cluster.yaml")).unwrap();
+    let prepared = crate::input_from_manifests(&m, crate::Catalogue::embedded(), None).unwrap();
+    let round = crate::scheduling::nodepool_usage(&prepared.input);
+    assert!(!round.is_empty(), "the fixture has nodes of a NodePool");
+    assert_eq!(counter::usage(&m.nodes, &m.nodeclaims), round);
+}
