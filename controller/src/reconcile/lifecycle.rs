@@ -34,7 +34,7 @@ use k8s_openapi::api::core::v1::Node;
 use serde_json::json;
 use tracing::{debug, warn};
 
-use super::act::{node_ref, nodeclaim_ref};
+use super::act::{node_ref, nodeclaim_ref, Write};
 use super::perobject::{changed_names, Failed, Next, ObjectReconciler};
 use super::termination::{provider_id, without_finalizer};
 use super::Common;
@@ -238,6 +238,9 @@ impl<P: CloudProvider> Lifecycle<P> {
             Phase::Launching => match self.liveness(seen, now).await {
                 Alive::TimedOut => Ok(Next::Change),
                 Alive::NotDeleted => Err(Failed(anyhow!("NodeClaim {name}, timed out, was not deleted"))),
+                Alive::NotJudged => {
+                    Err(Failed(anyhow!("NodeClaim {name} timed out; its NodePool's health was not written")))
+                }
                 Alive::CheckAfter(check) => Ok(sooner(self.launch(nc, seen.nodeclass.as_ref()).await?, check)),
             },
             Phase::Launched => match &seen.node {
@@ -252,6 +255,9 @@ impl<P: CloudProvider> Lifecycle<P> {
                     match self.liveness(seen, now).await {
                         Alive::TimedOut => Ok(Next::Change),
                         Alive::NotDeleted => Err(Failed(anyhow!("NodeClaim {name}, timed out, was not deleted"))),
+                        Alive::NotJudged => {
+                            Err(Failed(anyhow!("NodeClaim {name} timed out; its NodePool's health was not written")))
+                        }
                         Alive::CheckAfter(check) => Ok(sooner(Next::Change, check)),
                     }
                 }
@@ -351,6 +357,9 @@ enum Alive {
     TimedOut,
     /// Timed out, and the delete failed: tried again after the backoff.
     NotDeleted,
+    /// Timed out, and its NodePool's `NodeRegistrationHealthy` was not written: tried again
+    /// after the backoff, before the NodeClaim is deleted.
+    NotJudged,
     /// Look again this much later (upstream's requeue), if ever.
     CheckAfter(Option<Duration>),
 }
@@ -381,10 +390,14 @@ impl<P: CloudProvider> Lifecycle<P> {
             timeout.after_seconds()
         );
         let act = &self.common.act;
+        // upstream judges the NodePool first, then deletes; a write of its condition that failed
+        // (or met a newer NodePool) is tried again before the NodeClaim goes, as upstream requeues.
+        let judged = self.common.registration_outcome(seen.nodepool.as_ref(), nc, false).await;
+        if judged != Write::Done && !act.dry_run {
+            return Alive::NotJudged;
+        }
         act.decided("LivenessTimeout", &json!({"nodeclaim": nc.name(), "timeout": timeout}));
         act.event(&nodeclaim_ref(nc), true, "LivenessTimeout", note, "Delete").await;
-        // upstream judges the NodePool first, then deletes.
-        self.common.registration_outcome(seen.nodepool.as_ref(), nc, false).await;
         if !act.delete_nodeclaim(nc.name()).await {
             return if act.dry_run { Alive::TimedOut } else { Alive::NotDeleted };
         }
@@ -567,7 +580,9 @@ impl<P: CloudProvider> Lifecycle<P> {
             return self.unwritten(format!("NodeClaim {}'s registration", nc.name()));
         }
         self.wrote(nc, None);
-        self.common.registration_outcome(nodepool, nc, true).await;
+        // upstream: a NodePool write that fails leaves the outcome unrecorded, and the NodeClaim,
+        // registered, is not judged again.
+        let _ = self.common.registration_outcome(nodepool, nc, true).await;
         Ok(Next::Change)
     }
 
@@ -686,5 +701,49 @@ mod tests {
         // not launched with it.
         let after = Manifests { nodeclasses: vec![class("a", "2"), class("b", "1")], ..before.clone() };
         assert_eq!(related(&before, &after), ["launching-a"]);
+    }
+
+    #[tokio::test]
+    async fn a_timed_out_nodeclaim_is_deleted_only_once_its_nodepools_health_is_written() {
+        let api = crate::testing::FakeApi::default();
+        let client = api.client();
+        let leader = crate::leader::Leader::unelected().status();
+        let act = super::super::act::Act::new(client.clone(), false, "test".into(), Default::default(), leader);
+        let cloud = Kwok::new(client, "us-east-1".into(), Duration::from_secs(1));
+        let lifecycle = Lifecycle::new(Common::new(act, cloud, "us-east-1".into()));
+        let nodepool: NodePool = serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+            "metadata": {"name": "default", "uid": "uid-np", "resourceVersion": "7", "generation": 1},
+            "spec": {"template": {"spec": {"requirements": [],
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "a"}}}},
+        }))
+        .unwrap();
+        // Launched, never registered: past the registration timeout.
+        let mut nc = nodeclaim("a", "a", "kwok://a");
+        nc.metadata.owner_references = Some(vec![serde_json::from_value(json!({"apiVersion": "karpenter.sh/v1",
+            "kind": "NodePool", "name": "default", "uid": "uid-np"}))
+        .unwrap()]);
+        nc.status.as_mut().unwrap().conditions = vec![serde_json::from_value(json!({"type": "Launched",
+            "status": "True", "reason": "Launched", "message": "", "lastTransitionTime": "2026-12-07T00:00:00Z"}))
+        .unwrap()];
+        let seen = Seen {
+            nodeclaim: nc,
+            node: Err(NotRegistered::NodeNotFound { provider_id: "kwok://a".into() }),
+            nodeclass: None,
+            nodepool: Some(nodepool),
+            nodes: Vec::new(),
+        };
+        let now = carpentry_core::api::time::parse_time("2026-12-07T01:00:00Z").unwrap();
+        let deletes = || api.writes().iter().filter(|w| w.method == "DELETE").count();
+        // One failure before: this one turns the NodePool's NodeRegistrationHealthy False.
+        lifecycle.common.shared.registration_health.lock().unwrap().entry("uid-np".into()).or_default().record(false);
+        // Its NodePool changed since the view: judged again later, not deleted yet.
+        api.object("/apis/karpenter.sh/v1/nodepools/default", 8);
+        assert!(matches!(lifecycle.liveness(&seen, now).await, Alive::NotJudged));
+        assert_eq!(deletes(), 0);
+        // Written: deleted.
+        api.object("/apis/karpenter.sh/v1/nodepools/default", 7);
+        assert!(matches!(lifecycle.liveness(&seen, now).await, Alive::TimedOut));
+        assert_eq!(deletes(), 1);
     }
 }

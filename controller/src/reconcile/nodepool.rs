@@ -261,16 +261,19 @@ pub(super) fn owning_nodepool<'m>(m: &'m Manifests, nc: &NodeClaim) -> Option<&'
 }
 
 impl<P: CloudProvider> Common<P> {
-    /// upstream `updateNodePoolRegistrationHealth` (registration.go and liveness.go): records
-    /// that `nc` registered (or timed out) for its NodePool and writes `NodeRegistrationHealthy`
-    /// when that turns it.
-    pub(super) async fn registration_outcome(&self, np: Option<&NodePool>, nc: &NodeClaim, registered: bool) {
-        let Some(np) = np else { return };
-        let (Some(uid), true) = (np.metadata.uid.clone(), registrationhealth::owned_by(nc, np)) else { return };
+    /// upstream `updateNodePoolRegistrationHealth` (registration.go and liveness.go): writes
+    /// `NodeRegistrationHealthy` when `nc`'s outcome (`registered`, or timed out) turns it, and
+    /// records the outcome once that is written or when nothing is to be (upstream's `DryRun`,
+    /// patch, `Update`). `Stale` and `Failed` leave the outcome unrecorded.
+    pub(super) async fn registration_outcome(&self, np: Option<&NodePool>, nc: &NodeClaim, registered: bool) -> Write {
+        let Some(np) = np else { return Write::Done };
+        let (Some(uid), true) = (np.metadata.uid.clone(), registrationhealth::owned_by(nc, np)) else {
+            return Write::Done;
+        };
         let at = crate::clock::now_rfc3339();
         let status = {
             let mut health = self.shared.registration_health.lock().unwrap_or_else(PoisonError::into_inner);
-            let tracker = health.entry(uid).or_default();
+            let tracker = health.entry(uid.clone()).or_default();
             tracker.hydrate(np);
             if registered {
                 registrationhealth::registered(np, tracker, &at)
@@ -278,14 +281,19 @@ impl<P: CloudProvider> Common<P> {
                 registrationhealth::failed(np, nc, tracker, &at)
             }
         };
-        if let Some(status) = status {
+        let written = match status {
             // upstream patches with an optimistic lock.
-            // upstream patches with an optimistic lock and, on a conflict, requeues the NodeClaim
-            // with the outcome not yet recorded; here it is recorded and the write dropped (see
-            // docs/divergences.md).
-            let patch = json!({"metadata": {"resourceVersion": np.metadata.resource_version}, "status": status});
-            let _ = self.act.patch_nodepool_status(np.name(), patch).await;
+            Some(status) => {
+                let patch = json!({"metadata": {"resourceVersion": np.metadata.resource_version}, "status": status});
+                self.act.patch_nodepool_status(np.name(), patch).await
+            }
+            None => Write::Done,
+        };
+        if written == Write::Done {
+            let mut health = self.shared.registration_health.lock().unwrap_or_else(PoisonError::into_inner);
+            health.entry(uid).or_default().record(registered);
         }
+        written
     }
 }
 
@@ -566,6 +574,37 @@ mod tests {
         let loaded = view(vec![written], vec![nodeclaim("a", "kwok://a")], vec![node("a", "kwok://a")]);
         reconcile(&on(&api, false), &loaded).await.unwrap();
         assert_eq!(api.writes(), [], "written again");
+    }
+
+    #[tokio::test]
+    async fn a_registration_outcome_is_recorded_once_its_condition_is_written() {
+        let api = FakeApi::default();
+        let reconciler = on(&api, false);
+        let common = &reconciler.common;
+        let np = nodepool("default", "on-demand");
+        let mut nc = nodeclaim("a", "kwok://a");
+        nc.metadata.owner_references = Some(vec![serde_json::from_value(json!({"apiVersion": "karpenter.sh/v1",
+            "kind": "NodePool", "name": "default", "uid": "uid-default"}))
+        .unwrap()]);
+        let recorded = || {
+            let health = common.shared.registration_health.lock().unwrap();
+            health.get("uid-default").map(|t| t.health())
+        };
+        // The NodePool changed since the view: the condition is not written, nor the outcome kept.
+        api.object(NODEPOOL, 8);
+        assert_eq!(common.registration_outcome(Some(&np), &nc, true).await, Write::Stale);
+        assert_eq!(recorded(), Some(registrationhealth::Health::Unknown));
+        // Written: kept.
+        api.object(NODEPOOL, 7);
+        assert_eq!(common.registration_outcome(Some(&np), &nc, true).await, Write::Done);
+        assert_eq!(recorded(), Some(registrationhealth::Health::Healthy));
+        let written = status_writes(&api);
+        assert_eq!(written.iter().map(|w| w.status).collect::<Vec<_>>(), [409, 200]);
+        // A NodeClaim the NodePool does not own is not judged.
+        let before = api.writes().len();
+        let other = nodeclaim("b", "kwok://b");
+        assert_eq!(common.registration_outcome(Some(&np), &other, false).await, Write::Done);
+        assert_eq!(api.writes().len(), before);
     }
 
     #[test]

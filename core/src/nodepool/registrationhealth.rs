@@ -5,8 +5,8 @@
 //! - `pkg/state/nodepoolhealth/tracker.go` ([`Tracker`]): the last four outcomes of the
 //!   NodePool's NodeClaims (registered, or timed out launching or registering);
 //! - `pkg/controllers/nodeclaim/lifecycle/registration.go` and `liveness.go` ([`registered`],
-//!   [`failed`]): each outcome is recorded, and the condition turns `True` when the outcomes with
-//!   it are healthy, `False` when half of four would be failures.
+//!   [`failed`]): the condition turns `True` when the outcomes with the new one are healthy,
+//!   `False` when half of four would be failures; the outcome is recorded once that is written.
 
 use std::collections::VecDeque;
 
@@ -142,25 +142,24 @@ fn with_condition(nodepool: &NodePool, now: &str, set: impl FnOnce(&mut Conditio
 }
 
 /// upstream `registration.go` `updateNodePoolRegistrationHealth`: a NodeClaim of `nodepool`
-/// registered. The outcome is recorded; the status to write is returned when the condition turns
-/// `True` with it.
-pub fn registered(nodepool: &NodePool, tracker: &mut Tracker, now: &str) -> Option<NodePoolStatus> {
-    let status = if tracker.health_with(true) == Health::Healthy {
+/// registered. The status to write when the condition turns `True` with it (upstream's
+/// `DryRun`); the caller records the outcome ([`Tracker::record`]) once that is written or when
+/// there is none, as upstream's `Update` follows the patch.
+pub fn registered(nodepool: &NodePool, tracker: &Tracker, now: &str) -> Option<NodePoolStatus> {
+    if tracker.health_with(true) == Health::Healthy {
         with_condition(nodepool, now, |set| set.set_true(super::NODE_REGISTRATION_HEALTHY))
     } else {
         None
-    };
-    tracker.record(true);
-    status
+    }
 }
 
 /// upstream `liveness.go` `updateNodePoolRegistrationHealth`: a NodeClaim of `nodepool` timed out
-/// launching or registering. The outcome is recorded; the status to write is returned when the
-/// condition turns `False` with it: `RegistrationFailed` for a NodeClaim that launched, else its
-/// `Launched` condition's reason and message.
-pub fn failed(nodepool: &NodePool, nodeclaim: &NodeClaim, tracker: &mut Tracker, now: &str) -> Option<NodePoolStatus> {
+/// launching or registering. The status to write when the condition turns `False` with it:
+/// `RegistrationFailed` for a NodeClaim that launched, else its `Launched` condition's reason and
+/// message. The caller records the outcome once that is written or when there is none.
+pub fn failed(nodepool: &NodePool, nodeclaim: &NodeClaim, tracker: &Tracker, now: &str) -> Option<NodePoolStatus> {
     let already_false = condition(nodepool).is_some_and(|c| c.status == "False");
-    let status = if tracker.health_with(false) == Health::Unhealthy && !already_false {
+    if tracker.health_with(false) == Health::Unhealthy && !already_false {
         let launched = nodeclaim
             .status
             .as_ref()
@@ -174,7 +173,5 @@ pub fn failed(nodepool: &NodePool, nodeclaim: &NodeClaim, tracker: &mut Tracker,
         with_condition(nodepool, now, |set| set.set_false(super::NODE_REGISTRATION_HEALTHY, &reason, &message))
     } else {
         None
-    };
-    tracker.record(false);
-    status
+    }
 }

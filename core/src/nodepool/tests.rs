@@ -141,7 +141,18 @@ fn upstream_stamped_nodeclaims_are_restamped_not_drifted() {
 
 #[test]
 fn registration_health_turns_true_on_a_registration_and_false_at_half_of_four_failures() {
-    use registrationhealth::{failed, registered, Health, Tracker};
+    use registrationhealth::{Health, Tracker};
+    // Each outcome is recorded after its status is decided (and written), as the controller does.
+    fn registered(np: &NodePool, tracker: &mut Tracker, now: &str) -> Option<NodePoolStatus> {
+        let status = registrationhealth::registered(np, tracker, now);
+        tracker.record(true);
+        status
+    }
+    fn failed(np: &NodePool, nc: &NodeClaim, tracker: &mut Tracker, now: &str) -> Option<NodePoolStatus> {
+        let status = registrationhealth::failed(np, nc, tracker, now);
+        tracker.record(false);
+        status
+    }
     let mut np = nodepool(NODEPOOL);
     np.metadata.uid = Some("np-uid".into());
     let mut nc = nodeclaim("a", &[], false);
