@@ -329,6 +329,16 @@ impl Act {
         }
     }
 
+    /// What became of a write [`Self::would`] did not let through: in a dry run, as if written;
+    /// a follower's, not written.
+    fn unwritten(&self) -> Write {
+        if self.dry_run && self.leading() {
+            Write::Done
+        } else {
+            Write::Failed
+        }
+    }
+
     /// What became of a write (a failure is logged by [`Self::failed`]).
     fn written<T>(&self, what: &str, result: Result<T, kube::Error>) -> Write {
         match result {
@@ -447,16 +457,19 @@ impl Act {
     /// one made from a stale view would drop conditions written meanwhile; it fails with 409
     /// instead and the next pass decides again.
     pub async fn patch_nodeclaim_status(&self, nodeclaim: &NodeClaim, status: Value) -> bool {
+        self.write_nodeclaim_status(nodeclaim, status).await == Write::Done && !self.dry_run
+    }
+
+    /// Patches `nodeclaim`'s status with `status`, locked on its resourceVersion in the view.
+    pub async fn write_nodeclaim_status(&self, nodeclaim: &NodeClaim, status: Value) -> Write {
         let name = nodeclaim.name();
         let patch = serde_json::json!({"metadata": {"resourceVersion": nodeclaim.metadata.resource_version},
             "status": status});
-        if self.would(&format!("patch NodeClaim {name} status"), &patch) {
-            return false;
+        let what = format!("patch NodeClaim {name} status");
+        if self.would(&what, &patch) {
+            return self.unwritten();
         }
-        self.applied(
-            &format!("patch NodeClaim {name} status"),
-            self.nodeclaims().patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await,
-        )
+        self.written(&what, self.nodeclaims().patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await)
     }
 
     pub async fn delete_nodeclaim(&self, name: &str) -> bool {
@@ -506,21 +519,24 @@ impl Act {
     pub async fn patch_nodepool_status(&self, name: &str, patch: Value) -> Write {
         let what = format!("patch NodePool {name} status");
         if self.would(&what, &patch) {
-            return if self.dry_run && self.leading() { Write::Done } else { Write::Failed };
+            return self.unwritten();
         }
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &self.nodepools);
         self.written(&what, api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await)
     }
 
     pub async fn patch_node(&self, name: &str, patch: Value) -> bool {
-        if self.would(&format!("patch Node {name}"), &patch) {
-            return false;
+        self.write_node(name, patch).await == Write::Done && !self.dry_run
+    }
+
+    /// Patches Node `name` with `patch` (a `metadata.resourceVersion` in it locks the write).
+    pub async fn write_node(&self, name: &str, patch: Value) -> Write {
+        let what = format!("patch Node {name}");
+        if self.would(&what, &patch) {
+            return self.unwritten();
         }
         let nodes: Api<Node> = Api::all(self.client.clone());
-        self.applied(
-            &format!("patch Node {name}"),
-            nodes.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await,
-        )
+        self.written(&what, nodes.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await)
     }
 
     pub async fn delete_node(&self, name: &str) -> bool {

@@ -570,14 +570,16 @@ impl<P: CloudProvider> Lifecycle<P> {
             },
             "spec": {"taints": r.node.spec.as_ref().and_then(|s| s.taints.clone())},
         });
-        if !act.patch_node(&node_name, patch).await {
-            return self.unwritten(format!("Node {node_name}'s registration"));
+        if let Some(not) = self.not_written(act.write_node(&node_name, patch).await, "Node", &node_name, "registration")
+        {
+            return not;
         }
         let status = r.nodeclaim.status.as_ref();
         act.decided("Registered", &json!({"nodeclaim": nc.name(), "node": node_name}));
         let patch = json!({"nodeName": node_name, "conditions": status.map(|s| &s.conditions)});
-        if !act.patch_nodeclaim_status(nc, patch).await {
-            return self.unwritten(format!("NodeClaim {}'s registration", nc.name()));
+        let written = act.write_nodeclaim_status(nc, patch).await;
+        if let Some(not) = self.not_written(written, "NodeClaim", nc.name(), "registration") {
+            return not;
         }
         self.wrote(nc, None);
         // upstream: a NodePool write that fails leaves the outcome unrecorded, and the NodeClaim,
@@ -601,25 +603,36 @@ impl<P: CloudProvider> Lifecycle<P> {
         let node_name = node.metadata.name.clone().unwrap_or_default();
         // The labels as core leaves them (`karpenter.sh/initialized=true` added).
         let patch = json!({"metadata": {"labels": node_after.metadata.labels}});
-        if !act.patch_node(&node_name, patch).await {
-            return self.unwritten(format!("Node {node_name}'s initialized label"));
+        let written = act.write_node(&node_name, patch).await;
+        if let Some(not) = self.not_written(written, "Node", &node_name, "initialized label") {
+            return not;
         }
         act.decided("Initialized", &json!({"nodeclaim": nc.name(), "node": node_name}));
         let conditions = initialized.status.as_ref().map(|s| &s.conditions);
-        if !act.patch_nodeclaim_status(nc, json!({"conditions": conditions})).await {
-            return self.unwritten(format!("NodeClaim {}'s initialization", nc.name()));
+        let written = act.write_nodeclaim_status(nc, json!({"conditions": conditions})).await;
+        if let Some(not) = self.not_written(written, "NodeClaim", nc.name(), "initialization") {
+            return not;
         }
         self.wrote(nc, None);
         Ok(Next::Change)
     }
 
-    /// A write that was not made: in a dry run the reconcile ends as if it had been; a refused
-    /// write (or a follower's) fails the reconcile, tried again after the backoff.
-    fn unwritten(&self, what: String) -> Result<Next, Failed> {
-        if self.common.act.dry_run {
-            Ok(Next::Change)
-        } else {
-            Err(Failed(anyhow!("{what} was not written")))
+    /// What a step's reconcile returns when its write `written` was not made, if it was not:
+    /// in a dry run, the step ends there as if written; one the view was too old for (a
+    /// conflict: the object changed since) ends the reconcile
+    /// quietly, as the newer view brings the NodeClaim back (its own change, or its Node's) and
+    /// the step is decided again on it — upstream requeues a conflict, where a failure here
+    /// would wait out the backoff; a refused write fails the reconcile.
+    fn not_written(&self, written: Write, kind: &str, name: &str, step: &str) -> Option<Result<Next, Failed>> {
+        match written {
+            // A dry run ends the reconcile as if written: the view will never show it.
+            Write::Done if self.common.act.dry_run => Some(Ok(Next::Change)),
+            Write::Done => None,
+            Write::Stale => {
+                debug!(object = %format!("{kind} {name}"), step, "not written: the view is older; decided again on the next");
+                Some(Ok(Next::Change))
+            }
+            Write::Failed => Some(Err(Failed(anyhow!("{kind} {name}'s {step} was not written")))),
         }
     }
 
@@ -745,5 +758,26 @@ mod tests {
         api.object("/apis/karpenter.sh/v1/nodepools/default", 7);
         assert!(matches!(lifecycle.liveness(&seen, now).await, Alive::TimedOut));
         assert_eq!(deletes(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_registration_that_meets_a_newer_nodeclaim_is_decided_again_on_it_without_a_backoff() {
+        let api = crate::testing::FakeApi::default();
+        let client = api.client();
+        let leader = crate::leader::Leader::unelected().status();
+        let act = super::super::act::Act::new(client.clone(), false, "test".into(), Default::default(), leader);
+        let cloud = Kwok::new(client, "us-east-1".into(), Duration::from_secs(1));
+        let lifecycle = Lifecycle::new(Common::new(act, cloud, "us-east-1".into()));
+        let nc = nodeclaim("a", "a", "kwok://a");
+        let joined = node("a", "kwok://a", "1");
+        // Written meanwhile by another controller: the view's "1" is out of date.
+        api.object("/apis/karpenter.sh/v1/nodeclaims/a", 2);
+        let next = lifecycle.register(None, &nc, &joined).await;
+        assert_eq!(next.unwrap(), Next::Change, "a conflict is not a failure");
+        let statuses: Vec<u16> = api.writes().iter().map(|w| w.status).collect();
+        assert_eq!(statuses, [200, 409], "{:#?}", api.writes());
+        // A refused write is.
+        api.fail("/apis/karpenter.sh/v1/nodeclaims/a/status", 500);
+        assert!(lifecycle.register(None, &nc, &joined).await.is_err());
     }
 }
