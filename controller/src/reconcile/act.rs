@@ -104,9 +104,11 @@ pub enum Eviction {
 pub enum Write {
     /// Written; in a dry run, what would have been.
     Done,
-    /// Not applied: the view it was decided on is older than the object (409 Conflict) or the
-    /// object is gone (404). The newer view decides again.
+    /// Not applied: the view it was decided on is older than the object (409 Conflict). The
+    /// newer view decides again.
     Stale,
+    /// Not applied: the object is gone (404).
+    Gone,
     /// Not written: the API server refused it or did not answer, or this replica does not lead.
     Failed,
 }
@@ -345,10 +347,10 @@ impl Act {
             Ok(_) => Write::Done,
             Err(e) => {
                 self.failed(what, &e);
-                if is_stale(&e) {
-                    Write::Stale
-                } else {
-                    Write::Failed
+                match &e {
+                    kube::Error::Api(status) if status.code == 409 => Write::Stale,
+                    kube::Error::Api(status) if status.code == 404 => Write::Gone,
+                    _ => Write::Failed,
                 }
             }
         }

@@ -244,7 +244,9 @@ impl<P: CloudProvider> Lifecycle<P> {
                 Alive::CheckAfter(check) => Ok(sooner(self.launch(nc, seen.nodeclass.as_ref()).await?, check)),
             },
             Phase::Launched => match &seen.node {
-                Ok(node) => self.register(seen.nodepool.as_ref(), nc, node).await,
+                // Liveness's next look too: a registration that met a Node gone in a view never
+                // fed (so no change of it wakes the NodeClaim) still times out.
+                Ok(node) => Ok(sooner(self.register(seen.nodepool.as_ref(), nc, node).await?, liveness_check(nc, now))),
                 Err(not_registered) => {
                     if let NotRegistered::MultipleNodesFound { provider_id, count } = not_registered {
                         let note =
@@ -364,6 +366,16 @@ enum Alive {
     CheckAfter(Option<Duration>),
 }
 
+/// When liveness looks at `nc` next, if it will (core's timeouts; a timeout already past is
+/// looked at in a second).
+fn liveness_check(nc: &NodeClaim, now: i64) -> Option<Duration> {
+    match lifecycle::liveness(nc, now) {
+        Liveness::Done => None,
+        Liveness::CheckAfter(seconds) => Some(Duration::from_secs(seconds.max(1) as u64)),
+        Liveness::TimedOut(_) => Some(Duration::from_secs(1)),
+    }
+}
+
 /// The sooner of what a step asks for and liveness's next look.
 fn sooner(next: Next, check: Option<Duration>) -> Next {
     match (next, check) {
@@ -379,9 +391,7 @@ impl<P: CloudProvider> Lifecycle<P> {
         let nc = &seen.nodeclaim;
         let timeout = match lifecycle::liveness(nc, now) {
             Liveness::Done => return Alive::CheckAfter(None),
-            Liveness::CheckAfter(seconds) => {
-                return Alive::CheckAfter(Some(Duration::from_secs(seconds.max(1) as u64)));
-            }
+            Liveness::CheckAfter(_) => return Alive::CheckAfter(liveness_check(nc, now)),
             Liveness::TimedOut(timeout) => timeout,
         };
         let note = format!(
@@ -628,8 +638,8 @@ impl<P: CloudProvider> Lifecycle<P> {
             // A dry run ends the reconcile as if written: the view will never show it.
             Write::Done if self.common.act.dry_run => Some(Ok(Next::Change)),
             Write::Done => None,
-            Write::Stale => {
-                debug!(object = %format!("{kind} {name}"), step, "not written: the view is older; decided again on the next");
+            Write::Stale | Write::Gone => {
+                debug!(object = %format!("{kind} {name}"), step, ?written, "not written: decided again on the next view");
                 Some(Ok(Next::Change))
             }
             Write::Failed => Some(Err(Failed(anyhow!("{kind} {name}'s {step} was not written")))),

@@ -165,8 +165,9 @@ impl<P: CloudProvider> NodePools<P> {
                         act.event(&plan.reference, true, &reason, note, "Reconcile").await;
                     }
                 }
-                // The view was older than the NodePool: the newer one is reconciled when it comes.
-                Write::Stale => {}
+                // The view was older than the NodePool: the newer one is reconciled when it comes
+                // (or it is gone).
+                Write::Stale | Write::Gone => {}
                 Write::Failed => failed.push("its status"),
             }
         } else if let Some((uid, at)) = plan.counted {
@@ -264,7 +265,8 @@ impl<P: CloudProvider> Common<P> {
     /// upstream `updateNodePoolRegistrationHealth` (registration.go and liveness.go): writes
     /// `NodeRegistrationHealthy` when `nc`'s outcome (`registered`, or timed out) turns it, and
     /// records the outcome once that is written or when nothing is to be (upstream's `DryRun`,
-    /// patch, `Update`). `Stale` and `Failed` leave the outcome unrecorded.
+    /// patch, `Update`; a NodePool gone is as written). `Stale` and `Failed` leave the outcome
+    /// unrecorded.
     pub(super) async fn registration_outcome(&self, np: Option<&NodePool>, nc: &NodeClaim, registered: bool) -> Write {
         let Some(np) = np else { return Write::Done };
         let (Some(uid), true) = (np.metadata.uid.clone(), registrationhealth::owned_by(nc, np)) else {
@@ -289,6 +291,8 @@ impl<P: CloudProvider> Common<P> {
             }
             None => Write::Done,
         };
+        // upstream ignores a NodePool gone (NotFound) and records the outcome all the same.
+        let written = if written == Write::Gone { Write::Done } else { written };
         if written == Write::Done {
             let mut health = self.shared.registration_health.lock().unwrap_or_else(PoisonError::into_inner);
             health.entry(uid).or_default().record(registered);
@@ -600,11 +604,19 @@ mod tests {
         assert_eq!(recorded(), Some(registrationhealth::Health::Healthy));
         let written = status_writes(&api);
         assert_eq!(written.iter().map(|w| w.status).collect::<Vec<_>>(), [409, 200]);
-        // A NodeClaim the NodePool does not own is not judged.
-        let before = api.writes().len();
+        // A NodeClaim the NodePool does not own is not judged: one more failure would turn it
+        // (with one before), and is neither written nor recorded.
+        common.shared.registration_health.lock().unwrap().get_mut("uid-default").unwrap().record(false);
+        let tracker = || common.shared.registration_health.lock().unwrap().get("uid-default").cloned();
+        let (before, kept) = (api.writes().len(), tracker());
         let other = nodeclaim("b", "kwok://b");
         assert_eq!(common.registration_outcome(Some(&np), &other, false).await, Write::Done);
         assert_eq!(api.writes().len(), before);
+        assert_eq!(tracker(), kept);
+        // Owned, it is: the NodePool's write meets a NodePool gone, which upstream ignores.
+        api.fail(NODEPOOL, 404);
+        assert_eq!(common.registration_outcome(Some(&np), &nc, false).await, Write::Done);
+        assert_ne!(tracker(), kept, "a NodePool gone is as written: the outcome is recorded");
     }
 
     #[test]
