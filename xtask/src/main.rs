@@ -21,7 +21,7 @@ mod util;
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -69,7 +69,8 @@ struct TestArgs {
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
-    std::env::set_current_dir(workspace_root())?;
+    let root = workspace_root();
+    std::env::set_current_dir(&root).with_context(|| format!("enter the workspace {}", root.display()))?;
     // The tasks that build in the shared target directory hold its lock while they build and run
     // what they built; `play` lets it go before it serves (it takes it even with `--prebuilt`,
     // which builds nothing, so that path is the one a building `play` runs).
@@ -123,9 +124,23 @@ fn lock_shared_target() -> Result<Option<freshness::Lock>> {
     freshness::lock(&target).map(Some)
 }
 
-/// The workspace root: the parent of this crate's manifest directory.
+/// The workspace root: the parent of this crate's manifest directory, as `cargo xtask` gives it
+/// when it runs the task runner. The directory compiled in names the checkout that built the
+/// binary, which a target directory shared between checkouts (a clone, a worktree) may have
+/// reused for another: cargo's fingerprints do not depend on the checkout's folder.
 pub fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives inside the workspace").to_path_buf()
+    manifest_dir(std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from))
+        .parent()
+        .expect("xtask lives inside the workspace")
+        .to_path_buf()
+}
+
+/// `given` (the manifest directory cargo ran the binary with) when it is this crate's, else the
+/// one compiled in (the binary run by hand, or by another crate's process that set its own).
+fn manifest_dir(given: Option<PathBuf>) -> PathBuf {
+    given
+        .filter(|dir| dir.file_name().is_some_and(|name| name == "xtask") && dir.join("Cargo.toml").is_file())
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
 }
 
 /// The target directory of every cargo command the tasks run: `CARGO_TARGET_DIR` when it is set
@@ -306,4 +321,25 @@ fn test_steps(args: TestArgs) -> Result<()> {
     })?;
     util::step("doc tests", || util::cargo(&["test", "--workspace", "--locked", "--profile", "ci", "--doc"]))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_workspace_is_the_checkout_cargo_ran_the_task_runner_from() {
+        let clone = std::env::temp_dir().join(format!("xtask-root-{}", std::process::id()));
+        let xtask = clone.join("xtask");
+        std::fs::create_dir_all(&xtask).unwrap();
+        std::fs::write(xtask.join("Cargo.toml"), "[package]\nname = \"xtask\"\n").unwrap();
+        let compiled_in = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        // Another checkout's binary reused: cargo's manifest directory is the checkout run in.
+        assert_eq!(manifest_dir(Some(xtask.clone())), xtask);
+        // Another crate's manifest directory, a folder gone, none: the one compiled in.
+        assert_eq!(manifest_dir(Some(clone.join("core"))), compiled_in);
+        std::fs::remove_dir_all(&clone).unwrap();
+        assert_eq!(manifest_dir(Some(xtask)), compiled_in);
+        assert_eq!(manifest_dir(None), compiled_in);
+    }
 }
