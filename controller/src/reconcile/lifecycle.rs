@@ -729,11 +729,7 @@ mod tests {
     #[tokio::test]
     async fn a_timed_out_nodeclaim_is_deleted_only_once_its_nodepools_health_is_written() {
         let api = crate::testing::FakeApi::default();
-        let client = api.client();
-        let leader = crate::leader::Leader::unelected().status();
-        let act = super::super::act::Act::new(client.clone(), false, "test".into(), Default::default(), leader);
-        let cloud = Kwok::new(client, "us-east-1".into(), Duration::from_secs(1));
-        let lifecycle = Lifecycle::new(Common::new(act, cloud, "us-east-1".into()));
+        let lifecycle = Lifecycle::new(Common::on_fake_api(&api, false));
         let nodepool: NodePool = serde_json::from_value(json!({
             "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
             "metadata": {"name": "default", "uid": "uid-np", "resourceVersion": "7", "generation": 1},
@@ -773,11 +769,7 @@ mod tests {
     #[tokio::test]
     async fn a_registration_that_meets_a_newer_nodeclaim_is_decided_again_on_it_without_a_backoff() {
         let api = crate::testing::FakeApi::default();
-        let client = api.client();
-        let leader = crate::leader::Leader::unelected().status();
-        let act = super::super::act::Act::new(client.clone(), false, "test".into(), Default::default(), leader);
-        let cloud = Kwok::new(client, "us-east-1".into(), Duration::from_secs(1));
-        let lifecycle = Lifecycle::new(Common::new(act, cloud, "us-east-1".into()));
+        let lifecycle = Lifecycle::new(Common::on_fake_api(&api, false));
         let nc = nodeclaim("a", "a", "kwok://a");
         let joined = node("a", "kwok://a", "1");
         // Written meanwhile by another controller: the view's "1" is out of date.

@@ -156,6 +156,19 @@ impl<P: CloudProvider> Clone for Common<P> {
     }
 }
 
+#[cfg(test)]
+impl Common<crate::cloud::kwok::Kwok> {
+    /// The handles of reconcilers on `api`, a test's fake API server, with the kwok provider
+    /// (on the same server), leading.
+    fn on_fake_api(api: &crate::testing::FakeApi, dry_run: bool) -> Common<crate::cloud::kwok::Kwok> {
+        let client = api.client();
+        let leader = crate::leader::Leader::unelected().status();
+        let act = act::Act::new(client.clone(), dry_run, "test".into(), crate::metrics::Metrics::default(), leader);
+        let cloud = crate::cloud::kwok::Kwok::new(client, "us-east-1".into(), Duration::from_secs(1));
+        Common::new(act, cloud, "us-east-1".into())
+    }
+}
+
 impl<P: CloudProvider> Common<P> {
     /// The handles of a new set of reconcilers: the embedded catalogue until the first refresh.
     fn new(act: act::Act, cloud: P, region: String) -> Self {

@@ -308,7 +308,6 @@ mod tests {
 
     use super::*;
     use crate::cloud::kwok::Kwok;
-    use crate::reconcile::act::Act;
     use crate::testing::FakeApi;
 
     const NODEPOOL: &str = "/apis/karpenter.sh/v1/nodepools/default";
@@ -363,11 +362,7 @@ mod tests {
     /// The reconciler on a fake API server that keeps the NodePool's resourceVersion (7).
     fn on(api: &FakeApi, dry_run: bool) -> NodePools<Kwok> {
         api.object(NODEPOOL, 7);
-        let client = api.client();
-        let leader = crate::leader::Leader::unelected().status();
-        let act = Act::new(client.clone(), dry_run, "test".into(), crate::metrics::Metrics::default(), leader);
-        let cloud = Kwok::new(client, "us-east-1".into(), Duration::from_secs(1));
-        NodePools::new(Common::new(act, cloud, "us-east-1".into()))
+        NodePools::new(Common::on_fake_api(api, dry_run))
     }
 
     fn view(nodepools: Vec<NodePool>, nodeclaims: Vec<NodeClaim>, nodes: Vec<Node>) -> Loaded {
