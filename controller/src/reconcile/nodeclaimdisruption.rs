@@ -17,6 +17,7 @@ use carpentry_core::nodeclaim::disruption::{self as conditions, MAX_CONCURRENT_R
 use carpentry_core::workqueue::{RateLimiter, CONTROLLER_RUNTIME_DEFAULT};
 use serde_json::json;
 
+use super::act::Write;
 use super::nodepool::owning_nodepool;
 use super::perobject::{changed_names, Failed, Next, ObjectReconciler};
 use super::Common;
@@ -96,11 +97,14 @@ impl<P: CloudProvider> ObjectReconciler for NodeClaimDisruption<P> {
             if let Some(reason) = &decided.drifted {
                 act.decided("Drifted", &json!({"nodeclaim": nc.name(), "reason": reason}));
             }
-            // upstream patches with an optimistic lock; a conflict is tried again.
-            if !act.patch_nodeclaim_status(&nc, json!({"conditions": list})).await && !act.dry_run {
-                return Err(Failed(anyhow!("NodeClaim {}'s disruption conditions were not written", nc.name())));
+            // upstream patches with an optimistic lock and requeues a conflict: here the NodeClaim's
+            // newer version, which the conflict says is on its way, brings it back.
+            match act.write_nodeclaim_status(&nc, json!({"conditions": list})).await {
+                Write::Done | Write::Stale | Write::Gone => Ok(decided.next),
+                Write::Failed => {
+                    Err(Failed(anyhow!("NodeClaim {}'s disruption conditions were not written", nc.name())))
+                }
             }
-            Ok(decided.next)
         }
     }
 }
@@ -221,5 +225,28 @@ mod tests {
         assert_eq!(NodeClaimDisruption::<Kwok>::related(&before, &after), ["b-1"]);
         let with_class = Manifests { nodeclasses: vec![class()], ..before.clone() };
         assert_eq!(NodeClaimDisruption::<Kwok>::related(&before, &with_class), ["a-1", "b-1"]);
+    }
+
+    #[tokio::test]
+    async fn a_conflict_waits_for_the_newer_nodeclaim_and_a_refused_write_fails() {
+        let np = nodepool("default", "1");
+        let nc = nodeclaim("a", "default", &np);
+        // Its NodePool edited since it launched: Drifted is written whatever the time.
+        let mut edited = np.clone();
+        edited.spec.template.metadata.labels.insert("team".into(), "a".into());
+        let m = Manifests {
+            nodepools: vec![edited],
+            nodeclasses: vec![class()],
+            nodeclaims: vec![nc.clone()],
+            ..Manifests::default()
+        };
+        let loaded = Loaded::of(m);
+        let api = crate::testing::FakeApi::default();
+        let marks = NodeClaimDisruption::new(Common::on_fake_api(&api, false));
+        api.object("/apis/karpenter.sh/v1/nodeclaims/a", 2); // the view's "1" is out of date
+        assert!(marks.reconcile(&nc, &loaded).await.is_ok(), "a conflict is not a failure");
+        assert_eq!(api.writes().iter().map(|w| w.status).collect::<Vec<_>>(), [409]);
+        api.fail("/apis/karpenter.sh/v1/nodeclaims/a/status", 500);
+        assert!(marks.reconcile(&nc, &loaded).await.is_err());
     }
 }
