@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use axum::extract::State as Extract;
+use axum::extract::{RawQuery, State as Extract};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -60,11 +60,31 @@ fn stalled(stalest: Option<(&str, i64)>, now: i64) -> Option<String> {
     })
 }
 
-async fn healthz(Extract(state): Extract<State>) -> Response {
-    match stalled(state.progress.stalest(), crate::clock::now_seconds()) {
-        None => text(StatusCode::OK, "ok\n".into()),
-        Some(why) => text(StatusCode::SERVICE_UNAVAILABLE, why),
+/// `/healthz?verbose` (controller-runtime's healthz takes the same parameter) adds each task and
+/// how long ago it began its last pass: every task begins one at least every second while it is
+/// not stuck in a call, so one that lags names where the controller stopped.
+async fn healthz(Extract(state): Extract<State>, RawQuery(query): RawQuery) -> Response {
+    let now = crate::clock::now_seconds();
+    let verbose = query.is_some_and(|q| q.split('&').any(|p| p == "verbose" || p.starts_with("verbose=")));
+    let stuck = stalled(state.progress.stalest(), now);
+    let status = if stuck.is_some() { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::OK };
+    let mut body = stuck.unwrap_or_else(|| "ok\n".into());
+    if verbose {
+        body.push_str(&passes(&state.progress.marks(), now));
     }
+    text(status, body)
+}
+
+/// Each task, `[+]` or `[-]` past the liveness bound, with the seconds since its last pass began.
+fn passes(marks: &[(&str, i64)], now: i64) -> String {
+    marks
+        .iter()
+        .map(|(task, at)| {
+            let idle = now - at;
+            let sign = if idle > LIVENESS_BOUND_SECONDS { '-' } else { '+' };
+            format!("[{sign}]{task}: last pass began {idle} s ago\n")
+        })
+        .collect()
 }
 
 /// Serves the health port until `shutdown`.
@@ -247,6 +267,19 @@ mod tests {
                 LIVENESS_BOUND_SECONDS + 1
             )),
             "{why}"
+        );
+    }
+
+    #[test]
+    fn the_verbose_report_names_each_task_and_the_one_past_its_bound() {
+        let now = 1_800_000_000;
+        let report = passes(&[("view", now), ("node.termination", now - LIVENESS_BOUND_SECONDS - 9)], now);
+        assert_eq!(
+            report,
+            format!(
+                "[+]view: last pass began 0 s ago\n[-]node.termination: last pass began {} s ago\n",
+                LIVENESS_BOUND_SECONDS + 9
+            )
         );
     }
 }

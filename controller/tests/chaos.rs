@@ -354,7 +354,7 @@ async fn killed_at_random_points_of_launch_registration_drain_and_termination_it
         if (kill + 1) % ROUND == 0 || kill + 1 == kills {
             // An undisturbed controller converges.
             drop(controller);
-            let (next, ..) = start()?;
+            let (next, health, _) = start()?;
             controller = next;
             let converged = Instant::now();
             let outcome =
@@ -370,8 +370,9 @@ async fn killed_at_random_points_of_launch_registration_drain_and_termination_it
             stuck_total += stuck.len();
             if let Err(e) = outcome {
                 failures.push(format!("after kill {kill}: {e:#}; leaked {leaked:?}, stuck {stuck:?}"));
-                // The controller's own account, for the failure.
+                // The controller's own account, for the failure, and where it stands now.
                 eprintln!("controller log (tail):\n{}", tail(&controller.log(), 60));
+                eprintln!("controller state:\n{}", controller.diagnose(health));
             }
         }
     }

@@ -202,6 +202,12 @@ async fn dry_run_watches_serves_a_snapshot_and_leads() -> Result<()> {
     .with_context(|| format!("controller log:\n{}", controller.log()))?;
     eprintln!("ready {} ms after start", started.elapsed().as_millis());
     assert_eq!(get(health, "/healthz")?.0, 200);
+    // Verbose: every task, each having begun a pass within its bound.
+    let (code, verbose) = get(health, "/healthz?verbose")?;
+    ensure!(code == 200 && verbose.starts_with("ok\n"), "/healthz?verbose answered {code}: {verbose}");
+    for task in ["view", "scheduling", "nodeclaim.lifecycle", "node.termination"] {
+        ensure!(verbose.contains(&format!("[+]{task}: last pass began")), "/healthz?verbose has no {task}: {verbose}");
+    }
 
     // The snapshot: a Scenario core loads, holding what the test made, explaining the pod.
     let snapshot = wait_for("/snapshot to hold the test's objects", TIMEOUT, || async {

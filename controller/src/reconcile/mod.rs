@@ -100,6 +100,11 @@ impl Progress {
         self.0.lock().unwrap_or_else(PoisonError::into_inner).insert(task, now);
     }
 
+    /// Each task and when it last began a pass, by name.
+    pub fn marks(&self) -> Vec<(&'static str, i64)> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).iter().map(|(task, at)| (*task, *at)).collect()
+    }
+
     /// The task that began a pass longest ago, and when.
     pub fn stalest(&self) -> Option<(&'static str, i64)> {
         let marks = self.0.lock().unwrap_or_else(PoisonError::into_inner);

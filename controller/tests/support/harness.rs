@@ -148,6 +148,36 @@ impl Controller {
         }
     }
 
+    /// What a controller that did not do what a test waited for was doing, for the failure: its
+    /// `/healthz?verbose` on `health` (each task and when it last began a pass; one that lags is
+    /// stuck in a call) and, where gdb is installed and may attach, each thread's innermost frames
+    /// (a thread blocked on a lock shows where; idle runtime workers park in epoll or a futex).
+    pub fn diagnose(&self, health: u16) -> String {
+        let mut report = match get(health, "/healthz?verbose") {
+            Ok((code, body)) => format!("/healthz?verbose answered {code}:\n{body}"),
+            Err(e) => format!("/healthz?verbose did not answer: {e:#}\n"),
+        };
+        let pid = self.child.id().to_string();
+        let stacks = Command::new("timeout")
+            .args(["60", "gdb", "-p", &pid, "-batch", "-ex", "thread apply all bt 12"])
+            .stdin(Stdio::null())
+            .output();
+        match stacks {
+            Ok(out) if out.status.success() => {
+                report.push_str("threads (gdb):\n");
+                for line in String::from_utf8_lossy(&out.stdout).lines() {
+                    if line.starts_with("Thread ") || line.starts_with('#') {
+                        report.extend(line.chars().take(240));
+                        report.push('\n');
+                    }
+                }
+            }
+            Ok(out) => report.push_str(&format!("no thread stacks: gdb exited {}\n", out.status)),
+            Err(e) => report.push_str(&format!("no thread stacks: gdb not run ({e})\n")),
+        }
+        report
+    }
+
     /// SIGTERM, and the exit status within `timeout`.
     pub fn terminate(&mut self, timeout: Duration) -> Result<std::process::ExitStatus> {
         let pid = self.child.id().to_string();
