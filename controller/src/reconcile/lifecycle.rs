@@ -246,7 +246,15 @@ impl<P: CloudProvider> Lifecycle<P> {
             Phase::Launched => match &seen.node {
                 // Liveness's next look too: a registration that met a Node gone in a view never
                 // fed (so no change of it wakes the NodeClaim) still times out.
-                Ok(node) => Ok(sooner(self.register(seen.nodepool.as_ref(), nc, node).await?, liveness_check(nc, now))),
+                Ok(node) => match self.register(seen.nodepool.as_ref(), nc, node).await {
+                    Ok(next) => Ok(sooner(next, liveness_check(nc, now))),
+                    // upstream runs liveness after registration whatever became of it: a Node
+                    // that never takes its registration times out as one that never joins.
+                    Err(failed) => match self.liveness(seen, now).await {
+                        Alive::TimedOut => Ok(Next::Change),
+                        Alive::NotDeleted | Alive::NotJudged | Alive::CheckAfter(_) => Err(failed),
+                    },
+                },
                 Err(not_registered) => {
                     if let NotRegistered::MultipleNodesFound { provider_id, count } = not_registered {
                         let note =
@@ -764,6 +772,37 @@ mod tests {
         api.object("/apis/karpenter.sh/v1/nodepools/default", 7);
         assert!(matches!(lifecycle.liveness(&seen, now).await, Alive::TimedOut));
         assert_eq!(deletes(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_node_whose_registration_keeps_failing_times_out_as_one_that_never_joins() {
+        let api = crate::testing::FakeApi::default();
+        let lifecycle = Lifecycle::new(Common::on_fake_api(&api, false));
+        let mut nc = nodeclaim("a", "a", "kwok://a");
+        nc.metadata.finalizers = Some(vec![labels::TERMINATION_FINALIZER.into()]);
+        let launched = |at: &str| -> carpentry_core::api::Condition {
+            serde_json::from_value(json!({"type": "Launched", "status": "True", "reason": "Launched",
+                "message": "", "lastTransitionTime": at}))
+            .unwrap()
+        };
+        let seen = |nc: &NodeClaim| Seen {
+            nodeclaim: nc.clone(),
+            node: Ok(node("a", "kwok://a", "1")),
+            nodeclass: None,
+            nodepool: None,
+            nodes: Vec::new(),
+        };
+        // The Node's registration patch is refused every time.
+        api.fail("/api/v1/nodes/a", 500);
+        let deletes = || api.writes().iter().filter(|w| w.method == "DELETE").count();
+        // Launched a moment ago: the failure is the reconcile's, tried again after the backoff.
+        nc.status.as_mut().unwrap().conditions = vec![launched(&crate::clock::now_rfc3339())];
+        assert!(lifecycle.reconcile_seen(&seen(&nc)).await.is_err());
+        assert_eq!(deletes(), 0);
+        // Launched long ago: past the registration timeout, deleted as liveness deletes one.
+        nc.status.as_mut().unwrap().conditions = vec![launched("2026-01-01T00:00:00Z")];
+        assert_eq!(lifecycle.reconcile_seen(&seen(&nc)).await.unwrap(), Next::Change);
+        assert_eq!(deletes(), 1, "{:#?}", api.writes());
     }
 
     #[tokio::test]
