@@ -62,7 +62,8 @@ impl<P: CloudProvider> ObjectReconciler for Consistency<P> {
     const RATE_LIMITER: RateLimiter = CONTROLLER_RUNTIME_DEFAULT;
 
     /// upstream's `Watches(&corev1.Node{}, NodeEventHandler)`: a Node's NodeClaim by providerID.
-    fn related(before: &Manifests, after: &Manifests) -> Vec<String> {
+    fn related(before: &Loaded, after: &Loaded) -> Vec<String> {
+        let (before, after) = (before.manifests(), after.manifests());
         let provider_ids = changed_nodes(before, after);
         after
             .nodeclaims
@@ -195,8 +196,11 @@ mod tests {
         };
         let mut after = before.clone();
         after.nodes[1].metadata.resource_version = Some("2".into());
-        assert_eq!(Consistency::<Kwok>::related(&before, &after), ["b"]);
+        let related = |before: &Manifests, after: &Manifests| {
+            Consistency::<Kwok>::related(&Loaded::of(before.clone()), &Loaded::of(after.clone()))
+        };
+        assert_eq!(related(&before, &after), ["b"]);
         after.nodes.remove(0);
-        assert_eq!(Consistency::<Kwok>::related(&before, &after), ["a", "b"]);
+        assert_eq!(related(&before, &after), ["a", "b"]);
     }
 }

@@ -97,7 +97,8 @@ impl<P: CloudProvider> ObjectReconciler for Lifecycle<P> {
     /// upstream `Register`'s `Watches`: a Node (by providerID) for its NodeClaim's registration
     /// and initialization; and, for a NodeClaim not launched yet, its EC2NodeClass (a launch
     /// waits for its subnets).
-    fn related(before: &Manifests, after: &Manifests) -> Vec<String> {
+    fn related(before: &Loaded, after: &Loaded) -> Vec<String> {
+        let (before, after) = (before.manifests(), after.manifests());
         let provider_ids = changed_nodes(before, after);
         let classes = changed_names(&before.nodeclasses, &after.nodeclasses, |c| &c.metadata);
         after
@@ -700,7 +701,7 @@ mod tests {
     }
 
     fn related(before: &Manifests, after: &Manifests) -> Vec<String> {
-        let mut names = Lifecycle::<Kwok>::related(before, after);
+        let mut names = Lifecycle::<Kwok>::related(&Loaded::of(before.clone()), &Loaded::of(after.clone()));
         names.sort();
         names
     }

@@ -67,7 +67,8 @@ impl<P: CloudProvider> ObjectReconciler for NodeClaimDisruption<P> {
 
     /// upstream's `Watches`: a NodePool's NodeClaims (`NodePoolEventHandler`), and an EC2NodeClass's
     /// (`NodeClassEventHandler`: the NodeClaims that name it).
-    fn related(before: &Manifests, after: &Manifests) -> Vec<String> {
+    fn related(before: &Loaded, after: &Loaded) -> Vec<String> {
+        let (before, after) = (before.manifests(), after.manifests());
         let pools = changed_names(&before.nodepools, &after.nodepools, |np| &np.metadata);
         let classes = changed_names(&before.nodeclasses, &after.nodeclasses, |c| &c.metadata);
         if pools.is_empty() && classes.is_empty() {
@@ -219,12 +220,15 @@ mod tests {
             nodeclaims: vec![nodeclaim("a-1", "a", &a), nodeclaim("b-1", "b", &b)],
             ..Manifests::default()
         };
-        assert!(NodeClaimDisruption::<Kwok>::related(&before, &before).is_empty());
+        let related = |before: &Manifests, after: &Manifests| {
+            NodeClaimDisruption::<Kwok>::related(&Loaded::of(before.clone()), &Loaded::of(after.clone()))
+        };
+        assert!(related(&before, &before).is_empty());
         let mut after = before.clone();
         after.nodepools[1].metadata.resource_version = Some("2".into());
-        assert_eq!(NodeClaimDisruption::<Kwok>::related(&before, &after), ["b-1"]);
+        assert_eq!(related(&before, &after), ["b-1"]);
         let with_class = Manifests { nodeclasses: vec![class()], ..before.clone() };
-        assert_eq!(NodeClaimDisruption::<Kwok>::related(&before, &with_class), ["a-1", "b-1"]);
+        assert_eq!(related(&before, &with_class), ["a-1", "b-1"]);
     }
 
     #[tokio::test]

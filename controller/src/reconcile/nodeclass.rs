@@ -81,7 +81,8 @@ impl<P: CloudProvider> ObjectReconciler for NodeClasses<P> {
     /// upstream `Register`'s `Watches(&NodeClaim{})` on deletes: a deleted EC2NodeClass may be
     /// waiting for the NodeClaim that went. (Only a deleted one: upstream reconciles every class
     /// a deleted NodeClaim named, which here would be a round of EC2, SSM and IAM lookups each.)
-    fn related(before: &Manifests, after: &Manifests) -> Vec<String> {
+    fn related(before: &Loaded, after: &Loaded) -> Vec<String> {
+        let (before, after) = (before.manifests(), after.manifests());
         let remaining: std::collections::HashSet<&str> =
             after.nodeclaims.iter().filter_map(|nc| nc.metadata.uid.as_deref()).collect();
         let deleted: std::collections::HashSet<&str> =

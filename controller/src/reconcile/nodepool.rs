@@ -226,15 +226,16 @@ impl<P: CloudProvider> ObjectReconciler for NodePools<P> {
     /// upstream readiness's and registration health's `Watches` on the NodeClass: the NodePools
     /// naming a NodeClass that changed, appeared or went. (A NodePool that fails validation is not
     /// in `after`'s: its count, every 5 s, brings the change to it.)
-    fn related(before: &Manifests, after: &Manifests) -> Vec<String> {
+    /// Those that name an EC2NodeClass that changed, came or went, valid or not (an invalid
+    /// NodePool's conditions say whether its class is ready too).
+    fn related(before: &Loaded, after: &Loaded) -> Vec<String> {
         fn meta(c: &carpentry_core::api::EC2NodeClass) -> &ObjectMeta {
             &c.metadata
         }
-        let mut classes: HashSet<&str> = changed_names(&before.nodeclasses, &after.nodeclasses, meta);
-        classes.extend(changed_names(&after.nodeclasses, &before.nodeclasses, meta));
-        after
-            .nodepools
-            .iter()
+        let (classes_before, classes_after) = (&before.manifests().nodeclasses, &after.manifests().nodeclasses);
+        let mut classes: HashSet<&str> = changed_names(classes_before, classes_after, meta);
+        classes.extend(changed_names(classes_after, classes_before, meta));
+        NodePool::all(after)
             .filter(|np| classes.contains(np.spec.template.spec.node_class_ref.name.as_str()))
             .map(|np| np.name().to_string())
             .collect()
@@ -641,11 +642,18 @@ mod tests {
             nodeclasses: vec![nodeclass("1")],
             ..Manifests::default()
         };
-        assert_eq!(NodePools::<Kwok>::related(&before, &before), Vec::<String>::new());
+        let related = |before: &Manifests, after: &Manifests| {
+            NodePools::<Kwok>::related(&Loaded::of(before.clone()), &Loaded::of(after.clone()))
+        };
+        assert_eq!(related(&before, &before), Vec::<String>::new());
         let changed = Manifests { nodeclasses: vec![nodeclass("2")], ..before.clone() };
-        assert_eq!(NodePools::<Kwok>::related(&before, &changed), ["default"]);
+        assert_eq!(related(&before, &changed), ["default"]);
         let gone = Manifests { nodeclasses: vec![], ..before.clone() };
-        assert_eq!(NodePools::<Kwok>::related(&before, &gone), ["default"]);
-        assert_eq!(NodePools::<Kwok>::related(&gone, &before), ["default"]);
+        assert_eq!(related(&before, &gone), ["default"]);
+        assert_eq!(related(&gone, &before), ["default"]);
+        // One that fails validation is woken by its class too.
+        let mut invalid = Loaded::of(Manifests { nodepools: vec![], ..changed.clone() });
+        invalid.live.invalid_nodepools.push(nodepool("default", "bogus"));
+        assert_eq!(NodePools::<Kwok>::related(&Loaded::of(before.clone()), &invalid), ["default"]);
     }
 }

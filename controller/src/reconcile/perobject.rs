@@ -153,7 +153,7 @@ pub(super) trait ObjectReconciler: Send + Sync + 'static {
 
     /// The objects (by name) to reconcile because something other than themselves changed
     /// between two views (upstream's `Watches`).
-    fn related(_before: &Manifests, _after: &Manifests) -> Vec<String> {
+    fn related(_before: &Loaded, _after: &Loaded) -> Vec<String> {
         Vec::new()
     }
 
@@ -332,9 +332,9 @@ impl<T: Kind> Feed<T> {
             // The first view to decide on (since this replica started, or led again, or the
             // view could be decided on again): every object, as a controller's first list.
             None => wanted.extend(names.iter().map(|n| n.to_string())),
-            Some(before) => wanted.extend(
-                R::related(before.manifests(), loaded.manifests()).into_iter().filter(|n| names.contains(n.as_str())),
-            ),
+            Some(before) => {
+                wanted.extend(R::related(before, &loaded).into_iter().filter(|n| names.contains(n.as_str())))
+            }
         }
         for name in &wanted {
             self.reconcile(name);
