@@ -23,7 +23,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use carpentry_core::manifest::Manifests;
 use carpentry_core::workqueue::RateLimiter;
 use futures::channel::mpsc;
 use futures::StreamExt;
@@ -427,6 +426,7 @@ pub(super) async fn drive_objects<R: ObjectReconciler>(
 #[cfg(test)]
 mod tests {
     use carpentry_core::api::{EC2NodeClass, NodeClaim};
+    use carpentry_core::manifest::Manifests;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use serde_json::json;
 
