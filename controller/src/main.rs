@@ -30,6 +30,11 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, ValueEnum};
 use tracing::{info, warn};
 
+/// See Cargo.toml: the resident memory of a controller at rest follows what it holds, not the
+/// most it ever held.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum CloudProvider {
     /// Nodes are KWOK Node objects (no cloud): try the controller on any cluster.
