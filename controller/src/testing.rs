@@ -35,10 +35,12 @@ pub struct Recorded {
 #[derive(Debug, Default)]
 struct State {
     requests: Vec<Recorded>,
-    /// (text the path contains, HTTP status): the first that matches answers.
-    failures: Vec<(String, u16)>,
+    /// (text the path contains, HTTP status, reads only): the first that matches answers.
+    failures: Vec<(String, u16, bool)>,
     /// The resourceVersion of each object kept (by its path).
     versions: std::collections::HashMap<String, u64>,
+    /// What a GET of each path answers (by its path); any other GET answers `null`.
+    bodies: std::collections::HashMap<String, Value>,
 }
 
 /// The fake server; clones share it.
@@ -57,6 +59,11 @@ impl FakeApi {
         self.state().versions.insert(path.to_string(), version);
     }
 
+    /// A GET of `path` answers `body` from now on.
+    pub fn answer(&self, path: &str, body: Value) {
+        self.state().bodies.insert(path.to_string(), body);
+    }
+
     /// The resourceVersion kept for the object at `path`.
     pub fn version(&self, path: &str) -> Option<u64> {
         self.state().versions.get(path).copied()
@@ -65,7 +72,13 @@ impl FakeApi {
     /// Requests whose path contains `path` are answered with `status` (a `Status` body, as the
     /// API server's), from now on.
     pub fn fail(&self, path: &str, status: u16) {
-        self.state().failures.push((path.to_string(), status));
+        self.state().failures.push((path.to_string(), status, false));
+    }
+
+    /// As [`FakeApi::fail`], for GETs alone (a read that finds nothing, the write after it
+    /// answered as usual).
+    pub fn fail_reads(&self, path: &str, status: u16) {
+        self.state().failures.push((path.to_string(), status, true));
     }
 
     /// The requests made so far (events left out: recorded apart in [`FakeApi::events`]).
@@ -93,7 +106,7 @@ impl FakeApi {
 /// The API server's `Status` body for a failure.
 fn failure(code: u16, message: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Status", "status": "Failure", "message": message,
-        "reason": if code == 409 { "Conflict" } else { "Injected" }, "code": code})
+        "reason": match code { 404 => "NotFound", 409 => "Conflict", _ => "Injected" }, "code": code})
 }
 
 impl Service<http::Request<Body>> for FakeApi {
@@ -114,12 +127,19 @@ impl Service<http::Request<Body>> for FakeApi {
             let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
             let (status, answer) = {
                 let mut state = api.state();
-                let injected = state.failures.iter().find(|(p, _)| path.contains(p.as_str())).map(|(_, code)| *code);
+                let reads = method == "GET";
+                let injected = state
+                    .failures
+                    .iter()
+                    .find(|(p, _, reads_only)| path.contains(p.as_str()) && (reads || !reads_only))
+                    .map(|(_, code, _)| *code);
                 let object = path.strip_suffix("/status").unwrap_or(&path).to_string();
                 let locked = body["metadata"]["resourceVersion"].as_str().map(str::to_string);
                 let writes = method != "GET";
+                let stored = state.bodies.get(&path).filter(|_| !writes).cloned();
                 let (status, answer) = match (injected, state.versions.get_mut(&object).filter(|_| writes)) {
                     (Some(code), _) => (code, failure(code, "injected")),
+                    (None, _) if stored.is_some() => (200, stored.unwrap_or_default()),
                     (None, Some(current)) if locked.as_ref().is_some_and(|l| *l != current.to_string()) => {
                         (409, failure(409, "the object has been modified"))
                     }

@@ -1260,6 +1260,18 @@ impl CloudProvider for Aws {
         Ok(out)
     }
 
+    /// upstream `Get`: an instance EC2 does not know or that is terminated is gone (its
+    /// `instance-state-name` filter leaves out only `terminated`). A providerID that is not an
+    /// EC2 one names nothing this provider can answer for: it is taken to exist, so that the
+    /// node is drained rather than let go.
+    async fn exists(&self, provider_id: &str) -> anyhow::Result<bool> {
+        let Some((_, id)) = providers::parse_provider_id(provider_id) else { return Ok(true) };
+        Ok(self
+            .instance(id)
+            .await?
+            .is_some_and(|i| i.state().and_then(|s| s.name()) != Some(&ec2::InstanceStateName::Terminated)))
+    }
+
     async fn delete_instance(&self, provider_id: &str) -> anyhow::Result<Deletion> {
         match providers::parse_provider_id(provider_id) {
             Some((_, id)) => self.terminate(id).await,

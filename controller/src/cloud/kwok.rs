@@ -277,6 +277,14 @@ impl CloudProvider for Kwok {
             .collect())
     }
 
+    /// upstream kwok's `Get`: the instance is its Node, gone once the Node is gone or deleting.
+    async fn exists(&self, provider_id: &str) -> anyhow::Result<bool> {
+        let Some(node_name) = provider_id.strip_prefix(PROVIDER_ID_PREFIX) else { return Ok(true) };
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let node = nodes.get_opt(node_name).await.context("kwok: read the Node")?;
+        Ok(node.is_some_and(|n| n.metadata.deletion_timestamp.is_none()))
+    }
+
     async fn delete_instance(&self, provider_id: &str) -> anyhow::Result<Deletion> {
         match provider_id.strip_prefix(PROVIDER_ID_PREFIX) {
             Some(node_name) => self.delete_node(node_name).await,

@@ -150,6 +150,11 @@ pub trait CloudProvider: Send + Sync + 'static {
     /// view, for a provider whose instances are API objects.
     fn list(&self, view: &Manifests) -> impl Future<Output = anyhow::Result<Vec<CloudInstance>>> + Send;
 
+    /// Whether the instance of `provider_id` still exists (upstream `Get`, whose
+    /// `NodeClaimNotFoundError` is `false` here): asked by node termination for a Node that is not
+    /// Ready, whose finalizer comes off without a drain once its instance is gone.
+    fn exists(&self, provider_id: &str) -> impl Future<Output = anyhow::Result<bool>> + Send;
+
     /// Terminates an instance no NodeClaim has (garbage collection), by providerID.
     fn delete_instance(&self, provider_id: &str) -> impl Future<Output = anyhow::Result<Deletion>> + Send;
 

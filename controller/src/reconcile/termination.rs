@@ -192,6 +192,14 @@ impl<P: CloudProvider> NodeTermination<P> {
                 return Err(Failed(anyhow!("node {name}'s NodeClaim {} was not deleted", nc.name())));
             }
         }
+        // upstream: a Node that is not Ready on an instance gone has nothing left to drain.
+        if plan.instance_may_be_gone && self.instance_gone(node).await? {
+            act.decided("InstanceGone", &json!({"node": name, "providerID": node_provider_id(node)}));
+            if act.dry_run {
+                return Ok(Next::Change); // decided; its next change brings it back
+            }
+            return self.remove_finalizer(node, &name).await;
+        }
         if plan.taint {
             let mut list = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
             list.push(termination::disrupted_taint());
@@ -251,11 +259,27 @@ impl<P: CloudProvider> NodeTermination<P> {
             }
         }
         self.common.act.decided("Drained", &json!({"node": name}));
+        self.remove_finalizer(node, &name).await
+    }
+
+    /// Whether the cloud says the Node's instance is gone (upstream `cloudProvider.Get`'s
+    /// NodeClaimNotFoundError); a failed call fails the reconcile, as upstream's.
+    async fn instance_gone(&self, node: &Node) -> Result<bool, Failed> {
+        let started = Instant::now();
+        let exists = self.common.cloud.exists(node_provider_id(node)).await;
+        let error = exists.as_ref().err().map(|_| "");
+        self.common.act.metrics.cloud_call(Self::NAME, "Get", self.common.cloud.name(), started, error);
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        exists.map(|e| !e).map_err(|e| Failed(e.context(format!("asking whether node {name}'s instance exists"))))
+    }
+
+    /// The termination finalizer off: the Node goes.
+    async fn remove_finalizer(&self, node: &Node, name: &str) -> Result<Next, Failed> {
         let patch = json!({"metadata": {
             "finalizers": without_finalizer(&node.metadata.finalizers),
             "resourceVersion": node.metadata.resource_version,
         }});
-        if !self.common.act.patch_node(&name, patch).await {
+        if !self.common.act.patch_node(name, patch).await {
             // A conflict brings the Node back with its change; a timeout or an error would not.
             return Err(Failed(anyhow!("node {name}'s finalizer was not removed")));
         }
@@ -320,5 +344,78 @@ impl<P: CloudProvider> NodeTermination<P> {
                 None => {}
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use k8s_openapi::api::core::v1::Pod;
+
+    use super::*;
+    use crate::testing::FakeApi;
+
+    fn deleting_node(ready: &str) -> Node {
+        serde_json::from_value(json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "n1", "resourceVersion": "3", "finalizers": ["karpenter.sh/termination"],
+                "deletionTimestamp": "2026-12-07T00:00:00Z"},
+            "spec": {"providerID": "kwok://n1"},
+            "status": {"conditions": [{"type": "Ready", "status": ready}]}}))
+        .unwrap()
+    }
+
+    fn seen(node: Node) -> Seen {
+        let pod: Pod = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web", "namespace": "apps"},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]},
+            "status": {"phase": "Running"}}))
+        .unwrap();
+        let plan = node_plan(&node, None, &[pod], &[], &[], crate::clock::now_seconds()).unwrap();
+        Seen { node, nodeclaim: None, plan, evicted: HashMap::new(), held_back: false }
+    }
+
+    /// The requests made, as "METHOD path" (reads too).
+    fn requests(api: &FakeApi) -> Vec<String> {
+        api.writes().iter().map(|r| format!("{} {}", r.method, r.path)).collect()
+    }
+
+    #[tokio::test]
+    async fn a_node_not_ready_whose_instance_is_gone_lets_go_without_a_drain() {
+        let api = FakeApi::default();
+        let termination = NodeTermination::new(Common::on_fake_api(&api, false));
+        api.fail_reads("/api/v1/nodes/n1", 404); // kwok's instance is its Node: gone
+        let next = termination.finalize(&seen(deleting_node("Unknown")), 0).await.unwrap();
+        assert_eq!(next, Next::Change);
+        // Asked, then the finalizer off: no taint, no eviction of the pod still bound to it.
+        assert_eq!(requests(&api), ["GET /api/v1/nodes/n1", "PATCH /api/v1/nodes/n1"]);
+        assert_eq!(api.writes()[1].body["metadata"]["finalizers"], json!([]));
+    }
+
+    #[tokio::test]
+    async fn a_ready_node_or_one_whose_instance_exists_is_drained_and_a_failed_question_fails() {
+        // Ready: the cloud is not asked; the taint is written first.
+        let api = FakeApi::default();
+        let termination = NodeTermination::new(Common::on_fake_api(&api, false));
+        assert!(termination.finalize(&seen(deleting_node("True")), 0).await.is_ok());
+        let made = requests(&api);
+        assert!(!made.iter().any(|r| r.starts_with("GET")), "{made:?}");
+        assert!(api.writes()[0].body["spec"]["taints"].is_array(), "{:#?}", api.writes());
+        // Not Ready, its instance there: asked, then drained as a Ready one.
+        let api = FakeApi::default();
+        let termination = NodeTermination::new(Common::on_fake_api(&api, false));
+        let mut there = deleting_node("False");
+        there.metadata.deletion_timestamp = None;
+        api.answer("/api/v1/nodes/n1", serde_json::to_value(&there).unwrap());
+        assert!(termination.finalize(&seen(deleting_node("False")), 0).await.is_ok());
+        let made = requests(&api);
+        assert_eq!(made[0], "GET /api/v1/nodes/n1");
+        assert!(api.writes()[1].body["spec"]["taints"].is_array(), "{:#?}", api.writes());
+        // The question fails: so does the reconcile, nothing written.
+        let api = FakeApi::default();
+        let termination = NodeTermination::new(Common::on_fake_api(&api, false));
+        api.fail("/api/v1/nodes/n1", 500);
+        assert!(termination.finalize(&seen(deleting_node("False")), 0).await.is_err());
+        assert_eq!(requests(&api), ["GET /api/v1/nodes/n1"]);
     }
 }

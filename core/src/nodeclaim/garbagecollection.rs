@@ -34,7 +34,8 @@ fn provider_id(nc: &NodeClaim) -> &str {
     nc.status.as_ref().map(|s| s.provider_id.as_str()).unwrap_or_default()
 }
 
-fn node_ready(node: &Node) -> bool {
+/// The Node's `Ready` condition is `True` (upstream `nodeutils.GetCondition(node, NodeReady)`).
+pub(crate) fn node_ready(node: &Node) -> bool {
     node.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())

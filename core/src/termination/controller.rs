@@ -209,6 +209,11 @@ pub fn conditions(nc: &NodeClaim, stage: Stage, now: i64) -> Option<Vec<Conditio
 pub struct NodePlan {
     /// Its NodeClaim is not being deleted yet: it is deleted first (deleting either ends both).
     pub delete_nodeclaim: bool,
+    /// The node is not `Ready`: the cloud is asked whether its instance still exists, and if it
+    /// does not the finalizer comes off without a drain (upstream `finalize`: a kubelet that
+    /// still reports Ready still runs, whatever the cloud says; one that does not, on an
+    /// instance gone, has no pods left to drain).
+    pub instance_may_be_gone: bool,
     /// The node does not carry `karpenter.sh/disrupted:NoSchedule` yet: it is tainted first,
     /// then drained (the drain is not done before a view shows the taint).
     pub taint: bool,
@@ -263,7 +268,16 @@ pub fn node_plan(
     // those bound before the scheduler sees the taint are caught by MinDrainTime.
     let drain = drain(name, pods, now, grace_elapsed);
     let drained = !taint && nodeclaim.map_or(drain.drained(), |nc| drain_done(nc, drain.drained(), now));
-    let mut plan = NodePlan { delete_nodeclaim, taint, grace_elapsed, drain, drained, pending_attachments: Vec::new() };
+    let instance_may_be_gone = !crate::nodeclaim::garbagecollection::node_ready(node);
+    let mut plan = NodePlan {
+        delete_nodeclaim,
+        instance_may_be_gone,
+        taint,
+        grace_elapsed,
+        drain,
+        drained,
+        pending_attachments: Vec::new(),
+    };
     if plan.drained {
         plan.pending_attachments = pending_volume_attachments(name, attachments, pods, claims, now)
             .iter()
@@ -424,6 +438,18 @@ mod tests {
         assert_eq!(first.drain.evict.len(), 1);
         let untainted = node_plan(&deleting_node("n1", false), None, &[], &[], &[], now).unwrap();
         assert!(untainted.drain.drained() && !untainted.drained);
+        // No Ready condition (as one whose kubelet stopped): the cloud is asked about its instance.
+        assert!(first.instance_may_be_gone);
+        let mut ready = deleting_node("n1", false);
+        ready.status = Some(
+            serde_json::from_value(serde_json::json!({"conditions": [{"type": "Ready", "status": "True"}]})).unwrap(),
+        );
+        assert!(!plan(&ready, &nc, &[], &[], now).unwrap().instance_may_be_gone);
+        ready.status = Some(
+            serde_json::from_value(serde_json::json!({"conditions": [{"type": "Ready", "status": "Unknown"}]}))
+                .unwrap(),
+        );
+        assert!(plan(&ready, &nc, &[], &[], now).unwrap().instance_may_be_gone);
         // Without a NodeClaim, drained as soon as nothing is left (no MinDrainTime to count from).
         let alone = node_plan(&deleting_node("n1", true), None, &[], &[], &[], now).unwrap();
         assert!(alone.drained && !alone.delete_nodeclaim && !alone.grace_elapsed);
