@@ -24,6 +24,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use crate::leader::LeaderStatus;
+use crate::reconcile::Stalest;
 use crate::view::ClusterView;
 
 #[derive(Clone)]
@@ -47,16 +48,20 @@ pub struct State {
 /// controller.
 pub const LIVENESS_BOUND_SECONDS: i64 = 5 * 60;
 
-/// Why the reconcilers count as stuck, if they do: `stalest` is the task that began a pass longest
-/// ago, and when.
-fn stalled(stalest: Option<(&str, i64)>, now: i64) -> Option<String> {
-    let (task, last) = stalest?;
-    let idle = now - last;
-    (idle > LIVENESS_BOUND_SECONDS).then(|| {
-        format!(
+/// Why the reconcilers count as stuck, if they do: `stalest` is what has gone longest without
+/// progress (a task's last pass, or a reconcile under way).
+fn stalled(stalest: Option<&Stalest>, now: i64) -> Option<String> {
+    let stalest = stalest?;
+    let idle = now - stalest.began();
+    (idle > LIVENESS_BOUND_SECONDS).then(|| match stalest {
+        Stalest::Pass { task, .. } => format!(
             "the {task} reconciler has not begun a pass for {idle} s (bound {LIVENESS_BOUND_SECONDS} s): a call is \
              stuck or the task stopped; the controller's log says which\n"
-        )
+        ),
+        Stalest::Reconcile { controller, object, .. } => format!(
+            "the {controller} reconcile of {object} has run for {idle} s (bound {LIVENESS_BOUND_SECONDS} s): a call \
+             is stuck; the controller's log says which\n"
+        ),
     })
 }
 
@@ -66,11 +71,17 @@ fn stalled(stalest: Option<(&str, i64)>, now: i64) -> Option<String> {
 async fn healthz(Extract(state): Extract<State>, RawQuery(query): RawQuery) -> Response {
     let now = crate::clock::now_seconds();
     let verbose = query.is_some_and(|q| q.split('&').any(|p| p == "verbose" || p.starts_with("verbose=")));
-    let stuck = stalled(state.progress.stalest(), now);
+    let stuck = stalled(state.progress.stalest().as_ref(), now);
     let status = if stuck.is_some() { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::OK };
     let mut body = stuck.unwrap_or_else(|| "ok\n".into());
     if verbose {
         body.push_str(&passes(&state.progress.marks(), now));
+        for (controller, object, began) in state.progress.oldest_reconciles() {
+            body.push_str(&format!(
+                "   {controller}: its oldest reconcile under way, of {object}, began {} s ago\n",
+                now - began
+            ));
+        }
     }
     text(status, body)
 }
@@ -255,17 +266,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn liveness_fails_once_a_task_has_not_begun_a_pass_within_its_bound() {
+    fn liveness_fails_once_a_task_has_not_begun_a_pass_or_a_reconcile_has_not_ended_within_its_bound() {
         let now = 1_800_000_000;
+        let pass = |began| Stalest::Pass { task: "lifecycle", began };
         assert_eq!(stalled(None, now), None);
-        assert_eq!(stalled(Some(("lifecycle", now - 1)), now), None);
-        assert_eq!(stalled(Some(("lifecycle", now - LIVENESS_BOUND_SECONDS)), now), None);
-        let why = stalled(Some(("lifecycle", now - LIVENESS_BOUND_SECONDS - 1)), now).expect("stuck");
+        assert_eq!(stalled(Some(&pass(now - 1)), now), None);
+        assert_eq!(stalled(Some(&pass(now - LIVENESS_BOUND_SECONDS)), now), None);
+        let why = stalled(Some(&pass(now - LIVENESS_BOUND_SECONDS - 1)), now).expect("stuck");
         assert!(
             why.contains(&format!(
                 "the lifecycle reconciler has not begun a pass for {} s",
                 LIVENESS_BOUND_SECONDS + 1
             )),
+            "{why}"
+        );
+        let reconcile = |began| Stalest::Reconcile { controller: "node.termination", object: "n1".into(), began };
+        assert_eq!(stalled(Some(&reconcile(now - LIVENESS_BOUND_SECONDS)), now), None);
+        let why = stalled(Some(&reconcile(now - LIVENESS_BOUND_SECONDS - 2)), now).expect("stuck");
+        assert!(
+            why.contains(&format!("the node.termination reconcile of n1 has run for {} s", LIVENESS_BOUND_SECONDS + 2)),
             "{why}"
         );
     }

@@ -89,26 +89,93 @@ const TICK: Duration = Duration::from_secs(1);
 /// The loader's name in [`Progress`].
 const LOADER: &str = "view";
 
-/// When each task (the loader and every concern) last began a pass (epoch seconds): liveness.
-/// Every API and cloud call a pass makes is bounded, so a task that stops beginning passes is
-/// stuck or dead.
+/// Liveness: when each task (the loader and every concern) last began a pass, and when each
+/// reconcile under way began (epoch seconds). Every API and cloud call is bounded, so a task that
+/// stops beginning passes, or a reconcile that does not end, is stuck.
 #[derive(Debug, Clone, Default)]
-pub struct Progress(Arc<Mutex<BTreeMap<&'static str, i64>>>);
+pub struct Progress {
+    passes: Arc<Mutex<BTreeMap<&'static str, i64>>>,
+    running: Arc<Mutex<UnderWay>>,
+    next: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// The reconciles under way: (controller, a number of its own) → (object, when it began).
+type UnderWay = BTreeMap<(&'static str, u64), (String, i64)>;
+
+/// What has gone longest without progress.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stalest {
+    /// The task that began a pass longest ago.
+    Pass { task: &'static str, began: i64 },
+    /// A reconcile under way that began before that.
+    Reconcile { controller: &'static str, object: String, began: i64 },
+}
+
+impl Stalest {
+    pub fn began(&self) -> i64 {
+        match self {
+            Stalest::Pass { began, .. } | Stalest::Reconcile { began, .. } => *began,
+        }
+    }
+}
+
+/// A reconcile under way, in [`Progress`] until it is dropped.
+pub(super) struct Running {
+    running: Arc<Mutex<UnderWay>>,
+    key: (&'static str, u64),
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.running.lock().unwrap_or_else(PoisonError::into_inner).remove(&self.key);
+    }
+}
 
 impl Progress {
     fn mark(&self, task: &'static str, now: i64) {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).insert(task, now);
+        self.passes.lock().unwrap_or_else(PoisonError::into_inner).insert(task, now);
+    }
+
+    /// `controller`'s reconcile of `object`, begun `now`, under way until the guard drops.
+    pub(super) fn running(&self, controller: &'static str, object: &str, now: i64) -> Running {
+        let key = (controller, self.next.fetch_add(1, Ordering::Relaxed));
+        self.running.lock().unwrap_or_else(PoisonError::into_inner).insert(key, (object.to_string(), now));
+        Running { running: self.running.clone(), key }
     }
 
     /// Each task and when it last began a pass, by name.
     pub fn marks(&self) -> Vec<(&'static str, i64)> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).iter().map(|(task, at)| (*task, *at)).collect()
+        self.passes.lock().unwrap_or_else(PoisonError::into_inner).iter().map(|(task, at)| (*task, *at)).collect()
     }
 
-    /// The task that began a pass longest ago, and when.
-    pub fn stalest(&self) -> Option<(&'static str, i64)> {
-        let marks = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        marks.iter().min_by_key(|(_, at)| **at).map(|(task, at)| (*task, *at))
+    /// Each controller's oldest reconcile under way: the object and when it began, by controller.
+    pub fn oldest_reconciles(&self) -> Vec<(&'static str, String, i64)> {
+        let running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut oldest: BTreeMap<&'static str, (&String, i64)> = BTreeMap::new();
+        for ((controller, _), (object, began)) in running.iter() {
+            let entry = oldest.entry(controller).or_insert((object, *began));
+            if *began < entry.1 {
+                *entry = (object, *began);
+            }
+        }
+        oldest.into_iter().map(|(c, (o, b))| (c, o.clone(), b)).collect()
+    }
+
+    /// The task that began a pass longest ago, or a reconcile under way since before that.
+    pub fn stalest(&self) -> Option<Stalest> {
+        let pass = {
+            let marks = self.passes.lock().unwrap_or_else(PoisonError::into_inner);
+            marks.iter().min_by_key(|(_, at)| **at).map(|(task, at)| Stalest::Pass { task, began: *at })
+        };
+        let reconcile = self
+            .oldest_reconciles()
+            .into_iter()
+            .min_by_key(|(_, _, began)| *began)
+            .map(|(controller, object, began)| Stalest::Reconcile { controller, object, began });
+        match (pass, reconcile) {
+            (Some(p), Some(r)) => Some(if r.began() < p.began() { r } else { p }),
+            (p, r) => p.or(r),
+        }
     }
 }
 
@@ -523,8 +590,21 @@ mod tests {
         progress.mark("lifecycle", 100);
         progress.mark("termination", 90);
         progress.mark(LOADER, 120);
-        assert_eq!(progress.stalest(), Some(("termination", 90)));
+        assert_eq!(progress.stalest(), Some(Stalest::Pass { task: "termination", began: 90 }));
         progress.mark("termination", 130);
-        assert_eq!(progress.stalest(), Some(("lifecycle", 100)));
+        assert_eq!(progress.stalest(), Some(Stalest::Pass { task: "lifecycle", began: 100 }));
+        // A reconcile under way since before every task's last pass is the stalest, until it ends.
+        let stuck = progress.running("node.termination", "n1", 95);
+        let quick = progress.running("node.termination", "n2", 125);
+        assert_eq!(
+            progress.stalest(),
+            Some(Stalest::Reconcile { controller: "node.termination", object: "n1".into(), began: 95 })
+        );
+        assert_eq!(progress.oldest_reconciles(), [("node.termination", "n1".to_string(), 95)]);
+        drop(stuck);
+        assert_eq!(progress.oldest_reconciles(), [("node.termination", "n2".to_string(), 125)]);
+        assert_eq!(progress.stalest(), Some(Stalest::Pass { task: "lifecycle", began: 100 }));
+        drop(quick);
+        assert!(progress.oldest_reconciles().is_empty());
     }
 }

@@ -219,6 +219,8 @@ struct Context<R> {
     /// reconciles every object (the feed may not see a `None` that a `Some` replaced at once).
     starved: AtomicBool,
     metrics: Metrics,
+    /// Liveness: each reconcile under way is in it until it ends.
+    progress: Progress,
 }
 
 impl<R: ObjectReconciler> Context<R> {
@@ -241,6 +243,7 @@ impl<R: ObjectReconciler> Context<R> {
             return Ok(Action::requeue(wait));
         }
         let started = Instant::now();
+        let _running = self.progress.running(R::NAME, &name, crate::clock::now_seconds());
         let reconcile = self.reconciler.reconcile(current, &loaded);
         // The view is let go before the reconcile's calls (see `ObjectReconciler::reconcile`).
         drop(loaded);
@@ -362,6 +365,7 @@ pub(super) async fn drive_objects<R: ObjectReconciler>(
         failures: Mutex::default(),
         starved: AtomicBool::new(false),
         metrics,
+        progress: progress.clone(),
     });
     let mut reconciles = applier(
         |object, context: Arc<Context<R>>| -> Reconcile { Box::pin(async move { context.reconcile(object).await }) },
@@ -520,6 +524,7 @@ mod tests {
             failures: Mutex::default(),
             starved: AtomicBool::new(false),
             metrics: Metrics::default(),
+            progress: Progress::default(),
         };
         let calls = || context.reconciler.0.load(Ordering::Acquire);
         let reconcile = |version: &str, generation: i64| {
@@ -567,6 +572,7 @@ mod tests {
             failures: Mutex::default(),
             starved: AtomicBool::new(false),
             metrics: Metrics::default(),
+            progress: Progress::default(),
         });
         let reconciling = tokio::spawn({
             let context = context.clone();
@@ -578,8 +584,12 @@ mod tests {
         assert!(!reconciling.is_finished());
         publish.send_replace(view(vec![class("a", "2", 1)], vec![]));
         assert!(held.upgrade().is_none(), "the reconcile under way keeps the view it began on");
+        // Liveness sees it under way, and no more once it ends.
+        let under_way: Vec<_> = context.progress.oldest_reconciles().into_iter().map(|(c, o, _)| (c, o)).collect();
+        assert_eq!(under_way, [("test.waits", "a".to_string())]);
         context.reconciler.0.add_permits(1);
         assert!(reconciling.await.unwrap().is_ok());
+        assert!(context.progress.oldest_reconciles().is_empty());
     }
 
     #[test]
