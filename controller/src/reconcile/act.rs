@@ -581,6 +581,34 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    #[tokio::test]
+    async fn a_steps_metadata_is_written_before_its_status_and_a_refused_metadata_write_stops_it() {
+        let api = crate::testing::FakeApi::default();
+        let act = super::super::Common::on_fake_api(&api, false).act;
+        let nc: NodeClaim = serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "a", "resourceVersion": "1"},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "c"},
+                "requirements": []},
+        }))
+        .unwrap();
+        let path = "/apis/karpenter.sh/v1/nodeclaims/a";
+        api.object(path, 1);
+        let (labels, status) = (json!({"labels": {"team": "a"}}), json!({"providerID": "kwok://a"}));
+        // upstream's order: the labels, then the providerID under the version the first returned.
+        let between = act.patch_nodeclaim_then_status(&nc, labels.clone(), status.clone()).await;
+        assert_eq!(between, Some(Some("2".to_string())));
+        let writes = api.writes();
+        let order: Vec<(&str, u16)> = writes.iter().map(|w| (w.path.as_str(), w.status)).collect();
+        assert_eq!(order, [(path, 200), ("/apis/karpenter.sh/v1/nodeclaims/a/status", 200)]);
+        assert_eq!(writes[1].body["metadata"]["resourceVersion"], json!("2"));
+        // The labels refused (a newer NodeClaim): the providerID is not written without them.
+        api.object(path, 7);
+        assert_eq!(act.patch_nodeclaim_then_status(&nc, labels, status).await, None);
+        let statuses: Vec<u16> = api.writes().iter().skip(2).map(|w| w.status).collect();
+        assert_eq!(statuses, [409], "{:#?}", api.writes());
+    }
+
     #[test]
     fn a_dry_run_logs_the_same_unwritten_write_once() {
         let mut unwritten = Unwritten::default();

@@ -351,6 +351,7 @@ impl<P: CloudProvider> NodeTermination<P> {
 mod tests {
     use serde_json::json;
 
+    use carpentry_core::manifest::Manifests;
     use k8s_openapi::api::core::v1::Pod;
 
     use super::*;
@@ -378,6 +379,22 @@ mod tests {
     /// The requests made, as "METHOD path" (reads too).
     fn requests(api: &FakeApi) -> Vec<String> {
         api.writes().iter().map(|r| format!("{} {}", r.method, r.path)).collect()
+    }
+
+    #[tokio::test]
+    async fn what_is_kept_of_pods_and_nodes_gone_is_forgotten() {
+        let termination = NodeTermination::new(Common::on_fake_api(&FakeApi::default(), false));
+        let Seen { node, .. } = seen(deleting_node("True"));
+        let pod = |name: &str| PodRef { namespace: "apps".into(), name: name.into() };
+        let later = Instant::now() + Duration::from_secs(60);
+        lock(&termination.evictions).insert(pod("web"), (later, Duration::from_secs(1)));
+        lock(&termination.evictions).insert(pod("gone"), (later, Duration::from_secs(1)));
+        lock(&termination.awaiting_volumes).extend(["n1".to_string(), "n2".to_string()]);
+        let web: Pod = serde_json::from_value(json!({"metadata": {"name": "web", "namespace": "apps"}})).unwrap();
+        let view = Loaded::of(Manifests { nodes: vec![node], pods: vec![web], ..Manifests::default() });
+        termination.tidy(&view);
+        assert_eq!(lock(&termination.evictions).keys().cloned().collect::<Vec<_>>(), [pod("web")]);
+        assert_eq!(lock(&termination.awaiting_volumes).iter().cloned().collect::<Vec<_>>(), ["n1"]);
     }
 
     #[tokio::test]
