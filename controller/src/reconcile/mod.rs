@@ -335,11 +335,8 @@ impl<P: CloudProvider> Common<P> {
     /// upstream `Cluster.Synced`: every NodeClaim this controller created is in the view and every
     /// NodeClaim has launched (a count taken earlier could write a NodePool's usage too low).
     fn synced(&self, m: &Manifests) -> bool {
-        self.shared.awaiting_created.lock().unwrap_or_else(PoisonError::into_inner).is_empty()
-            && m.nodeclaims.iter().all(|nc| {
-                nc.metadata.deletion_timestamp.is_some()
-                    || nc.status.as_ref().is_some_and(|s| !s.provider_id.is_empty())
-            })
+        let awaiting = self.shared.awaiting_created.lock().unwrap_or_else(PoisonError::into_inner);
+        carpentry_core::state::synced(awaiting.first().map(|(name, _)| name.as_str()), &m.nodeclaims).is_ok()
     }
 }
 

@@ -53,15 +53,8 @@ impl<P: CloudProvider> Scheduling<P> {
         if ms < deadline {
             return;
         }
-        let unlaunched = m.nodeclaims.iter().find(|nc| {
-            nc.metadata.deletion_timestamp.is_none() && nc.status.as_ref().is_none_or(|s| s.provider_id.is_empty())
-        });
-        let waiting = match (awaited, unlaunched) {
-            (Some(name), _) => Some(format!("NodeClaim {name} to appear in the view")),
-            (None, Some(nc)) => Some(format!("NodeClaim {} to launch", nc.name())),
-            (None, None) => None,
-        };
-        if let Some(why) = waiting {
+        if let Err(not_synced) = carpentry_core::state::synced(awaited.as_deref(), &m.nodeclaims) {
+            let why = not_synced.to_string();
             // upstream `Synced`: never decide on a view that may miss capacity (no runaway).
             if st.waiting_for.as_ref() != Some(&why) {
                 info!(waiting_for = %why, "provisioning waits for the view to settle");

@@ -111,3 +111,70 @@ pub struct Input {
     /// each round reads them. Must be rebuilt if `pods` change.
     pub pod_requests: Option<std::sync::Arc<Vec<ResourceList>>>,
 }
+
+/// Why the cluster state is not synced (upstream `Cluster.Synced`, pkg/controllers/state/cluster.go,
+/// v1.14.1: every NodeClaim the controller created is in the view, and every NodeClaim has
+/// launched). While it is not, provisioning, disruption, garbage collection and the NodePool count
+/// wait: a decision taken on it could launch twice or count too little.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotSynced<'a> {
+    /// A NodeClaim this controller created that the view does not show yet.
+    Awaited(&'a str),
+    /// A NodeClaim not being deleted whose instance is not written onto it yet.
+    Unlaunched(&'a str),
+}
+
+impl std::fmt::Display for NotSynced<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotSynced::Awaited(name) => write!(f, "NodeClaim {name} to appear in the view"),
+            NotSynced::Unlaunched(name) => write!(f, "NodeClaim {name} to launch"),
+        }
+    }
+}
+
+/// Whether the state is synced: `awaited` is the first NodeClaim created and not yet seen, if any.
+pub fn synced<'a>(awaited: Option<&'a str>, nodeclaims: &'a [NodeClaim]) -> Result<(), NotSynced<'a>> {
+    if let Some(name) = awaited {
+        return Err(NotSynced::Awaited(name));
+    }
+    let unlaunched = nodeclaims.iter().find(|nc| {
+        nc.metadata.deletion_timestamp.is_none() && nc.status.as_ref().is_none_or(|s| s.provider_id.is_empty())
+    });
+    match unlaunched {
+        Some(nc) => Err(NotSynced::Unlaunched(nc.name())),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nodeclaim(name: &str, provider_id: &str, deleting: bool) -> NodeClaim {
+        let mut nc: NodeClaim = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": name},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "c"},
+                "requirements": []},
+            "status": {"providerID": provider_id},
+        }))
+        .unwrap();
+        if deleting {
+            nc.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::from_second(1_800_000_000).unwrap(),
+            ));
+        }
+        nc
+    }
+
+    #[test]
+    fn synced_once_every_created_nodeclaim_is_seen_and_every_nodeclaim_launched() {
+        let launched = [nodeclaim("a", "aws:///z/i-1", false), nodeclaim("gone", "", true)];
+        assert_eq!(synced(None, &launched), Ok(()), "one being deleted does not count");
+        assert_eq!(synced(Some("b"), &launched), Err(NotSynced::Awaited("b")));
+        let waiting = [nodeclaim("a", "aws:///z/i-1", false), nodeclaim("c", "", false)];
+        let not = synced(None, &waiting).unwrap_err();
+        assert_eq!(not, NotSynced::Unlaunched("c"));
+        assert_eq!(not.to_string(), "NodeClaim c to launch");
+    }
+}
