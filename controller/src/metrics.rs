@@ -83,6 +83,8 @@ pub struct Metrics {
     nodeclaims_disrupted: Family<Labels, Counter>,
     /// `karpenter_nodes_terminated_total{nodepool, zone}`.
     nodes_terminated: Family<Labels, Counter>,
+    /// `karpenter_nodes_created_total{nodepool, zone}`: a NodeClaim's Node registered.
+    nodes_created: Family<Labels, Counter>,
     /// `karpenter_nodes_drained_total{nodepool}`.
     nodes_drained: Family<Labels, Counter>,
     /// `karpenter_nodes_termination_duration_seconds{nodepool}` (upstream's is a summary).
@@ -115,6 +117,7 @@ impl Default for Metrics {
             nodeclaims_terminated: Family::default(),
             nodeclaims_disrupted: Family::default(),
             nodes_terminated: Family::default(),
+            nodes_created: Family::default(),
             nodes_drained: Family::default(),
             node_termination_duration: Family::new_with_constructor(termination_buckets),
             node_lifetime: Family::new_with_constructor(lifetime_buckets),
@@ -226,6 +229,11 @@ impl Metrics {
             self.nodes_terminated.clone(),
         );
         karpenter.register(
+            "nodes_created",
+            "Number of nodes created in total by Karpenter. Labeled by owning nodepool and zone.",
+            self.nodes_created.clone(),
+        );
+        karpenter.register(
             "nodes_drained",
             "The total number of nodes drained by Karpenter",
             self.nodes_drained.clone(),
@@ -291,6 +299,16 @@ impl Metrics {
     }
 
     /// upstream lifecycle `controller.go`: the termination finalizer came off.
+    /// A NodeClaim's Node registered (upstream `registration.go` counts it then), labelled by the
+    /// NodeClaim's NodePool and zone.
+    pub fn node_created(&self, nc: &NodeClaim) {
+        let labels = vec![
+            label("nodepool", nodeclaim_label(nc, labels::NODEPOOL)),
+            label("zone", nodeclaim_label(nc, labels::TOPOLOGY_ZONE)),
+        ];
+        self.nodes_created.get_or_create(&labels).inc();
+    }
+
     pub fn nodeclaim_terminated(&self, nc: &NodeClaim) {
         let labels = vec![
             label("nodepool", nodeclaim_label(nc, labels::NODEPOOL)),

@@ -65,6 +65,23 @@ fn stalled(stalest: Option<&Stalest>, now: i64) -> Option<String> {
     })
 }
 
+type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
+
+/// A resource's name as upstream's NodePool metrics label it: lower case, `-` as `_`.
+fn resource_type(resource: &str) -> String {
+    resource.to_lowercase().replace('-', "_")
+}
+
+/// A quantity as upstream's NodePool metrics give it: CPU in cores (thousandths kept), any other
+/// resource in whole units rounded up (bytes, pods, devices).
+fn gauge_value(resource: &str, quantity: &carpentry_core::quantity::Quantity) -> f64 {
+    if resource == "cpu" {
+        quantity.milli_value() as f64 / 1000.0
+    } else {
+        quantity.value() as f64
+    }
+}
+
 /// `/healthz?verbose` (controller-runtime's healthz takes the same parameter) adds each task and
 /// how long ago it began its last pass: every task begins one at least every second while it is
 /// not stuck in a call, so one that lags names where the controller stopped.
@@ -181,6 +198,9 @@ async fn prometheus(Extract(state): Extract<State>) -> Response {
     state.metrics.register(&mut root);
     // upstream's `karpenter_pods_state` (pkg/controllers/metrics/pod), one series per pod.
     let pods_state = Family::<Labels, Gauge>::default();
+    // upstream's `karpenter_nodepools_usage` and `_limit` (pkg/controllers/metrics/nodepool):
+    // each NodePool's `status.resources` and `spec.limits`, by resource type.
+    let (usage, limit) = (Family::<Labels, FloatGauge>::default(), Family::<Labels, FloatGauge>::default());
     let registry = root.sub_registry_with_prefix("carpentry");
     let objects = Family::<Labels, Gauge>::default();
     for (resource, count) in state.view.counts() {
@@ -241,6 +261,17 @@ async fn prometheus(Extract(state): Extract<State>) -> Response {
         } else {
             HashMap::new()
         };
+        for np in m.nodepools.iter().filter(|_| leading) {
+            let held = np.status.as_ref().map(|s| &s.resources);
+            let lists = [(&usage, held), (&limit, Some(&np.spec.limits.0))];
+            for (gauges, list) in lists.into_iter().filter_map(|(g, l)| Some((g, l?))) {
+                for (resource, quantity) in list {
+                    let labels =
+                        vec![("resource_type".into(), resource_type(resource)), ("nodepool".into(), np.name().into())];
+                    gauges.get_or_create(&labels).set(gauge_value(resource, quantity));
+                }
+            }
+        }
         for pod in m.pods.iter().filter(|_| leading) {
             let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).and_then(|n| nodes.get(n).copied());
             let values = carpentry_core::pod::pod_state_labels(pod, node);
@@ -252,6 +283,17 @@ async fn prometheus(Extract(state): Extract<State>) -> Response {
         "pods_state",
         "Pod state is the current state of pods. This metric can be used several ways as it is labeled by the pod name, namespace, owner, node, nodepool name, zone, architecture, capacity type, instance type, pod phase, and pod readiness.",
         pods_state,
+    );
+    let nodepools = root.sub_registry_with_prefix("karpenter").sub_registry_with_prefix("nodepools");
+    nodepools.register(
+        "usage",
+        "The amount of resources that have been provisioned for a nodepool. Labeled by nodepool name and resource type.",
+        usage,
+    );
+    nodepools.register(
+        "limit",
+        "Limits specified on the nodepool that restrict the quantity of resources provisioned. Labeled by nodepool name and resource type.",
+        limit,
     );
     let mut body = String::new();
     match encode(&mut body, &root) {
@@ -287,6 +329,16 @@ mod tests {
             why.contains(&format!("the node.termination reconcile of n1 has run for {} s", LIVENESS_BOUND_SECONDS + 2)),
             "{why}"
         );
+    }
+
+    #[test]
+    fn nodepool_quantities_are_gauged_as_upstream_gauges_them() {
+        let q = |s: &str| s.parse::<carpentry_core::quantity::Quantity>().unwrap();
+        assert_eq!(gauge_value("cpu", &q("1500m")), 1.5);
+        assert_eq!(gauge_value("memory", &q("1Gi")), 1_073_741_824.0);
+        assert_eq!(gauge_value("memory", &q("1.5")), 2.0, "rounded up, as Value()");
+        assert_eq!(resource_type("ephemeral-storage"), "ephemeral_storage");
+        assert_eq!(resource_type("nvidia.com/gpu"), "nvidia.com/gpu");
     }
 
     #[test]

@@ -569,6 +569,15 @@ async fn inflate_provisions_nodes_and_a_deleted_node_is_replaced() -> Result<()>
         ensure!(value >= at_least, "{name}{labels:?} = {value}, expected at least {at_least}:\n{body}");
     }
     ensure!(metric_sum(&body, "karpenter_nodeclaims_created_total", &created) == 3.0, "/metrics:\n{body}");
+    // Each Node counted once it registered, and upstream's NodePool gauges: its usage as counted
+    // into its status (a node has a CPU at least).
+    let usage = [("resource_type", "cpu"), ("nodepool", nodepool.as_str())];
+    wait_for("karpenter_nodes_created_total and karpenter_nodepools_usage to count the nodes", TIMEOUT, || async {
+        let (_, body) = get(metrics, "/metrics")?;
+        let created = metric_sum(&body, "karpenter_nodes_created_total", &[("nodepool", nodepool.as_str())]);
+        Ok((created == 3.0 && metric_sum(&body, "karpenter_nodepools_usage", &usage) >= 1.0).then_some(()))
+    })
+    .await?;
 
     // `kubectl delete node`: the NodeClaim and the Node go; the pod runs on a replacement. A
     // VolumeAttachment on the node holds its instance once it is drained, until it goes.

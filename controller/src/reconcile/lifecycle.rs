@@ -601,6 +601,7 @@ impl<P: CloudProvider> Lifecycle<P> {
             return not;
         }
         self.wrote(nc, None);
+        act.metrics.node_created(nc);
         // upstream: a NodePool write that fails leaves the outcome unrecorded, and the NodeClaim,
         // registered, is not judged again.
         let _ = self.common.registration_outcome(nodepool, nc, true).await;
