@@ -127,15 +127,14 @@ impl Service<http::Request<Body>> for FakeApi {
             let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
             let (status, answer) = {
                 let mut state = api.state();
-                let reads = method == "GET";
+                let writes = method != "GET";
                 let injected = state
                     .failures
                     .iter()
-                    .find(|(p, _, reads_only)| path.contains(p.as_str()) && (reads || !reads_only))
+                    .find(|(p, _, reads_only)| path.contains(p.as_str()) && (!writes || !reads_only))
                     .map(|(_, code, _)| *code);
                 let object = path.strip_suffix("/status").unwrap_or(&path).to_string();
                 let locked = body["metadata"]["resourceVersion"].as_str().map(str::to_string);
-                let writes = method != "GET";
                 let stored = state.bodies.get(&path).filter(|_| !writes).cloned();
                 let (status, answer) = match (injected, state.versions.get_mut(&object).filter(|_| writes)) {
                     (Some(code), _) => (code, failure(code, "injected")),
