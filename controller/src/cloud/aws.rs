@@ -216,6 +216,12 @@ pub struct Aws {
     /// Launch templates known to exist.
     templates: Mutex<HashSet<String>>,
     unavailable: Mutex<UnavailableOfferings>,
+    /// upstream's instance cache (`instance.DefaultProvider`, v1.14.1, made in `operator.go`
+    /// with no expiry): the instances last seen not terminated. [`CloudProvider::list`] (the
+    /// garbage collector's, every 2 minutes) replaces it; [`CloudProvider::exists`] answers from
+    /// it and fills a miss from DescribeInstances, so that a deleting Node that is not Ready asks
+    /// EC2 once rather than on every termination pass.
+    known_instances: Mutex<HashSet<String>>,
 }
 
 /// Every AWS call is bounded, so a hung endpoint fails a call (retried by the next pass) instead
@@ -275,14 +281,26 @@ impl Aws {
             .region(aws_config::Region::new(region.to_string()))
             .load()
             .await;
+        Ok(Aws::with_config(&config, kube, region, cluster, interruption_queue, bootstrap))
+    }
+
+    /// The provider on an SDK configuration already loaded.
+    fn with_config(
+        config: &aws_config::SdkConfig,
+        kube: kube::Client,
+        region: &str,
+        cluster: String,
+        interruption_queue: Option<String>,
+        bootstrap: BootstrapSettings,
+    ) -> Aws {
         info!(region, cluster = %cluster, iam_actions = ?IAM_ACTIONS,
             "aws: the IAM actions this controller needs (controller/deploy/iam/controller-policy.json)");
-        Ok(Aws {
-            ec2: aws_sdk_ec2::Client::new(&config),
-            ssm: aws_sdk_ssm::Client::new(&config),
-            iam: aws_sdk_iam::Client::new(&config),
-            sqs: aws_sdk_sqs::Client::new(&config),
-            eks: aws_sdk_eks::Client::new(&config),
+        Aws {
+            ec2: aws_sdk_ec2::Client::new(config),
+            ssm: aws_sdk_ssm::Client::new(config),
+            iam: aws_sdk_iam::Client::new(config),
+            sqs: aws_sdk_sqs::Client::new(config),
+            eks: aws_sdk_eks::Client::new(config),
             bootstrap: tokio::sync::Mutex::new(BootstrapFacts {
                 known: ClusterBootstrap {
                     name: cluster.clone(),
@@ -295,7 +313,7 @@ impl Aws {
                 asked_dns: None,
             }),
             pricing: aws_sdk_pricing::Client::from_conf(
-                aws_sdk_pricing::config::Builder::from(&config)
+                aws_sdk_pricing::config::Builder::from(config)
                     .region(aws_config::Region::new(pricing::pricing_api_region(region)))
                     .build(),
             ),
@@ -308,7 +326,8 @@ impl Aws {
             kubernetes: tokio::sync::Mutex::new(None),
             templates: Mutex::default(),
             unavailable: Mutex::default(),
-        })
+            known_instances: Mutex::default(),
+        }
     }
 
     /// The cluster as the nodes' user data describes it: the endpoint and service CIDR from EKS
@@ -917,6 +936,15 @@ impl Aws {
     }
 
     async fn terminate(&self, id: &str) -> anyhow::Result<Deletion> {
+        let deletion = self.terminate_uncached(id).await;
+        if matches!(deletion, Ok(Deletion::Gone)) {
+            // upstream `Delete` asks past the cache, and drops an instance EC2 no longer has.
+            crate::view::lock(&self.known_instances).remove(id);
+        }
+        deletion
+    }
+
+    async fn terminate_uncached(&self, id: &str) -> anyhow::Result<Deletion> {
         let Some(instance) = self.instance(id).await? else { return Ok(Deletion::Gone) };
         match instance.state().and_then(|s| s.name()) {
             Some(ec2::InstanceStateName::Terminated) => return Ok(Deletion::Gone),
@@ -1243,6 +1271,7 @@ impl CloudProvider for Aws {
         let mut out = Vec::new();
         let mut pages =
             self.ec2.describe_instances().set_filters(Some(filters(&query))).max_results(1000).into_paginator().send();
+        let mut seen = HashSet::new();
         while let Some(page) = pages.next().await {
             let page = page.map_err(|e| sdk_error("ec2:DescribeInstances", e))?;
             for i in page.reservations().iter().flat_map(|r| r.instances()) {
@@ -1250,6 +1279,7 @@ impl CloudProvider for Aws {
                 else {
                     continue;
                 };
+                seen.insert(id.to_string());
                 out.push(CloudInstance {
                     provider_id: providers::provider_id(zone, id),
                     created: i.launch_time().map_or(0, |t| t.secs()),
@@ -1257,19 +1287,32 @@ impl CloudProvider for Aws {
                 });
             }
         }
+        // upstream `List` refreshes the cache and evicts what EC2 no longer returns.
+        *crate::view::lock(&self.known_instances) = seen;
         Ok(out)
     }
 
     /// upstream `Get`: an instance EC2 does not know or that is terminated is gone (its
-    /// `instance-state-name` filter leaves out only `terminated`). A providerID that is not an
-    /// EC2 one names nothing this provider can answer for: it is taken to exist, so that the
-    /// node is drained rather than let go.
+    /// `instance-state-name` filter leaves out only `terminated`). As upstream's, it answers from
+    /// the instance cache where it can: an instance seen since the last `list` is taken to
+    /// exist without a call. A providerID that is not an EC2 one names nothing this provider can
+    /// answer for: it is taken to exist, so that the node is drained rather than let go.
     async fn exists(&self, provider_id: &str) -> anyhow::Result<bool> {
         let Some((_, id)) = providers::parse_provider_id(provider_id) else { return Ok(true) };
-        Ok(self
+        if crate::view::lock(&self.known_instances).contains(id) {
+            return Ok(true);
+        }
+        let exists = self
             .instance(id)
             .await?
-            .is_some_and(|i| i.state().and_then(|s| s.name()) != Some(&ec2::InstanceStateName::Terminated)))
+            .is_some_and(|i| i.state().and_then(|s| s.name()) != Some(&ec2::InstanceStateName::Terminated));
+        let mut known = crate::view::lock(&self.known_instances);
+        if exists {
+            known.insert(id.to_string());
+        } else {
+            known.remove(id);
+        }
+        Ok(exists)
     }
 
     async fn delete_instance(&self, provider_id: &str) -> anyhow::Result<Deletion> {
@@ -1423,5 +1466,131 @@ mod tests {
                 assert!(condition.contains("aws:ResourceTag/kubernetes.io/cluster/${CLUSTER_NAME}"), "{statement}");
             }
         }
+    }
+
+    /// A test-owned EC2 endpoint on a local port (real: the SDK's client stack, its query
+    /// protocol and XML parsing; injected: the server). Each DescribeInstances is answered with
+    /// the running instances it asks for (all of them when it names none), and counted.
+    struct FakeEc2 {
+        url: String,
+        running: std::sync::Arc<std::sync::Mutex<Vec<&'static str>>>,
+        calls: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl FakeEc2 {
+        async fn start(running: Vec<&'static str>) -> FakeEc2 {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let url = format!("http://{}", listener.local_addr().unwrap());
+            let fake = FakeEc2 { url, running: Default::default(), calls: Default::default() };
+            *fake.running.lock().unwrap() = running;
+            let (running, calls) = (fake.running.clone(), fake.calls.clone());
+            tokio::spawn(async move {
+                while let Ok((mut socket, _)) = listener.accept().await {
+                    let mut request = Vec::new();
+                    let mut buffer = [0u8; 4096];
+                    // The headers, then as much body as they announce.
+                    let body = loop {
+                        let n = socket.read(&mut buffer).await.unwrap_or(0);
+                        if n == 0 {
+                            break None;
+                        }
+                        request.extend_from_slice(&buffer[..n]);
+                        let text = String::from_utf8_lossy(&request).to_string();
+                        let Some(end) = text.find("\r\n\r\n") else { continue };
+                        let length = text[..end]
+                            .lines()
+                            .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(str::to_string))
+                            .and_then(|v| v.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if request.len() >= end + 4 + length {
+                            break Some(text[end + 4..].to_string());
+                        }
+                    };
+                    let Some(body) = body else { continue };
+                    assert!(body.contains("Action=DescribeInstances"), "{body}");
+                    calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let asked: Vec<&str> = body
+                        .split('&')
+                        .filter_map(|pair| pair.split_once('='))
+                        .filter(|(k, _)| k.starts_with("InstanceId."))
+                        .map(|(_, v)| v)
+                        .collect();
+                    let items: String = running
+                        .lock()
+                        .unwrap()
+                        .iter()
+                        .filter(|id| asked.is_empty() || asked.contains(id))
+                        .map(|id| {
+                            format!(
+                                "<item><instanceId>{id}</instanceId><instanceState><code>16</code><name>running</name>\
+                                 </instanceState><placement><availabilityZone>us-west-2a</availabilityZone></placement></item>"
+                            )
+                        })
+                        .collect();
+                    let reservations = if items.is_empty() {
+                        String::new()
+                    } else {
+                        format!("<item><instancesSet>{items}</instancesSet></item>")
+                    };
+                    let xml = format!(
+                        "<DescribeInstancesResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"><requestId>r</requestId>\
+                         <reservationSet>{reservations}</reservationSet></DescribeInstancesResponse>"
+                    );
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: text/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{xml}",
+                        xml.len()
+                    );
+                    let _ = socket.write_all(answer.as_bytes()).await;
+                }
+            });
+            fake
+        }
+
+        fn calls(&self) -> usize {
+            self.calls.load(std::sync::atomic::Ordering::SeqCst)
+        }
+    }
+
+    /// upstream's instance cache: an instance seen is taken to exist without another call until
+    /// the next list leaves it out; an instance EC2 does not have is asked about each time (it
+    /// is not remembered as gone); a providerID that is not EC2's is never asked about.
+    #[tokio::test]
+    async fn exists_asks_ec2_once_per_instance_until_a_list_leaves_it_out() {
+        use super::super::CloudProvider;
+        let ec2 = FakeEc2::start(vec!["i-1"]).await;
+        let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .http_client(super::https_client())
+            .timeout_config(super::timeouts())
+            .region(aws_config::Region::new("us-west-2"))
+            .endpoint_url(&ec2.url)
+            .credentials_provider(aws_sdk_ec2::config::Credentials::new("test", "test", None, None, "test"))
+            .load()
+            .await;
+        let kube = crate::testing::FakeApi::default().client();
+        let aws = super::Aws::with_config(&config, kube, "us-west-2", "test".into(), None, Default::default());
+
+        assert!(aws.exists("aws:///us-west-2a/i-1").await.unwrap());
+        assert!(aws.exists("aws:///us-west-2a/i-1").await.unwrap());
+        assert_eq!(ec2.calls(), 1, "a known instance is not asked about again");
+        assert!(!aws.exists("aws:///us-west-2a/i-2").await.unwrap());
+        assert!(!aws.exists("aws:///us-west-2a/i-2").await.unwrap());
+        assert_eq!(ec2.calls(), 3, "an instance EC2 does not have is asked about each time");
+        assert!(aws.exists("kwok://node-1").await.unwrap());
+        assert_eq!(ec2.calls(), 3, "a providerID that is not EC2's is not asked about");
+
+        // Terminated behind the controller's back: the cache still says it exists until a list.
+        ec2.running.lock().unwrap().clear();
+        assert!(aws.exists("aws:///us-west-2a/i-1").await.unwrap());
+        assert_eq!(ec2.calls(), 3);
+        assert!(aws.list(&Default::default()).await.unwrap().is_empty());
+        assert!(!aws.exists("aws:///us-west-2a/i-1").await.unwrap());
+        assert_eq!(ec2.calls(), 5, "the list, then the question it left open");
+
+        // A list fills the cache with what it saw.
+        ec2.running.lock().unwrap().push("i-3");
+        assert_eq!(aws.list(&Default::default()).await.unwrap().len(), 1);
+        assert!(aws.exists("aws:///us-west-2a/i-3").await.unwrap());
+        assert_eq!(ec2.calls(), 6);
     }
 }
