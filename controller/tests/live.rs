@@ -20,6 +20,9 @@
 //!   once on the object while a good NodePool provisions and the controller runs on;
 //! - two replicas on one Lease: the follower writes nothing (its own `/metrics`); the leader
 //!   SIGKILLed, the follower leads once the Lease runs out and launches nothing again;
+//! - a leader cut off from the API server (a test-owned TCP proxy between them) no longer leads,
+//!   by its own `/metrics`, before the Lease's duration has passed since its last renewTime (when
+//!   another replica could take it over), and exits.
 //!
 //! Prediction is reality: each test also runs core's simulation of the controller's own
 //! `/snapshot` (which carries the provider's timings) through the same edits, and compares what
@@ -28,7 +31,7 @@
 
 use std::time::Duration;
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
 use carpentry_tests::testenv::{unique_name, wait_for, TestEnv};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
@@ -1082,11 +1085,24 @@ async fn a_leader_cut_off_from_the_api_server_steps_down_and_exits() -> Result<(
 
     let cut = std::time::Instant::now();
     partition.cut();
+    // When it stopped acting: the first `/metrics` answer saying it no longer leads (the gauge is
+    // read from the very flag every write and cloud call is checked against), or its exit. The
+    // answer's arrival bounds the moment from above.
+    let mut stopped = None;
+    while stopped.is_none() && cut.elapsed() < Duration::from_secs(90) {
+        let answer = get(metrics, "/metrics");
+        let now = k8s_openapi::jiff::Timestamp::now();
+        if answer.is_ok_and(|(_, body)| has_sample(&body, "carpentry_leader 0")) || controller.has_exited()? {
+            stopped = Some(now);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     // A guard against a leader that never steps down (what kube-lease-manager alone does), far
     // above the 10 s renew deadline.
     let status = controller.exited_within(Duration::from_secs(90))?;
     eprintln!("cut off: exited {} ms later ({status})", cut.elapsed().as_millis());
     let log = controller.log();
+    let stopped = stopped.with_context(|| format!("it still led 90 s after the cut:\n{log}"))?;
     ensure!(!status.success(), "a lost leadership is a failure exit: {status}\n{log}");
     ensure!(
         log.contains("lost the leadership of Lease") && log.contains("renew deadline"),
@@ -1097,6 +1113,15 @@ async fn a_leader_cut_off_from_the_api_server_steps_down_and_exits() -> Result<(
     let lease = Api::<Lease>::namespaced(client.clone(), &ns).get(&lease_name).await?;
     let spec = lease.spec.unwrap_or_default();
     ensure!(spec.holder_identity.as_deref().is_some_and(|h| !h.is_empty()), "{spec:?}");
+    // The safety bound itself: another replica may take the Lease once its duration has passed
+    // since the last renewal (renewTime, written from this machine's clock); this one had
+    // stopped acting by then.
+    let (Some(renewed), Some(duration)) = (spec.renew_time.clone(), spec.lease_duration_seconds) else {
+        bail!("the Lease has no renewTime or duration: {spec:?}")
+    };
+    let passable = renewed.0 + k8s_openapi::jiff::SignedDuration::from_secs(i64::from(duration));
+    eprintln!("stopped acting at {stopped}, the Lease could pass at {passable} (renewed {})", renewed.0);
+    ensure!(stopped < passable, "it stopped acting at {stopped}, after the Lease could pass at {passable}:\n{log}");
     Ok(())
 }
 

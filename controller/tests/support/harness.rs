@@ -134,6 +134,11 @@ impl Controller {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Whether the process has exited (without waiting).
+    pub fn has_exited(&mut self) -> Result<bool> {
+        Ok(self.child.try_wait()?.is_some())
+    }
+
     /// The exit status, once the controller exits by itself within `timeout`.
     pub fn exited_within(&mut self, timeout: Duration) -> Result<std::process::ExitStatus> {
         let started = std::time::Instant::now();
