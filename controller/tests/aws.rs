@@ -44,6 +44,9 @@
 //!    2d. DescribeSubnets throttled from 2b to 2d's checks: each EC2NodeClass keeps its status
 //!    (Ready), its failed reconciles (`controller_runtime_reconcile_errors_total`) follow
 //!    upstream's backoff (bounded: no hot loop), and one succeeds once EC2 answers.
+//!    2e. Every offering of a NodePool out of capacity (its one type, on-demand, in both zones):
+//!    one CreateFleet with an error per override, the NodeClaim deleted and counted, its pod
+//!    told; no NodeClaim made or launch tried again while the offerings are cached unavailable.
 //! 3. A deleted NodeClaim's instance is terminated, and its Node and NodeClaim stay until EC2 says
 //!    terminated (10 s of `shutting-down`); an instance tagged for the cluster that no
 //!    NodeClaim has is collected after its 30 s grace; an instance terminated behind the
@@ -1005,6 +1008,63 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
     })
     .await
     .with_context(|| format!("controller log:\n{}", log()))?;
+    // 2e. Every offering of a NodePool out of capacity (its one type, on-demand, in each zone):
+    //     its one CreateFleet reports an insufficient-capacity error per override and launches
+    //     nothing; the NodeClaim is deleted, its pod told, the NodeClaim counted as disrupted for
+    //     insufficient capacity, and with every offering cached unavailable (3 minutes) nothing
+    //     is planned or launched for it again (no create → CreateFleet → delete loop).
+    let ice_pool = unique_name("ice");
+    let ice_type = "c5.xlarge";
+    let ice: Vec<Value> = subnets.iter().map(|(_, zone)| json!([ice_type, zone, "on-demand"])).collect();
+    moto.write("ice.json", &json!(ice))?;
+    create_nodepool(&client, &ice_pool, &class, "ice", &[ice_type]).await?;
+    let ice_pod: Pod = serde_json::from_value(json!({
+        "metadata": { "name": "ice" },
+        "spec": {
+            "nodeSelector": { "karpenter.sh/nodepool": ice_pool },
+            "containers": [{ "name": "c", "image": "registry.k8s.io/pause:3.10",
+                "resources": { "requests": { "cpu": "1" } } }],
+        },
+    }))?;
+    pods.create(&PostParams::default(), &ice_pod).await?;
+    let told = wait_for("the pod of an all-out-of-capacity NodeClaim to be told", TIMEOUT, || async {
+        let notes = pod_events(&events, &ns, "InsufficientCapacityError").await?;
+        Ok(notes.into_iter().find(|n| n.contains("nodeclaim/") && n.contains("InsufficientInstanceCapacity")))
+    })
+    .await
+    .with_context(|| format!("controller log:\n{}", log()))?;
+    eprintln!("all offerings out of capacity: {told}");
+    let of_ice_pool = || async {
+        let list = nodeclaims_api.list(&Default::default()).await?.items;
+        Ok::<_, anyhow::Error>(
+            list.into_iter()
+                .filter(|nc| {
+                    nc.metadata.labels.as_ref().and_then(|l| l.get("karpenter.sh/nodepool")) == Some(&ice_pool)
+                })
+                .count(),
+        )
+    };
+    // Time for a loop to show: the NodeClaim goes and no other is made.
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    ensure!(of_ice_pool().await? == 0, "a NodeClaim of {ice_pool} remains or was made again");
+    let ice_fleets: Vec<Value> =
+        moto.fleet_requests()?.into_iter().filter(|r| overrides(r).iter().any(|(t, _, _, _)| t == ice_type)).collect();
+    ensure!(ice_fleets.len() == 1, "{} CreateFleet calls for {ice_pool} (a loop?)", ice_fleets.len());
+    assert_eq!(ice_fleets[0]["Errors"].as_array().map(Vec::len), Some(subnets.len()), "{}", ice_fleets[0]);
+    let (_, body) = get(metrics, "/metrics")?;
+    let disrupted = metric_sum(
+        &body,
+        "karpenter_nodeclaims_disrupted_total",
+        &[("reason", "insufficient_capacity"), ("nodepool", &ice_pool)],
+    );
+    ensure!(disrupted == 1.0, "{disrupted} NodeClaims of {ice_pool} counted disrupted for insufficient capacity");
+    let phase = pods.get("ice").await?.status.and_then(|s| s.phase);
+    ensure!(phase.as_deref() == Some("Pending"), "the pod with no capacity is {phase:?}");
+    pods.delete("ice", &Default::default()).await?;
+    let pools = resource("karpenter.sh", "NodePool", "nodepools");
+    Api::<DynamicObject>::all_with(client.clone(), &pools).delete(&ice_pool, &Default::default()).await?;
+    moto.write("ice.json", &json!([]))?;
+
     // Back to 5 pods on 5 nodes for what follows (the NodePool never consolidates): the node the
     // scale-down emptied goes with its NodeClaim.
     let patch = json!({ "spec": { "replicas": 5 } });

@@ -47,7 +47,9 @@ use anyhow::Context;
 use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::types as ec2;
 use carpentry_core::api::{EC2NodeClass, NodeClaim};
-use carpentry_core::catalogue::{pricing, DescribedInstanceType, InstanceType, LiveAnswers, LivePrices, SpotRecord};
+use carpentry_core::catalogue::{
+    pricing, DescribedInstanceType, InstanceType, LiveAnswers, LivePrices, SpotRecord, UnavailableOffering,
+};
 use carpentry_core::labels;
 use carpentry_core::manifest::scenario::TimingOverrides;
 use carpentry_core::manifest::Manifests;
@@ -1373,6 +1375,11 @@ impl CloudProvider for Aws {
         if let Ok(mut unavailable) = self.unavailable.lock() {
             unavailable.mark(instance_type, zone, capacity_type, crate::clock::now_seconds());
         }
+    }
+
+    fn unavailable_offerings(&self, catalogue: &Catalogue, region: &str) -> Vec<UnavailableOffering> {
+        let now = crate::clock::now_seconds();
+        crate::view::lock(&self.unavailable).listed(now, catalogue, region)
     }
 
     const TAGS_INSTANCES: bool = true;

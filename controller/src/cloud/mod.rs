@@ -10,7 +10,7 @@ use std::future::Future;
 
 use carpentry_core::api::ec2nodeclass::EC2NodeClassStatus;
 use carpentry_core::api::{EC2NodeClass, NodeClaim};
-use carpentry_core::catalogue::InstanceType;
+use carpentry_core::catalogue::{InstanceType, UnavailableOffering};
 use carpentry_core::manifest::scenario::TimingOverrides;
 use carpentry_core::manifest::Manifests;
 use carpentry_core::nodeclaim::garbagecollection::CloudInstance;
@@ -180,6 +180,14 @@ pub trait CloudProvider: Send + Sync + 'static {
 
     /// Marks an offering unavailable (a spot interruption's), as an insufficient-capacity answer does.
     fn mark_unavailable(&self, instance_type: &str, zone: &str, capacity_type: &str);
+
+    /// The offerings the provider knows it cannot launch now (upstream AWS's unavailable-offerings
+    /// cache, which its instance type provider applies to the offerings provisioning and
+    /// disruption plan with), listed over `catalogue`'s offerings in `region`. A provider that
+    /// never runs out of capacity has none.
+    fn unavailable_offerings(&self, _catalogue: &Catalogue, _region: &str) -> Vec<UnavailableOffering> {
+        Vec::new()
+    }
 
     /// Whether the provider makes cloud resources for an EC2NodeClass (instance profiles, launch
     /// templates), so that each carries the `karpenter.k8s.aws/termination` finalizer and a deleted

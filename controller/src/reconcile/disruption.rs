@@ -153,7 +153,8 @@ impl<P: CloudProvider> Scheduling<P> {
     fn disruption_view<'a>(&'a self, m: &'a Manifests, now: i64) -> disruption::View<'a> {
         let marked: BTreeSet<String> = self.disruption.deleted.keys().cloned().collect();
         let nodes = facts::of_objects(m, &self.catalogue, &self.region, &self.disruption.nominated, &marked);
-        disruption::View::new(m, &self.catalogue, &self.region, now, nodes, Vec::new())
+        let unavailable = self.cloud.unavailable_offerings(&self.catalogue, &self.region);
+        disruption::View::new(m, &self.catalogue, &self.region, now, nodes, unavailable)
     }
 
     /// upstream `nodeclaim.expiration`.

@@ -81,6 +81,9 @@ impl<P: CloudProvider> Scheduling<P> {
         };
         let mut input = prepared.input;
         input.options.now = Some(now);
+        // Offerings the cloud just said it has no capacity for are planned with by no one
+        // (upstream: the instance type provider lists them unavailable).
+        input.unavailable_offerings = self.cloud.unavailable_offerings(&self.catalogue, &self.region);
         let results = carpentry_core::schedule(&input);
         let pods: BTreeMap<PodRef, &Pod> = m.pods.iter().map(|p| (PodRef::of(p), p)).collect();
         info!(

@@ -287,6 +287,29 @@ fn unavailable_offerings_leave_the_request_and_spot_wins_when_allowed() {
     assert!(fleet_request(&only_spot, &types, ctx, |t, z, c| cache.is_unavailable(t, z, c, 1100)).is_err());
 }
 
+/// What the scheduler is told is unavailable: the marks still current, and every offering of a
+/// capacity type marked as a whole (MaxSpotInstanceCountExceeded).
+#[test]
+fn the_cache_lists_current_marks_and_expands_a_capacity_type_marked_whole() {
+    let catalogue = Catalogue::embedded();
+    let mut cache = UnavailableOfferings::default();
+    cache.mark("m5.large", "us-west-2a", "on-demand", 1000);
+    cache.mark("c5.large", "us-west-2b", "on-demand", 1000 - UNAVAILABLE_OFFERING_TTL_SECONDS);
+    let listed = cache.listed(1100, catalogue, "us-west-2");
+    let names: Vec<(&str, &str, &str)> =
+        listed.iter().map(|u| (u.instance_type.as_str(), u.zone.as_str(), u.capacity_type.as_str())).collect();
+    assert_eq!(names, [("m5.large", "us-west-2a", "on-demand")], "the expired mark is left out");
+
+    cache.mark_capacity_type("spot", 1000);
+    let listed = cache.listed(1100, catalogue, "us-west-2");
+    let spot: Vec<_> = listed.iter().filter(|u| u.capacity_type == "spot").collect();
+    let offered: usize = catalogue.infos().iter().map(|i| catalogue.offered_zones("us-west-2", &i.name).len()).sum();
+    assert_eq!(spot.len(), offered, "every offered (type, zone) of spot");
+    assert!(spot.iter().any(|u| u.instance_type == "m5.large" && u.zone == "us-west-2a"));
+    assert_eq!(listed.iter().filter(|u| u.capacity_type == "on-demand").count(), 1);
+    assert!(cache.listed(1000 + UNAVAILABLE_OFFERING_TTL_SECONDS, catalogue, "us-west-2").is_empty());
+}
+
 #[test]
 fn provider_ids_round_trip() {
     let id = provider_id("us-west-2a", "i-0123");

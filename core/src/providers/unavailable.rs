@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::catalogue::UnavailableOffering;
+use crate::catalogue::{Catalogue, UnavailableOffering};
 
 /// upstream `UnavailableOfferingsTTL`.
 pub const UNAVAILABLE_OFFERING_TTL_SECONDS: i64 = 3 * 60;
@@ -64,6 +64,28 @@ impl UnavailableOfferings {
     pub fn sweep(&mut self, now: i64) {
         self.until.retain(|_, until| *until > now);
         self.capacity_types.retain(|_, until| *until > now);
+    }
+
+    /// The offerings unavailable at `now` as the scheduler's input lists them (upstream's
+    /// instance type provider applies this cache to the offerings it lists, so that provisioning
+    /// and disruption plan none of them): each offering marked, and for a capacity type marked as
+    /// a whole, every offering of it `catalogue` has in `region`. Sorted, without repeats.
+    pub fn listed(&self, now: i64, catalogue: &Catalogue, region: &str) -> Vec<UnavailableOffering> {
+        let mut out: Vec<UnavailableOffering> = self.current(now).map(|(o, _)| o.clone()).collect();
+        for (capacity_type, _) in self.capacity_types.iter().filter(|(_, until)| **until > now) {
+            for info in catalogue.infos() {
+                for zone in catalogue.offered_zones(region, &info.name) {
+                    out.push(UnavailableOffering {
+                        instance_type: info.name.clone(),
+                        zone: zone.name.clone(),
+                        capacity_type: capacity_type.clone(),
+                    });
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
     }
 
     /// The offerings unavailable at `now`, with when each becomes available again.
