@@ -218,8 +218,13 @@ async fn dry_run_watches_serves_a_snapshot_and_leads() -> Result<()> {
         ensure!(code == 200, "/snapshot answered {code}: {body}");
         let m = carpentry_core::load(&body).map_err(|e| anyhow::anyhow!("the snapshot does not load: {e}"))?;
         let has_pool = m.nodepools.iter().any(|p| p.metadata.name.as_deref() == Some(nodepool.as_str()));
-        let has_pod = m.pods.iter().any(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()));
-        Ok((has_pool && has_pod).then_some((body, m)))
+        // Both pods: a snapshot taken between their creates would predict nothing for `able`.
+        let has = |name: &str| {
+            m.pods.iter().any(|p| {
+                p.metadata.namespace.as_deref() == Some(ns.as_str()) && p.metadata.name.as_deref() == Some(name)
+            })
+        };
+        Ok((has_pool && has("picky") && has("able")).then_some((body, m)))
     })
     .await?;
     let (text, manifests) = snapshot;

@@ -35,8 +35,8 @@ impl<P: CloudProvider> Collection<P> {
 impl<P: CloudProvider> Concern<P> for Collection<P> {
     const NAME: &'static str = "garbagecollection";
 
-    async fn pass(&mut self, m: &Manifests, _: &super::Loaded, now: i64) {
-        self.garbage_collect(m, now).await;
+    async fn pass(&mut self, loaded: std::sync::Arc<super::Loaded>, now: i64) {
+        self.garbage_collect(loaded.manifests(), now).await;
     }
 }
 

@@ -10,7 +10,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use carpentry_core::manifest::Manifests;
 use carpentry_core::providers::refresh;
 use carpentry_core::Catalogue;
 use tracing::{info, warn};
@@ -47,7 +46,7 @@ impl<P: CloudProvider> Catalogues<P> {
 impl<P: CloudProvider> Concern<P> for Catalogues<P> {
     const NAME: &'static str = "instancetype";
 
-    async fn pass(&mut self, _: &Manifests, _: &super::Loaded, _: i64) {
+    async fn pass(&mut self, _: std::sync::Arc<super::Loaded>, _: i64) {
         self.refresh_catalogue().await;
     }
 }

@@ -38,8 +38,8 @@ impl<P: CloudProvider> Interruptions<P> {
 impl<P: CloudProvider> Concern<P> for Interruptions<P> {
     const NAME: &'static str = "interruption";
 
-    async fn pass(&mut self, m: &Manifests, _: &super::Loaded, _: i64) {
-        self.interruptions(m).await;
+    async fn pass(&mut self, loaded: std::sync::Arc<super::Loaded>, _: i64) {
+        self.interruptions(loaded.manifests()).await;
     }
 }
 

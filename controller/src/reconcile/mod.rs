@@ -41,7 +41,9 @@
 //!   Synced guard, core's scheduler, NodePool limits re-checked before each create, nominations;
 //!   core's disruption pass every 10 s, validated commands carried out replacements first
 //!   ([`carpentry_core::disruption`]). One task, because a round's nominations and creates are
-//!   what the next disruption pass must see (upstream shares them through `state.Cluster`);
+//!   what the next disruption pass must see (upstream shares them through `state.Cluster`). A
+//!   round decides on its view, lets it go, then writes; disruption then decides on the latest
+//!   view (the Synced guard waits for the round's NodeClaims);
 //! - [`garbagecollection::Collection`] (upstream `nodeclaim.garbagecollection`, AWS
 //!   `instance.garbagecollection`): NodeClaims whose instance is gone, instances no NodeClaim has
 //!   ([`carpentry_core::nodeclaim::garbagecollection`]).
@@ -345,7 +347,10 @@ trait Concern<P: CloudProvider>: DerefMut<Target = Common<P>> + Send + 'static {
     /// Its name in logs and in `/healthz`.
     const NAME: &'static str;
 
-    fn pass(&mut self, m: &Manifests, loaded: &Loaded, now: i64) -> impl Future<Output = ()> + Send;
+    /// One pass over the view `loaded`. It is the concern's to hold: a pass that goes on to
+    /// slow calls (writes paced by the client's rate limit, cloud calls) lets it go first, since
+    /// each view is a copy of the cluster and the loader publishes a new one on every change.
+    fn pass(&mut self, loaded: Arc<Loaded>, now: i64) -> impl Future<Output = ()> + Send;
 
     /// At shutdown, on the latest view: what must not be lost with the process.
     fn stop(&mut self, _: &Manifests) -> impl Future<Output = ()> + Send {
@@ -377,21 +382,26 @@ struct Scheduling<P: CloudProvider> {
     common: Common<P>,
     provisioning: provisioning::State,
     disruption: disruption::State,
+    /// The views the loader publishes: disruption decides on the latest one after a provisioning
+    /// round, which let its own view go before its creates.
+    views: watch::Receiver<Option<Arc<Loaded>>>,
 }
 concern_common!(Scheduling);
 
 impl<P: CloudProvider> Concern<P> for Scheduling<P> {
     const NAME: &'static str = "scheduling";
 
-    async fn pass(&mut self, m: &Manifests, loaded: &Loaded, now: i64) {
+    async fn pass(&mut self, loaded: Arc<Loaded>, now: i64) {
         if !self.catalogue_settled {
             debug!("scheduling waits for the first instance-type refresh");
             return;
         }
-        self.provision(m, now).await;
+        let kept = self.provision(loaded, now).await;
+        // A round let its view go: the latest one (None: nothing to decide on now).
+        let Some(loaded) = kept.or_else(|| self.views.borrow().clone()) else { return };
         // Disruption decides which pods a node can shed: it waits for a whole view of them.
         if loaded.live.holding_back(HeldDecision::Disruption).is_none() {
-            self.disruption(m, now).await;
+            self.disruption(loaded.manifests(), now).await;
         }
     }
 }
@@ -414,7 +424,7 @@ async fn drive<P: CloudProvider, C: Concern<P>>(
             let latest = concern.shared.catalogue.read().unwrap_or_else(PoisonError::into_inner).clone();
             concern.catalogue = latest;
             let started = Instant::now();
-            concern.pass(loaded.manifests(), &loaded, now).await;
+            concern.pass(loaded, now).await;
             concern.act.metrics.pass(C::NAME, started);
             debug!(concern = C::NAME, "pass done");
         }
@@ -488,6 +498,7 @@ impl<P: CloudProvider> Reconciler<P> {
             common: c.clone(),
             provisioning: provisioning::State::default(),
             disruption: disruption::State::default(),
+            views: views.clone(),
         };
         tasks.spawn(drive(scheduling, views.clone(), p.clone(), s.clone()));
         tasks.spawn(drive(garbagecollection::Collection::new(c.clone()), views, p.clone(), s.clone()));

@@ -225,8 +225,8 @@ impl<P: CloudProvider> Collection<P> {
 impl<P: CloudProvider> Concern<P> for Collection<P> {
     const NAME: &'static str = "instanceprofile.garbagecollection";
 
-    async fn pass(&mut self, m: &Manifests, _: &Loaded, now: i64) {
-        self.collect_nodeclass_garbage(m, now).await;
+    async fn pass(&mut self, loaded: std::sync::Arc<Loaded>, now: i64) {
+        self.collect_nodeclass_garbage(loaded.manifests(), now).await;
     }
 }
 

@@ -8,18 +8,21 @@
 //! ends with the command that explains it.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use carpentry_core::api::NodeClaim;
 use carpentry_core::manifest::Manifests;
 use carpentry_core::pod::{is_provisionable, PodRef};
 use carpentry_core::provisioning::{self, Batcher, Triggers, BATCH_IDLE_MILLIS, BATCH_MAX_MILLIS};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use serde_json::json;
 use tracing::{info, warn};
 
 use super::act::{nodepool_ref, pod_ref};
 use super::Scheduling;
 use crate::cloud::CloudProvider;
+use crate::view::Loaded;
 
 /// How long a created NodeClaim may take to appear in the view before rounds go on without it
 /// (core's, as disruption waits for its replacements).
@@ -41,17 +44,59 @@ fn explain(pod: &PodRef) -> String {
     format!("kubectl karpenter explain pod {pod}")
 }
 
+/// What a round decided, taken out of the view so that the view is let go before the round's
+/// writes (a round of hundreds of creates and thousands of events takes a while, paced by the
+/// client's rate limit, and a view is a copy of the cluster).
+/// Pods with what their events are published on.
+type PodRefs = Vec<(PodRef, ObjectReference)>;
+
+#[derive(Default)]
+struct RoundPlan {
+    /// Planned NodeClaims a NodePool's limits refuse: what to log, what to tell their pods.
+    refused: Vec<(serde_json::Value, String, PodRefs)>,
+    /// NodeClaims to create, in the round's order, with their decision's detail and their pods.
+    creates: Vec<Create>,
+    /// Pods placed on existing nodes or NodeClaims in flight: (kind, name, pods).
+    placements: Vec<(&'static str, String, PodRefs)>,
+    /// NodePools their own spec keeps out of the round: the event on each.
+    notices: Vec<(ObjectReference, &'static str, String)>,
+    /// Pods no NodePool can take: the pod, core's headline, the pod's reference.
+    unschedulable: Vec<(PodRef, String, Option<ObjectReference>)>,
+}
+
+struct Create {
+    nodeclaim: NodeClaim,
+    nodepool: String,
+    detail: serde_json::Value,
+    pods: PodRefs,
+}
+
 impl<P: CloudProvider> Scheduling<P> {
-    pub(super) async fn provision(&mut self, m: &Manifests, now: i64) {
+    /// Runs a provisioning round on `loaded` when one is due; gives the view back when none ran
+    /// (a round lets it go before its writes).
+    pub(super) async fn provision(&mut self, loaded: Arc<Loaded>, now: i64) -> Option<Arc<Loaded>> {
+        if !self.round_due(loaded.manifests(), now) {
+            return Some(loaded);
+        }
+        let plan = self.plan_round(loaded.manifests(), now);
+        drop(loaded);
+        if let Some(plan) = plan {
+            self.act_round(plan).await;
+        }
+        None
+    }
+
+    /// Whether the batch window has closed on a synced view (and a round is to run now).
+    fn round_due(&mut self, m: &Manifests, now: i64) -> bool {
         let ms = self.millis();
         let awaited = self.settle_created(m, AWAIT_CREATED_MILLIS);
         let st = &mut self.provisioning;
         if st.triggers.observe(&m.pods, &m.nodes, &m.pdbs, ms, now) {
             st.batcher.trigger(ms);
         }
-        let Some(deadline) = st.batcher.deadline(BATCH_IDLE_MILLIS, BATCH_MAX_MILLIS) else { return };
+        let Some(deadline) = st.batcher.deadline(BATCH_IDLE_MILLIS, BATCH_MAX_MILLIS) else { return false };
         if ms < deadline {
-            return;
+            return false;
         }
         if let Err(not_synced) = carpentry_core::state::synced(awaited.as_deref(), &m.nodeclaims) {
             let why = not_synced.to_string();
@@ -60,14 +105,15 @@ impl<P: CloudProvider> Scheduling<P> {
                 info!(waiting_for = %why, "provisioning waits for the view to settle");
                 st.waiting_for = Some(why);
             }
-            return;
+            return false;
         }
         st.waiting_for = None;
         st.batcher.close();
-        self.round(m, now).await;
+        true
     }
 
-    async fn round(&mut self, m: &Manifests, now: i64) {
+    /// Core's scheduler on the view, and what follows from its results, without a write.
+    fn plan_round(&mut self, m: &Manifests, now: i64) -> Option<RoundPlan> {
         // kube-scheduler has not given up on a pending pod that is not provisionable yet: leave it
         // to kube-scheduler, as upstream does.
         let mut view = m.clone();
@@ -76,9 +122,10 @@ impl<P: CloudProvider> Scheduling<P> {
             Ok(p) => p,
             Err(e) => {
                 warn!(error = %carpentry_core::error_chain(&e), "the provisioning round cannot run");
-                return;
+                return None;
             }
         };
+        drop(view);
         let mut input = prepared.input;
         input.options.now = Some(now);
         // Offerings the cloud just said it has no capacity for are planned with by no one
@@ -86,18 +133,19 @@ impl<P: CloudProvider> Scheduling<P> {
         input.unavailable_offerings = self.cloud.unavailable_offerings(&self.catalogue, &self.region);
         let results = carpentry_core::schedule(&input);
         let pods: BTreeMap<PodRef, &Pod> = m.pods.iter().map(|p| (PodRef::of(p), p)).collect();
+        let refs = |list: &[PodRef]| -> PodRefs {
+            list.iter().filter_map(|r| pods.get(r).map(|p| (r.clone(), pod_ref(p)))).collect()
+        };
         info!(
             nodeclaims = results.nodeclaims.len(),
             existing = results.existing_nodes.iter().map(|e| e.pods.len()).sum::<usize>(),
             unschedulable = results.unschedulable.len(),
             "provisioning round"
         );
+        let mut plan = RoundPlan::default();
         // The NodePools' limits, in the round's order (each planned NodeClaim counts against the
-        // next); then the creates of the round at once, as upstream's `CreateNodeClaims`
-        // (`workqueue.ParallelizeUntil` over all of them): a round of many NodeClaims waits for
-        // the slowest create, not for their sum. The client's rate limit paces them.
+        // next).
         let mut nodeclaims = m.nodeclaims.clone();
-        let mut creates = Vec::new();
         for planned in &results.nodeclaims {
             let Some(np_input) = input.nodepools.iter().find(|n| n.nodepool.name() == planned.nodepool) else {
                 continue;
@@ -105,82 +153,97 @@ impl<P: CloudProvider> Scheduling<P> {
             let nodepool = &np_input.nodepool;
             let class = m.nodeclass_for(nodepool).map(|c| c.spec.clone()).unwrap_or_default();
             if let Some(over) = provisioning::exceeded(nodepool, &nodeclaims) {
-                self.act.decided("LimitExceeded", &json!(over));
-                for r in &planned.pods {
-                    if let Some(pod) = pods.get(r) {
-                        let note = format!("{over}; not creating a NodeClaim for this pod ({})", explain(r));
-                        self.act.event(&pod_ref(pod), true, "FailedScheduling", note, "Provision").await;
-                    }
-                }
+                plan.refused.push((json!(over), over.to_string(), refs(&planned.pods)));
                 continue;
             }
             let nc = provisioning::nodeclaim_for(planned, nodepool, &class);
             nodeclaims.push(nc.clone());
-            creates.push((planned, nc));
-        }
-        // The futures made first: a stream over a closure trips the Send check of the task's future.
-        let pending: Vec<_> = creates.iter().map(|(_, nc)| self.act.create_nodeclaim(nc)).collect();
-        let outcomes: Vec<_> = futures::stream::iter(pending).buffered(CONCURRENT_CREATES).collect().await;
-        for ((planned, nc), outcome) in creates.iter().zip(outcomes) {
             let detail = json!({
                 "nodepool": planned.nodepool, "pods": planned.pods, "instanceTypes": planned.instance_type_options.len(),
                 "cheapest": planned.instance_type_options.first(), "launch": planned.launch,
             });
-            let target = match outcome {
-                Ok(Some(name)) => {
-                    self.act.decided("NodeClaimCreated", &detail);
-                    self.act.metrics.nodeclaim_created(nc, "provisioned");
-                    self.created(name.clone());
-                    let nominated = planned.pods.iter().filter_map(|r| pods.get(r)).map(|p| pod_ref(p)).collect();
-                    self.nominate(&name, nominated);
-                    format!("nodeclaim/{name}")
-                }
-                Ok(None) => {
-                    self.act.decided("NodeClaimCreated", &detail);
-                    format!("a new NodeClaim of NodePool {}", planned.nodepool)
-                }
-                Err(e) => {
-                    warn!(nodepool = %planned.nodepool, error = %format!("{e:#}"), "cannot create a NodeClaim");
-                    continue;
-                }
-            };
-            for r in &planned.pods {
-                if let Some(pod) = pods.get(r) {
-                    let note = format!("Pod should schedule on: {target} ({})", explain(r));
-                    self.act.event(&pod_ref(pod), false, "Nominated", note, "Provision").await;
-                }
-            }
+            let pods = refs(&planned.pods);
+            plan.creates.push(Create { nodeclaim: nc, nodepool: planned.nodepool.clone(), detail, pods });
         }
         for placement in &results.existing_nodes {
+            let placed = refs(&placement.pods);
             let kind = if m.nodes.iter().any(|n| n.metadata.name.as_deref() == Some(&placement.name)) {
                 // upstream: a node pods are nominated onto is no disruption candidate for a while.
                 let until = now + carpentry_core::disruption::orchestration::NOMINATION_SECONDS;
                 self.disruption.nominated.insert(placement.name.clone(), until);
                 "node"
             } else {
-                let nominated = placement.pods.iter().filter_map(|r| pods.get(r)).map(|p| pod_ref(p)).collect();
-                self.nominate(&placement.name, nominated);
+                self.nominate(&placement.name, placed.iter().map(|(_, p)| p.clone()).collect());
                 "nodeclaim"
             };
-            for r in &placement.pods {
-                if let Some(pod) = pods.get(r) {
-                    let note = format!("Pod should schedule on: {kind}/{} ({})", placement.name, explain(r));
-                    self.act.event(&pod_ref(pod), false, "Nominated", note, "Provision").await;
-                }
-            }
+            plan.placements.push((kind, placement.name.clone(), placed));
         }
         // A NodePool its own spec keeps out of the round says why (core's notice; upstream logs it).
         for skipped in &results.skipped_nodepools {
             let Some(notice) = skipped.notice(&input) else { continue };
             if let Some(np) = m.nodepools.iter().find(|np| np.name() == skipped.nodepool) {
-                self.act.event(&nodepool_ref(np), true, notice.reason, notice.message, "Provision").await;
+                plan.notices.push((nodepool_ref(np), notice.reason, notice.message));
             }
         }
         for u in &results.unschedulable {
-            self.act.decided("FailedScheduling", &json!({"pod": u.pod, "headline": u.explanation.headline()}));
-            if let Some(pod) = pods.get(&u.pod) {
-                let note = format!("{} ({})", u.explanation.headline(), explain(&u.pod));
-                self.act.event(&pod_ref(pod), true, "FailedScheduling", note, "Provision").await;
+            let pod = pods.get(&u.pod).map(|p| pod_ref(p));
+            plan.unschedulable.push((u.pod.clone(), u.explanation.headline(), pod));
+        }
+        Some(plan)
+    }
+
+    /// The round's writes: the creates at once, as upstream's `CreateNodeClaims`
+    /// (`workqueue.ParallelizeUntil` over all of them), so that a round of many NodeClaims waits
+    /// for the slowest create, not for their sum (the client's rate limit paces them); then the
+    /// events.
+    async fn act_round(&mut self, plan: RoundPlan) {
+        for (over, text, pods) in &plan.refused {
+            self.act.decided("LimitExceeded", over);
+            for (r, pod) in pods {
+                let note = format!("{text}; not creating a NodeClaim for this pod ({})", explain(r));
+                self.act.event(pod, true, "FailedScheduling", note, "Provision").await;
+            }
+        }
+        // The futures made first: a stream over a closure trips the Send check of the task's future.
+        let pending: Vec<_> = plan.creates.iter().map(|c| self.act.create_nodeclaim(&c.nodeclaim)).collect();
+        let outcomes: Vec<_> = futures::stream::iter(pending).buffered(CONCURRENT_CREATES).collect().await;
+        for (create, outcome) in plan.creates.iter().zip(outcomes) {
+            let target = match outcome {
+                Ok(Some(name)) => {
+                    self.act.decided("NodeClaimCreated", &create.detail);
+                    self.act.metrics.nodeclaim_created(&create.nodeclaim, "provisioned");
+                    self.created(name.clone());
+                    self.nominate(&name, create.pods.iter().map(|(_, p)| p.clone()).collect());
+                    format!("nodeclaim/{name}")
+                }
+                Ok(None) => {
+                    self.act.decided("NodeClaimCreated", &create.detail);
+                    format!("a new NodeClaim of NodePool {}", create.nodepool)
+                }
+                Err(e) => {
+                    warn!(nodepool = %create.nodepool, error = %format!("{e:#}"), "cannot create a NodeClaim");
+                    continue;
+                }
+            };
+            for (r, pod) in &create.pods {
+                let note = format!("Pod should schedule on: {target} ({})", explain(r));
+                self.act.event(pod, false, "Nominated", note, "Provision").await;
+            }
+        }
+        for (kind, name, pods) in &plan.placements {
+            for (r, pod) in pods {
+                let note = format!("Pod should schedule on: {kind}/{name} ({})", explain(r));
+                self.act.event(pod, false, "Nominated", note, "Provision").await;
+            }
+        }
+        for (nodepool, reason, message) in plan.notices {
+            self.act.event(&nodepool, true, reason, message, "Provision").await;
+        }
+        for (r, headline, pod) in &plan.unschedulable {
+            self.act.decided("FailedScheduling", &json!({"pod": r, "headline": headline}));
+            if let Some(pod) = pod {
+                let note = format!("{headline} ({})", explain(r));
+                self.act.event(pod, true, "FailedScheduling", note, "Provision").await;
             }
         }
     }

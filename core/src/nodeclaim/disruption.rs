@@ -187,7 +187,17 @@ impl PodMarks {
 
 /// Whether a pod event at `now` is written to the NodeClaim (upstream's dedupe).
 pub fn records_pod_event(nc: &NodeClaim, now: i64) -> bool {
-    let last = nc.status.as_ref().and_then(|s| s.last_pod_event_time.as_deref()).and_then(parse_time);
+    records_pod_event_after(last_pod_event(nc), now)
+}
+
+/// The NodeClaim's `status.lastPodEventTime` (seconds), if any.
+pub fn last_pod_event(nc: &NodeClaim) -> Option<i64> {
+    nc.status.as_ref().and_then(|s| s.last_pod_event_time.as_deref()).and_then(parse_time)
+}
+
+/// Whether a pod event at `now` is written to a NodeClaim whose last was at `last` (upstream's
+/// dedupe), for a caller that keeps the time rather than the NodeClaim.
+pub fn records_pod_event_after(last: Option<i64>, now: i64) -> bool {
     last.is_none_or(|t| now - t >= POD_EVENT_DEDUPE_SECONDS)
 }
 
