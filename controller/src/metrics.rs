@@ -1,7 +1,9 @@
 //! The controller's Prometheus metrics that count and time what the reconcilers do, with
 //! upstream Karpenter v1.14.1's names and labels where upstream has the metric (`pkg/metrics`,
 //! `pkg/controllers/disruption/metrics.go`, `pkg/controllers/node/termination/metrics.go`,
-//! `pkg/cloudprovider/metrics/cloudprovider.go`), and
+//! `pkg/cloudprovider/metrics/cloudprovider.go`, `pkg/controllers/provisioning/scheduling/metrics.go`,
+//! `pkg/controllers/state/metrics.go`; karpenter-provider-aws v1.14.1
+//! `pkg/controllers/interruption/metrics.go`), and
 //! `carpentry_*` for what upstream leaves to controller-runtime or does not measure: each
 //! concern's pass, and every write to the API server. The gauges of the view (objects, pending
 //! pods, NodeClaims by phase) are read at scrape time ([`crate::serve`]).
@@ -14,6 +16,7 @@ use carpentry_core::labels;
 use k8s_openapi::api::core::v1::Node;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
@@ -58,6 +61,15 @@ fn lifetime_buckets() -> Histogram {
 /// long terminationGracePeriod.
 fn termination_buckets() -> Histogram {
     Histogram::new(exponential_buckets(1.0, 2.0, 15))
+}
+
+/// upstream `metrics.DurationBuckets` (controller-runtime's, with longer ones for singletons).
+fn duration_buckets() -> Histogram {
+    Histogram::new([
+        0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5,
+        1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0,
+        120.0, 150.0, 300.0, 450.0, 600.0,
+    ])
 }
 
 /// From 5 ms doubling to about 80 s: a pass is usually milliseconds, one waiting on a cloud call
@@ -105,6 +117,20 @@ pub struct Metrics {
     reconcile_errors: Family<Labels, Counter>,
     /// `controller_runtime_reconcile_time_seconds{controller}`.
     reconcile_time: Histograms,
+    /// `karpenter_provisioner_scheduling_duration_seconds{controller}`.
+    scheduling_duration: Histograms,
+    /// `karpenter_provisioner_unschedulable_pods_count{controller}`: the last round's.
+    unschedulable_pods: Family<Labels, Gauge>,
+    /// `karpenter_cluster_state_synced`, `_node_count`, `_unsynced_time_seconds`.
+    cluster_state_synced: Gauge,
+    cluster_state_nodes: Gauge,
+    cluster_state_unsynced_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
+    /// `karpenter_interruption_received_messages_total{message_type}`.
+    interruption_received: Family<Labels, Counter>,
+    /// `karpenter_interruption_deleted_messages_total`.
+    interruption_deleted: Counter,
+    /// `karpenter_interruption_message_queue_duration_seconds`.
+    interruption_latency: Histograms,
 }
 
 impl Default for Metrics {
@@ -128,6 +154,14 @@ impl Default for Metrics {
             reconciles: Family::default(),
             reconcile_errors: Family::default(),
             reconcile_time: Family::new_with_constructor(pass_buckets),
+            scheduling_duration: Family::new_with_constructor(duration_buckets),
+            unschedulable_pods: Family::default(),
+            cluster_state_synced: Gauge::default(),
+            cluster_state_nodes: Gauge::default(),
+            cluster_state_unsynced_seconds: Gauge::default(),
+            interruption_received: Family::default(),
+            interruption_deleted: Counter::default(),
+            interruption_latency: Family::new_with_constructor(duration_buckets),
         }
     }
 }
@@ -263,6 +297,77 @@ impl Metrics {
             "Total number of errors returned from CloudProvider calls.",
             self.cloud_errors.clone(),
         );
+        karpenter.register(
+            "provisioner_scheduling_duration_seconds",
+            "Duration of scheduling simulations used for deprovisioning and provisioning in seconds.",
+            self.scheduling_duration.clone(),
+        );
+        karpenter.register(
+            "provisioner_unschedulable_pods_count",
+            "The number of unschedulable Pods.",
+            self.unschedulable_pods.clone(),
+        );
+        karpenter.register(
+            "cluster_state_synced",
+            "Returns 1 if cluster state is synced and 0 otherwise. Synced checks that nodeclaims and nodes that are stored in the APIServer have the same representation as Karpenter's cluster state",
+            self.cluster_state_synced.clone(),
+        );
+        karpenter.register(
+            "cluster_state_node_count",
+            "Current count of nodes in cluster state",
+            self.cluster_state_nodes.clone(),
+        );
+        karpenter.register(
+            "cluster_state_unsynced_time_seconds",
+            "The time for which cluster state is not synced",
+            self.cluster_state_unsynced_seconds.clone(),
+        );
+        karpenter.register(
+            "interruption_received_messages",
+            "Count of messages received from the SQS queue. Broken down by message type and whether the message was actionable.",
+            self.interruption_received.clone(),
+        );
+        karpenter.register(
+            "interruption_deleted_messages",
+            "Count of messages deleted from the SQS queue.",
+            self.interruption_deleted.clone(),
+        );
+        karpenter.register(
+            "interruption_message_queue_duration_seconds",
+            "Amount of time an interruption message is on the queue before it is processed by karpenter.",
+            self.interruption_latency.clone(),
+        );
+    }
+
+    /// upstream `provisioner.Schedule`: one scheduling run of `controller` (`provisioner`) that
+    /// began at `started`, leaving `unschedulable` pods.
+    pub fn scheduled(&self, controller: &str, started: Instant, unschedulable: usize) {
+        let labels = vec![label("controller", controller)];
+        self.scheduling_duration.get_or_create(&labels).observe(started.elapsed().as_secs_f64());
+        self.unschedulable_pods.get_or_create(&labels).set(unschedulable as i64);
+    }
+
+    /// upstream `Cluster.Synced`'s gauges: whether the view is synced, the nodes it holds, and
+    /// for how long it has not been synced (`unsynced_for`, 0 when synced).
+    pub fn cluster_state(&self, synced: bool, nodes: usize, unsynced_for: f64) {
+        self.cluster_state_synced.set(i64::from(synced));
+        self.cluster_state_nodes.set(nodes as i64);
+        self.cluster_state_unsynced_seconds.set(unsynced_for);
+    }
+
+    /// upstream interruption: a message of `kind` received and parsed.
+    pub fn interruption_received(&self, kind: &str) {
+        self.interruption_received.get_or_create(&vec![label("message_type", kind)]).inc();
+    }
+
+    /// upstream interruption: a message handled `latency` seconds after its event's time.
+    pub fn interruption_handled(&self, latency: f64) {
+        self.interruption_latency.get_or_create(&Vec::new()).observe(latency.max(0.0));
+    }
+
+    /// upstream interruption: a message deleted from the queue.
+    pub fn interruption_deleted(&self) {
+        self.interruption_deleted.inc();
     }
 
     /// A write `what` ("patch NodeClaim x status", "evict Pod ns/x") sent, or failed.
@@ -462,6 +567,36 @@ mod tests {
             r#"controller_runtime_reconcile_total{controller="nodeclass",result="error"} 2"#,
             r#"controller_runtime_reconcile_errors_total{controller="nodeclass"} 2"#,
             r#"controller_runtime_reconcile_time_seconds_count{controller="nodeclass"} 3"#,
+        ] {
+            assert!(text.contains(sample), "{sample} in {text}");
+        }
+    }
+
+    /// The scheduling, cluster-state and interruption metrics render under upstream's names.
+    #[test]
+    fn scheduling_state_and_interruption_render_under_upstreams_names() {
+        let metrics = Metrics::default();
+        metrics.scheduled("provisioner", Instant::now(), 3);
+        metrics.cluster_state(false, 7, 42.5);
+        metrics.interruption_received("spot_interrupted");
+        metrics.interruption_received("spot_interrupted");
+        metrics.interruption_received("no_op");
+        metrics.interruption_handled(2.0);
+        metrics.interruption_deleted();
+        let mut root = Registry::default();
+        metrics.register(&mut root);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &root).expect("encode");
+        for sample in [
+            r#"karpenter_provisioner_scheduling_duration_seconds_count{controller="provisioner"} 1"#,
+            r#"karpenter_provisioner_unschedulable_pods_count{controller="provisioner"} 3"#,
+            "karpenter_cluster_state_synced 0",
+            "karpenter_cluster_state_node_count 7",
+            "karpenter_cluster_state_unsynced_time_seconds 42.5",
+            r#"karpenter_interruption_received_messages_total{message_type="spot_interrupted"} 2"#,
+            r#"karpenter_interruption_received_messages_total{message_type="no_op"} 1"#,
+            "karpenter_interruption_deleted_messages_total 1",
+            "karpenter_interruption_message_queue_duration_seconds_sum 2.0",
         ] {
             assert!(text.contains(sample), "{sample} in {text}");
         }

@@ -1327,6 +1327,16 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
         .await
         .with_context(|| format!("controller log:\n{}", log()))?;
     ensure!(launched(&client, &nodepool).await?.contains_key(&victim), "a rebalance recommendation deleted {victim}");
+    // upstream's interruption metrics: each parsed message by its kind (the S3 event a no-op,
+    // the malformed one not received), all three deleted, the handled ones timed from their
+    // event's time.
+    let (_, body) = get(metrics, "/metrics")?;
+    let received =
+        |kind: &str| metric_sum(&body, "karpenter_interruption_received_messages_total", &[("message_type", kind)]);
+    ensure!(received("rebalance_recommendation") == 1.0 && received("no_op") == 1.0, "received: {body}");
+    ensure!(metric_sum(&body, "karpenter_interruption_deleted_messages_total", &[]) == 3.0, "deleted: {body}");
+    let handled = metric_sum(&body, "karpenter_interruption_message_queue_duration_seconds_count", &[]);
+    ensure!(handled == 2.0, "{handled} messages timed: {body}");
     let spot = event(
         "EC2 Spot Instance Interruption Warning",
         "aws.ec2",

@@ -72,6 +72,7 @@ impl<P: CloudProvider> Interruptions<P> {
                     continue;
                 }
             };
+            self.act.metrics.interruption_received(message.kind.as_str());
             let handlings = interruption::handle(&message, &m.nodeclaims);
             if message.kind != MessageKind::NoOp {
                 self.act.decided(
@@ -118,14 +119,21 @@ impl<P: CloudProvider> Interruptions<P> {
                 }
             }
             if handled {
+                let time = message.time.as_deref().and_then(carpentry_core::api::time::parse_time);
+                if let Some(time) = time {
+                    self.act.metrics.interruption_handled((crate::clock::now_seconds() - time) as f64);
+                }
                 self.delete_message(&queued.receipt).await;
             }
         }
     }
 
     async fn delete_message(&self, receipt: &str) {
-        if let Err(e) = self.cloud.delete_message(receipt).await {
-            warn!(error = %format!("{e:#}"), "cannot delete the interruption message; it comes back after 20 s");
+        match self.cloud.delete_message(receipt).await {
+            Ok(()) => self.act.metrics.interruption_deleted(),
+            Err(e) => {
+                warn!(error = %format!("{e:#}"), "cannot delete the interruption message; it comes back after 20 s")
+            }
         }
     }
 }

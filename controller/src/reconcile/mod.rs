@@ -385,6 +385,8 @@ struct Scheduling<P: CloudProvider> {
     /// The views the loader publishes: disruption decides on the latest one after a provisioning
     /// round, which let its own view go before its creates.
     views: watch::Receiver<Option<Arc<Loaded>>>,
+    /// Since when the view has not been synced (upstream's `unsyncedStartTime`), for the metric.
+    unsynced_since: Option<Instant>,
 }
 concern_common!(Scheduling);
 
@@ -399,6 +401,19 @@ impl<P: CloudProvider> Concern<P> for Scheduling<P> {
         let kept = self.provision(loaded, now).await;
         // A round let its view go: the latest one (None: nothing to decide on now).
         let Some(loaded) = kept.or_else(|| self.views.borrow().clone()) else { return };
+        let synced = self.synced(loaded.manifests());
+        let unsynced_for = match (synced, self.unsynced_since) {
+            (true, _) => {
+                self.unsynced_since = None;
+                0.0
+            }
+            (false, Some(since)) => since.elapsed().as_secs_f64(),
+            (false, None) => {
+                self.unsynced_since = Some(Instant::now());
+                0.0
+            }
+        };
+        self.act.metrics.cluster_state(synced, loaded.manifests().nodes.len(), unsynced_for);
         // Disruption decides which pods a node can shed: it waits for a whole view of them.
         if loaded.live.holding_back(HeldDecision::Disruption).is_none() {
             self.disruption(loaded.manifests(), now).await;
@@ -499,6 +514,7 @@ impl<P: CloudProvider> Reconciler<P> {
             provisioning: provisioning::State::default(),
             disruption: disruption::State::default(),
             views: views.clone(),
+            unsynced_since: None,
         };
         tasks.spawn(drive(scheduling, views.clone(), p.clone(), s.clone()));
         tasks.spawn(drive(garbagecollection::Collection::new(c.clone()), views, p.clone(), s.clone()));

@@ -131,7 +131,9 @@ impl<P: CloudProvider> Scheduling<P> {
         // Offerings the cloud just said it has no capacity for are planned with by no one
         // (upstream: the instance type provider lists them unavailable).
         input.unavailable_offerings = self.cloud.unavailable_offerings(&self.catalogue, &self.region);
+        let started = std::time::Instant::now();
         let results = carpentry_core::schedule(&input);
+        self.act.metrics.scheduled("provisioner", started, results.unschedulable.len());
         let pods: BTreeMap<PodRef, &Pod> = m.pods.iter().map(|p| (PodRef::of(p), p)).collect();
         let refs = |list: &[PodRef]| -> PodRefs {
             list.iter().filter_map(|r| pods.get(r).map(|p| (r.clone(), pod_ref(p)))).collect()
