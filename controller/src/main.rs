@@ -177,8 +177,16 @@ async fn run(args: Args) -> Result<()> {
             "--cluster-endpoint and --cluster-ca-bundle are read by the aws provider only (nodes' bootstrap user data)"
         );
     }
-    let limit = ratelimit::RateLimitLayer::new(f64::from(args.kube_client_qps), args.kube_client_burst);
-    let (clients, server, trusted_ca) = connect(args.kubeconfig.as_deref(), &limit).await?;
+    let metrics = metrics::Metrics::default();
+    let limit = |client: &str| {
+        ratelimit::RateLimitLayer::new(
+            f64::from(args.kube_client_qps),
+            args.kube_client_burst,
+            metrics.api_requests(client),
+        )
+    };
+    let (limits, kubeconfig) = ((limit("requests"), limit("watches")), args.kubeconfig.as_deref());
+    let (clients, server, trusted_ca) = connect(kubeconfig, limits, metrics).await?;
     let client = clients.requests.clone();
     info!(server = %server, dry_run = args.dry_run, region = %region, "carpentry-controller starting");
     match args.cloud_provider {
@@ -223,15 +231,24 @@ async fn drive<P: cloud::CloudProvider>(
         )
         .await?
     };
-    let metrics = metrics::Metrics::default();
+    let metrics = clients.metrics.clone();
     let act = reconcile::act::Act::new(client.clone(), args.dry_run, identity(), metrics.clone(), leader.status());
     info!(cloud_provider = cloud.name(), "cloud provider ready");
     let timings = cloud.timings();
     let reconciler = reconcile::Reconciler::new(act, view.clone(), cloud, leader.status(), region.clone());
     let progress = reconciler.progress();
+    let published = reconciler.views();
     let mut reconciling = tokio::spawn(reconciler.run(shutdown.clone()));
-    let state =
-        serve::State { view: view.clone(), leader: leader.status(), region, server, metrics, timings, progress };
+    let state = serve::State {
+        view: view.clone(),
+        published,
+        leader: leader.status(),
+        region,
+        server,
+        metrics,
+        timings,
+        progress,
+    };
     let health = serve::health(state.clone(), SocketAddr::from(([0, 0, 0, 0], args.health_port)), shutdown.clone());
     let metrics = serve::metrics(state, SocketAddr::from(([0, 0, 0, 0], args.metrics_port)), shutdown.clone());
     let (health, metrics) = (tokio::spawn(health), tokio::spawn(metrics));
@@ -301,6 +318,8 @@ struct Clients {
     requests: kube::Client,
     watches: kube::Client,
     leader: kube::Client,
+    /// The metrics, which count the clients' requests.
+    metrics: metrics::Metrics,
 }
 
 /// The clients for `kubeconfig`, else the in-cluster configuration, else the default kubeconfig;
@@ -308,7 +327,8 @@ struct Clients {
 /// trusts, as base64 of their PEM (upstream `GetCABundle`: nodes' bootstrap trusts the same CA).
 async fn connect(
     kubeconfig: Option<&std::path::Path>,
-    limit: &ratelimit::RateLimitLayer,
+    (requests_limit, watches_limit): (ratelimit::RateLimitLayer, ratelimit::RateLimitLayer),
+    metrics: metrics::Metrics,
 ) -> Result<(Clients, String, Option<String>)> {
     let config = match kubeconfig {
         Some(path) => {
@@ -325,18 +345,21 @@ async fn connect(
         let pem: String = certs.iter().map(|der| pem_certificate(der)).collect();
         aws_smithy_types::base64::encode(pem)
     });
-    let build = |config: kube::Config, limited: bool| -> Result<kube::Client> {
+    let build = |config: kube::Config, limit: Option<ratelimit::RateLimitLayer>| -> Result<kube::Client> {
         let builder = kube::client::ClientBuilder::try_from(config).context("cannot build the Kubernetes client")?;
-        Ok(if limited { builder.with_layer(limit).build() } else { builder.build() })
+        Ok(match limit {
+            Some(limit) => builder.with_layer(&limit).build(),
+            None => builder.build(),
+        })
     };
-    let watches = build(config.clone(), true)?;
+    let watches = build(config.clone(), Some(watches_limit))?;
     let mut bounded = config;
     bounded.read_timeout = Some(API_READ_TIMEOUT);
     // The timeout counts from each request, not from when its pooled connection went idle.
     bounded.reset_reader_on_write = true;
-    let requests = build(bounded.clone(), true)?;
-    let leader = build(bounded, false)?;
-    Ok((Clients { requests, watches, leader }, server, trusted_ca))
+    let requests = build(bounded.clone(), Some(requests_limit))?;
+    let leader = build(bounded, None)?;
+    Ok((Clients { requests, watches, leader, metrics }, server, trusted_ca))
 }
 
 /// One DER certificate as PEM (base64 in lines of 64).

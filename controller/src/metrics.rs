@@ -87,6 +87,8 @@ pub struct Metrics {
     api_writes: Family<Labels, Counter>,
     /// `carpentry_api_write_errors_total{verb, resource}`.
     api_write_errors: Family<Labels, Counter>,
+    /// `carpentry_api_requests_total{client}`: every request through a rate-limited client.
+    api_requests: Family<Labels, Counter>,
     /// `karpenter_nodeclaims_created_total{reason, nodepool, min_values_relaxed}`.
     nodeclaims_created: Family<Labels, Counter>,
     /// `karpenter_nodeclaims_terminated_total{nodepool, capacity_type, zone}`.
@@ -139,6 +141,7 @@ impl Default for Metrics {
             decisions: Family::default(),
             api_writes: Family::default(),
             api_write_errors: Family::default(),
+            api_requests: Family::default(),
             nodeclaims_created: Family::default(),
             nodeclaims_terminated: Family::default(),
             nodeclaims_disrupted: Family::default(),
@@ -233,6 +236,11 @@ impl Metrics {
             "api_write_errors",
             "Writes the API server refused or did not answer, by verb and resource",
             self.api_write_errors.clone(),
+        );
+        carpentry.register(
+            "api_requests",
+            "Requests sent to the API server through the client's rate limit (reads, writes, lists and watch starts), by client",
+            self.api_requests.clone(),
         );
         carpentry.register(
             "reconcile_pass_duration_seconds",
@@ -368,6 +376,11 @@ impl Metrics {
     /// upstream interruption: a message deleted from the queue.
     pub fn interruption_deleted(&self) {
         self.interruption_deleted.inc();
+    }
+
+    /// The counter of the requests client `client` (`requests`, `watches`) sends.
+    pub fn api_requests(&self, client: &str) -> Counter {
+        self.api_requests.get_or_create(&vec![label("client", client)]).clone()
     }
 
     /// A write `what` ("patch NodeClaim x status", "evict Pod ns/x") sent, or failed.

@@ -15,6 +15,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use prometheus_client::metrics::counter::Counter;
 use tokio::time::{Instant, Sleep};
 use tower_layer::Layer;
 use tower_service::Service;
@@ -56,16 +57,18 @@ impl TokenBucket {
     }
 }
 
-/// Puts a [`TokenBucket`] in front of a client's service.
+/// Puts a [`TokenBucket`] in front of a client's service, and counts the requests that pass.
 #[derive(Debug, Clone)]
 pub struct RateLimitLayer {
     qps: f64,
     burst: u32,
+    requests: Counter,
 }
 
 impl RateLimitLayer {
-    pub fn new(qps: f64, burst: u32) -> RateLimitLayer {
-        RateLimitLayer { qps, burst }
+    /// `requests` counts each request sent (`carpentry_api_requests_total`).
+    pub fn new(qps: f64, burst: u32, requests: Counter) -> RateLimitLayer {
+        RateLimitLayer { qps, burst, requests }
     }
 }
 
@@ -73,7 +76,8 @@ impl<S> Layer<S> for RateLimitLayer {
     type Service = RateLimited<S>;
 
     fn layer(&self, inner: S) -> RateLimited<S> {
-        RateLimited { inner, bucket: TokenBucket::new(self.qps, self.burst), waiting: None, granted: false }
+        let bucket = TokenBucket::new(self.qps, self.burst);
+        RateLimited { inner, bucket, waiting: None, granted: false, requests: self.requests.clone() }
     }
 }
 
@@ -85,6 +89,7 @@ pub struct RateLimited<S> {
     waiting: Option<Pin<Box<Sleep>>>,
     /// A token is held for the next call.
     granted: bool,
+    requests: Counter,
 }
 
 impl<S, R> Service<R> for RateLimited<S>
@@ -117,6 +122,7 @@ where
     fn call(&mut self, request: R) -> S::Future {
         // tower's contract: `call` follows a `poll_ready` that returned ready, which took the token.
         self.granted = false;
+        self.requests.inc();
         self.inner.call(request)
     }
 }
@@ -171,7 +177,8 @@ mod tests {
     /// happens, not how long it took.
     #[tokio::test]
     async fn requests_through_the_layer_wait_for_their_token() {
-        let mut service = RateLimitLayer::new(50.0, 2).layer(Stamps(Vec::new()));
+        let requests = Counter::default();
+        let mut service = RateLimitLayer::new(50.0, 2, requests.clone()).layer(Stamps(Vec::new()));
         let mut cx = Context::from_waker(std::task::Waker::noop());
         for _ in 0..2 {
             assert!(service.poll_ready(&mut cx).is_ready());
@@ -182,8 +189,9 @@ mod tests {
         std::future::poll_fn(|cx| service.poll_ready(cx)).await.unwrap();
         service.call(()).await.unwrap();
         assert_eq!(service.inner.0.len(), 3);
+        assert_eq!(requests.get(), 3, "each request sent is counted");
         // Unlimited: never waits.
-        let mut free = RateLimitLayer::new(0.0, 1).layer(Stamps(Vec::new()));
+        let mut free = RateLimitLayer::new(0.0, 1, Counter::default()).layer(Stamps(Vec::new()));
         for _ in 0..100 {
             assert!(free.poll_ready(&mut cx).is_ready());
             free.call(()).await.unwrap();

@@ -30,6 +30,9 @@ use crate::view::ClusterView;
 #[derive(Clone)]
 pub struct State {
     pub view: Arc<ClusterView>,
+    /// The view the reconcilers decide on, when there is one (this replica leads, every watch
+    /// is synced): `/metrics` reads it rather than load a copy of the cluster on every scrape.
+    pub published: tokio::sync::watch::Receiver<Option<Arc<crate::view::Loaded>>>,
     pub leader: LeaderStatus,
     pub region: String,
     /// The API server's URL.
@@ -169,7 +172,20 @@ async fn readyz(Extract(state): Extract<State>) -> Response {
     not_synced(&state.view).unwrap_or_else(|| text(StatusCode::OK, "ok\n".into()))
 }
 
+/// Runs `render` off the async workers: a scrape or a snapshot walks every object (thousands of
+/// pods), which on a worker thread would hold up the reconcilers' tasks scheduled on it.
+async fn off_the_runtime(render: impl FnOnce() -> Response + Send + 'static) -> Response {
+    match tokio::task::spawn_blocking(render).await {
+        Ok(response) => response,
+        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("rendering the answer failed: {e}\n")),
+    }
+}
+
 async fn snapshot(Extract(state): Extract<State>) -> Response {
+    off_the_runtime(move || render_snapshot(&state)).await
+}
+
+fn render_snapshot(state: &State) -> Response {
     if let Some(unavailable) = not_synced(&state.view) {
         return unavailable;
     }
@@ -194,6 +210,10 @@ async fn snapshot(Extract(state): Extract<State>) -> Response {
 type Labels = Vec<(String, String)>;
 
 async fn prometheus(Extract(state): Extract<State>) -> Response {
+    off_the_runtime(move || render_metrics(&state)).await
+}
+
+fn render_metrics(state: &State) -> Response {
     let mut root = Registry::default();
     state.metrics.register(&mut root);
     // upstream's `karpenter_pods_state` (pkg/controllers/metrics/pod), one series per pod.
@@ -221,7 +241,8 @@ async fn prometheus(Extract(state): Extract<State>) -> Response {
         decoded,
     );
     {
-        let loaded = state.view.load();
+        let published = state.published.borrow().clone();
+        let loaded = published.unwrap_or_else(|| Arc::new(state.view.load()));
         let skipped = Family::<Labels, Gauge>::default();
         for s in &loaded.live.skipped {
             skipped.get_or_create(&vec![("gap".into(), format!("{:?}", s.gap))]).inc();

@@ -10,6 +10,9 @@
 //!   core's own time for its `/snapshot` (load, the round's input, `schedule`), best of 3;
 //! * the real controller: its round logged → the last NodeClaim created (the controller's own
 //!   log clock), start → every NodeClaim created → every pod Running, API writes, peak memory;
+//!   every request its rate-limited client sent (`carpentry_api_requests_total`, reads and
+//!   writes) and the highest rate between two scrapes 5 s apart, held to the client's limit
+//!   (the defaults, upstream's: 200 a second after a burst of 300);
 //! * settling: once every pod runs, how long the controller goes on writing to objects (the
 //!   conditions and marks the scale-up still calls for), until 15 s pass without a write;
 //! * at rest for a minute once settled: API writes (the target is none), CPU time,
@@ -25,6 +28,8 @@
 //! scale-up would).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, ensure, Context, Result};
@@ -123,6 +128,55 @@ fn cpu_seconds(pid: u32) -> Result<f64> {
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
     Ok((ticks(11) + ticks(12)) / 100.0)
+}
+
+/// The controller's client limit (`--kube-client-qps`, `--kube-client-burst`: their defaults,
+/// upstream's).
+const CLIENT_QPS: f64 = 200.0;
+const CLIENT_BURST: f64 = 300.0;
+
+/// A scrape of the requests the controller's rate-limited client sent: when it was asked, when
+/// it was answered, the total.
+type RequestSample = (Instant, Instant, f64);
+
+/// Samples `carpentry_api_requests_total{client="requests"}` every 5 s until `stop` (each
+/// scrape also loads a view, so not more often).
+fn sample_requests(port: u16, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<RequestSample>> {
+    std::thread::spawn(move || {
+        let mut samples = Vec::new();
+        while !stop.load(Ordering::Acquire) {
+            let asked = Instant::now();
+            if let Ok(body) = scrape(port) {
+                let total = metric_sum(&body, "carpentry_api_requests_total", &[("client", "requests")]);
+                samples.push((asked, Instant::now(), total));
+            }
+            std::thread::sleep(Duration::from_secs(5));
+        }
+        samples
+    })
+}
+
+/// The requests between the first and last sample, the highest rate between two consecutive
+/// samples, and a pair that sent more than the token bucket allows in the longest time that
+/// can have passed between them (`burst + qps × t`), if any.
+fn request_rates(samples: &[RequestSample]) -> (f64, f64, Option<String>) {
+    let total = match (samples.first(), samples.last()) {
+        (Some(first), Some(last)) => last.2 - first.2,
+        _ => 0.0,
+    };
+    let mut highest: f64 = 0.0;
+    let mut over = None;
+    for pair in samples.windows(2) {
+        let ((asked_a, answered_a, a), (asked_b, answered_b, b)) = (pair[0], pair[1]);
+        let sent = b - a;
+        let between = (asked_b + (answered_b - asked_b) / 2) - (asked_a + (answered_a - asked_a) / 2);
+        highest = highest.max(sent / between.as_secs_f64());
+        let longest = (answered_b - asked_a).as_secs_f64();
+        if sent > CLIENT_BURST + CLIENT_QPS * longest {
+            over = Some(format!("{sent} requests in at most {longest:.1} s"));
+        }
+    }
+    (total, highest, over)
 }
 
 /// A metrics scrape.
@@ -278,6 +332,8 @@ async fn scale() -> Result<()> {
     // The real controller.
     let (controller, health, metrics) = start_alone(env, &ns, &[])?;
     let started = Instant::now();
+    let stop_sampling = Arc::new(AtomicBool::new(false));
+    let sampling = sample_requests(metrics, stop_sampling.clone());
     let started_at = k8s_openapi::jiff::Timestamp::now();
     let nodeclaims =
         Api::<DynamicObject>::all_with(client.clone(), &resource("karpenter.sh", "NodeClaim", "nodeclaims"));
@@ -298,6 +354,9 @@ async fn scale() -> Result<()> {
     .await
     .with_context(|| controller.log())?;
     let all_running = started.elapsed();
+    stop_sampling.store(true, Ordering::Release);
+    let samples = sampling.join().map_err(|_| anyhow!("the request sampler panicked"))?;
+    let (requests, highest, over) = request_rates(&samples);
     let rising_events = events_since(&client, started_at).await?;
     let log_began = log.lines().find_map(log_seconds).unwrap_or(f64::NAN);
     let body = scrape(metrics)?;
@@ -317,6 +376,16 @@ async fn scale() -> Result<()> {
         "scale: controller: first log line → round logged {:.1} s; events written while scaling up: {rising_events}",
         round_at - log_began
     );
+    let scrapes: Vec<f64> = samples.iter().map(|(asked, answered, _)| (*answered - *asked).as_secs_f64()).collect();
+    eprintln!(
+        "scale: controller: {requests} API requests while scaling up ({} samples 5 s apart), at most {highest:.1} a second between two (limit {CLIENT_QPS} after a burst of {CLIENT_BURST}); a /metrics scrape took {:.0} ms mean, {:.0} ms at most",
+        samples.len(),
+        scrapes.iter().sum::<f64>() * 1000.0 / scrapes.len().max(1) as f64,
+        scrapes.iter().copied().fold(0.0, f64::max) * 1000.0
+    );
+    if let Some(over) = over {
+        anyhow::bail!("the client sent more than its rate limit allows: {over}");
+    }
     let count = nodeclaims.list(&ListParams::default().labels(&ours)).await?.items.len();
     ensure!(count == planned, "{count} NodeClaims for the {planned} the dry run planned");
 

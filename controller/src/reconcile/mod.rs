@@ -466,6 +466,8 @@ pub struct Reconciler<P: CloudProvider> {
     /// Objects left out of the view, each with its problems as last reported.
     skipped: BTreeMap<String, String>,
     progress: Progress,
+    /// Where the loader publishes the view to decide on (None while there is none).
+    publish: watch::Sender<Option<Arc<Loaded>>>,
 }
 
 impl<P: CloudProvider> Reconciler<P> {
@@ -473,7 +475,14 @@ impl<P: CloudProvider> Reconciler<P> {
         let common = Common::new(act, cloud, region);
         let progress = Progress::default();
         progress.mark(LOADER, crate::clock::now_seconds());
-        Reconciler { common, view, leader, skipped: BTreeMap::new(), progress }
+        let (publish, _) = watch::channel(None);
+        Reconciler { common, view, leader, skipped: BTreeMap::new(), progress, publish }
+    }
+
+    /// The views the loader publishes, for a reader that may take the latest rather than load
+    /// one of its own (`/metrics`: each load is a copy of the cluster).
+    pub fn views(&self) -> watch::Receiver<Option<Arc<Loaded>>> {
+        self.publish.subscribe()
     }
 
     /// The tasks' liveness, for `/healthz`.
@@ -486,7 +495,8 @@ impl<P: CloudProvider> Reconciler<P> {
     /// follower's, unsynced, held back). Returns early only when a concern's task ends (a
     /// panic), which the caller treats as fatal.
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
-        let (publish, views) = watch::channel(None);
+        let publish = self.publish.clone();
+        let views = publish.subscribe();
         let mut tasks = JoinSet::new();
         let c = &self.common;
         let (p, s) = (&self.progress, &shutdown);
