@@ -225,10 +225,21 @@ async fn watch_renewals(
             continue;
         }
         let renew_time = spec.renew_time.map(|t| t.0);
-        if renew_time.is_some() && renew_time != last_renew_time {
+        if let Some(renewed) = renew_time.filter(|_| renew_time != last_renew_time) {
             last_renew_time = renew_time;
-            status.renewal_seen(Instant::now());
+            status.renewal_seen(renewal_instant(renewed, k8s_openapi::jiff::Timestamp::now(), Instant::now()));
         }
+    }
+}
+
+/// When a renewal written at `renewed` (this process's clock: kube-lease-manager writes it) happened,
+/// as an `Instant`, given the wall clock and the `Instant` now: a watch event that arrives late (a
+/// re-list after a reconnect) must not move the renew deadline later than the renewal itself.
+fn renewal_instant(renewed: k8s_openapi::jiff::Timestamp, wall: k8s_openapi::jiff::Timestamp, now: Instant) -> Instant {
+    let ago = wall.as_millisecond().saturating_sub(renewed.as_millisecond());
+    match u64::try_from(ago) {
+        Ok(ago) => now.checked_sub(Duration::from_millis(ago)).unwrap_or(now),
+        Err(_) => now, // written "in the future": the clock stepped back; count from now
     }
 }
 
@@ -247,6 +258,20 @@ fn identity() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_renewal_seen_late_counts_from_when_it_was_written() {
+        let now = Instant::now() + Duration::from_secs(60);
+        let wall = k8s_openapi::jiff::Timestamp::from_second(1_800_000_000).unwrap();
+        let renewed = k8s_openapi::jiff::Timestamp::from_second(1_800_000_000 - 7).unwrap();
+        assert_eq!(renewal_instant(renewed, wall, now), now - Duration::from_secs(7));
+        let future = k8s_openapi::jiff::Timestamp::from_second(1_800_000_000 + 3).unwrap();
+        assert_eq!(renewal_instant(future, wall, now), now);
+        assert!(!within_deadline(
+            Some(renewal_instant(k8s_openapi::jiff::Timestamp::from_second(1_800_000_000 - 10).unwrap(), wall, now)),
+            now
+        ));
+    }
 
     #[test]
     fn a_leader_acts_only_within_the_renew_deadline_of_its_last_seen_renewal() {

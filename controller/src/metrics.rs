@@ -119,9 +119,9 @@ pub struct Metrics {
     reconcile_errors: Family<Labels, Counter>,
     /// `controller_runtime_reconcile_time_seconds{controller}`.
     reconcile_time: Histograms,
-    /// `karpenter_provisioner_scheduling_duration_seconds{controller}`.
+    /// `karpenter_scheduler_scheduling_duration_seconds{controller}`.
     scheduling_duration: Histograms,
-    /// `karpenter_provisioner_unschedulable_pods_count{controller}`: the last round's.
+    /// `karpenter_scheduler_unschedulable_pods_count{controller}`: the last round's.
     unschedulable_pods: Family<Labels, Gauge>,
     /// `karpenter_cluster_state_synced`, `_node_count`, `_unsynced_time_seconds`.
     cluster_state_synced: Gauge,
@@ -306,12 +306,12 @@ impl Metrics {
             self.cloud_errors.clone(),
         );
         karpenter.register(
-            "provisioner_scheduling_duration_seconds",
+            "scheduler_scheduling_duration_seconds",
             "Duration of scheduling simulations used for deprovisioning and provisioning in seconds.",
             self.scheduling_duration.clone(),
         );
         karpenter.register(
-            "provisioner_unschedulable_pods_count",
+            "scheduler_unschedulable_pods_count",
             "The number of unschedulable Pods.",
             self.unschedulable_pods.clone(),
         );
@@ -357,9 +357,11 @@ impl Metrics {
 
     /// upstream `Cluster.Synced`'s gauges: whether the view is synced, the nodes it holds, and
     /// for how long it has not been synced (`unsynced_for`, 0 when synced).
-    pub fn cluster_state(&self, synced: bool, nodes: usize, unsynced_for: f64) {
+    pub fn cluster_state(&self, synced: bool, nodes: Option<usize>, unsynced_for: f64) {
         self.cluster_state_synced.set(i64::from(synced));
-        self.cluster_state_nodes.set(nodes as i64);
+        if let Some(nodes) = nodes {
+            self.cluster_state_nodes.set(nodes as i64);
+        }
         self.cluster_state_unsynced_seconds.set(unsynced_for);
     }
 
@@ -590,7 +592,7 @@ mod tests {
     fn scheduling_state_and_interruption_render_under_upstreams_names() {
         let metrics = Metrics::default();
         metrics.scheduled("provisioner", Instant::now(), 3);
-        metrics.cluster_state(false, 7, 42.5);
+        metrics.cluster_state(false, Some(7), 42.5);
         metrics.interruption_received("spot_interrupted");
         metrics.interruption_received("spot_interrupted");
         metrics.interruption_received("no_op");
@@ -601,8 +603,8 @@ mod tests {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &root).expect("encode");
         for sample in [
-            r#"karpenter_provisioner_scheduling_duration_seconds_count{controller="provisioner"} 1"#,
-            r#"karpenter_provisioner_unschedulable_pods_count{controller="provisioner"} 3"#,
+            r#"karpenter_scheduler_scheduling_duration_seconds_count{controller="provisioner"} 1"#,
+            r#"karpenter_scheduler_unschedulable_pods_count{controller="provisioner"} 3"#,
             "karpenter_cluster_state_synced 0",
             "karpenter_cluster_state_node_count 7",
             "karpenter_cluster_state_unsynced_time_seconds 42.5",

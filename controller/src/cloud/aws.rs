@@ -223,7 +223,35 @@ pub struct Aws {
     /// garbage collector's, every 2 minutes) replaces it; [`CloudProvider::exists`] answers from
     /// it and fills a miss from DescribeInstances, so that a deleting Node that is not Ready asks
     /// EC2 once rather than on every termination pass.
-    known_instances: Mutex<HashSet<String>>,
+    known_instances: Mutex<KnownInstances>,
+}
+
+/// The instance cache's contents.
+#[derive(Default)]
+struct KnownInstances {
+    ids: HashSet<String>,
+    /// Instances found gone since the oldest list under way began, with when: a list whose pages
+    /// still showed one (shutting down) does not bring it back.
+    gone: HashMap<String, Instant>,
+}
+
+impl KnownInstances {
+    fn found(&mut self, id: &str, exists: bool) {
+        if exists {
+            self.ids.insert(id.to_string());
+            self.gone.remove(id);
+        } else {
+            self.ids.remove(id);
+            self.gone.insert(id.to_string(), Instant::now());
+        }
+    }
+
+    /// What a list that began at `began` saw replaces the cache, less what was found gone since.
+    fn listed(&mut self, mut seen: HashSet<String>, began: Instant) {
+        seen.retain(|id| self.gone.get(id).is_none_or(|at| *at < began));
+        self.gone.retain(|_, at| *at >= began);
+        self.ids = seen;
+    }
 }
 
 /// Every AWS call is bounded, so a hung endpoint fails a call (retried by the next pass) instead
@@ -941,7 +969,7 @@ impl Aws {
         let deletion = self.terminate_uncached(id).await;
         if matches!(deletion, Ok(Deletion::Gone)) {
             // upstream `Delete` asks past the cache, and drops an instance EC2 no longer has.
-            crate::view::lock(&self.known_instances).remove(id);
+            crate::view::lock(&self.known_instances).found(id, false);
         }
         deletion
     }
@@ -1271,6 +1299,7 @@ impl CloudProvider for Aws {
             Filter::new("instance-state-name", &["pending", "running", "stopping", "stopped", "shutting-down"]),
         ];
         let mut out = Vec::new();
+        let began = Instant::now();
         let mut pages =
             self.ec2.describe_instances().set_filters(Some(filters(&query))).max_results(1000).into_paginator().send();
         let mut seen = HashSet::new();
@@ -1290,7 +1319,7 @@ impl CloudProvider for Aws {
             }
         }
         // upstream `List` refreshes the cache and evicts what EC2 no longer returns.
-        *crate::view::lock(&self.known_instances) = seen;
+        crate::view::lock(&self.known_instances).listed(seen, began);
         Ok(out)
     }
 
@@ -1301,19 +1330,14 @@ impl CloudProvider for Aws {
     /// answer for: it is taken to exist, so that the node is drained rather than let go.
     async fn exists(&self, provider_id: &str) -> anyhow::Result<bool> {
         let Some((_, id)) = providers::parse_provider_id(provider_id) else { return Ok(true) };
-        if crate::view::lock(&self.known_instances).contains(id) {
+        if crate::view::lock(&self.known_instances).ids.contains(id) {
             return Ok(true);
         }
         let exists = self
             .instance(id)
             .await?
             .is_some_and(|i| i.state().and_then(|s| s.name()) != Some(&ec2::InstanceStateName::Terminated));
-        let mut known = crate::view::lock(&self.known_instances);
-        if exists {
-            known.insert(id.to_string());
-        } else {
-            known.remove(id);
-        }
+        crate::view::lock(&self.known_instances).found(id, exists);
         Ok(exists)
     }
 
@@ -1557,6 +1581,20 @@ mod tests {
         fn calls(&self) -> usize {
             self.calls.load(std::sync::atomic::Ordering::SeqCst)
         }
+    }
+
+    /// A list that began before an instance was found gone does not bring it back; one that
+    /// began after does, and forgets the mark.
+    #[test]
+    fn a_list_does_not_bring_back_an_instance_found_gone_while_it_paged() {
+        let mut known = super::KnownInstances::default();
+        let began = std::time::Instant::now();
+        known.found("i-1", false);
+        known.listed(["i-1".to_string(), "i-2".to_string()].into(), began);
+        assert!(!known.ids.contains("i-1") && known.ids.contains("i-2"));
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        known.listed(["i-1".to_string()].into(), std::time::Instant::now());
+        assert!(known.ids.contains("i-1") && known.gone.is_empty());
     }
 
     /// upstream's instance cache: an instance seen is taken to exist without another call until

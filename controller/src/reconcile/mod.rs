@@ -202,6 +202,8 @@ struct Shared {
     nominations: Mutex<HashMap<String, (Vec<ObjectReference>, Instant)>>,
     /// When the reconcilers started (the batcher's clock counts milliseconds from it).
     epoch: Instant,
+    /// Since when the view has not been synced (upstream's `unsyncedStartTime`), for the metric.
+    unsynced_since: Mutex<Option<Instant>>,
 }
 
 /// What every concern reads and writes through, with this pass's catalogue.
@@ -255,6 +257,7 @@ impl<P: CloudProvider> Common<P> {
             awaiting_created: Mutex::new(Vec::new()),
             nominations: Mutex::new(HashMap::new()),
             epoch: Instant::now(),
+            unsynced_since: Mutex::new(None),
         };
         Common { act, cloud: Arc::new(cloud), region, catalogue, catalogue_settled: false, shared: Arc::new(shared) }
     }
@@ -334,6 +337,24 @@ impl<P: CloudProvider> Common<P> {
         self.shared.launches_under_way.lock().unwrap_or_else(PoisonError::into_inner).contains(uid)
     }
 
+    /// upstream `Cluster.Synced`'s gauges: `synced` now, the nodes the view holds (`None`: not
+    /// known, the last count stays), and for how long it has not been synced.
+    fn report_cluster_state(&self, synced: bool, nodes: Option<usize>) {
+        let mut since = self.shared.unsynced_since.lock().unwrap_or_else(PoisonError::into_inner);
+        let unsynced_for = match (synced, *since) {
+            (true, _) => {
+                *since = None;
+                0.0
+            }
+            (false, Some(at)) => at.elapsed().as_secs_f64(),
+            (false, None) => {
+                *since = Some(Instant::now());
+                0.0
+            }
+        };
+        self.act.metrics.cluster_state(synced, nodes, unsynced_for);
+    }
+
     /// upstream `Cluster.Synced`: every NodeClaim this controller created is in the view and every
     /// NodeClaim has launched (a count taken earlier could write a NodePool's usage too low).
     fn synced(&self, m: &Manifests) -> bool {
@@ -347,9 +368,10 @@ trait Concern<P: CloudProvider>: DerefMut<Target = Common<P>> + Send + 'static {
     /// Its name in logs and in `/healthz`.
     const NAME: &'static str;
 
-    /// One pass over the view `loaded`. It is the concern's to hold: a pass that goes on to
-    /// slow calls (writes paced by the client's rate limit, cloud calls) lets it go first, since
-    /// each view is a copy of the cluster and the loader publishes a new one on every change.
+    /// One pass over the view `loaded`. It is the concern's to hold, and to let go before slow
+    /// calls where it can (provisioning's round and pod-event marks do: their writes are paced by
+    /// the client's rate limit), since each view is a copy of the cluster and the loader
+    /// publishes a new one on every change.
     fn pass(&mut self, loaded: Arc<Loaded>, now: i64) -> impl Future<Output = ()> + Send;
 
     /// At shutdown, on the latest view: what must not be lost with the process.
@@ -385,8 +407,6 @@ struct Scheduling<P: CloudProvider> {
     /// The views the loader publishes: disruption decides on the latest one after a provisioning
     /// round, which let its own view go before its creates.
     views: watch::Receiver<Option<Arc<Loaded>>>,
-    /// Since when the view has not been synced (upstream's `unsyncedStartTime`), for the metric.
-    unsynced_since: Option<Instant>,
 }
 concern_common!(Scheduling);
 
@@ -398,27 +418,45 @@ impl<P: CloudProvider> Concern<P> for Scheduling<P> {
             debug!("scheduling waits for the first instance-type refresh");
             return;
         }
-        let kept = self.provision(loaded, now).await;
-        // A round let its view go: the latest one (None: nothing to decide on now).
-        let Some(loaded) = kept.or_else(|| self.views.borrow().clone()) else { return };
-        let synced = self.synced(loaded.manifests());
-        let unsynced_for = match (synced, self.unsynced_since) {
-            (true, _) => {
-                self.unsynced_since = None;
-                0.0
-            }
-            (false, Some(since)) => since.elapsed().as_secs_f64(),
-            (false, None) => {
-                self.unsynced_since = Some(Instant::now());
-                0.0
-            }
+        let (loaded, now) = match self.provision(loaded, now).await {
+            Some(kept) => (kept, now),
+            // A round let its view go and wrote for a while: the latest view, and the time now
+            // (None: nothing to decide on now).
+            None => match self.views.borrow().clone() {
+                Some(latest) => (latest, crate::clock::now_seconds()),
+                None => return,
+            },
         };
-        self.act.metrics.cluster_state(synced, loaded.manifests().nodes.len(), unsynced_for);
+        let m = loaded.manifests();
+        self.report_cluster_state(self.synced(m), Some(state_nodes(m)));
         // Disruption decides which pods a node can shed: it waits for a whole view of them.
         if loaded.live.holding_back(HeldDecision::Disruption).is_none() {
             self.disruption(loaded.manifests(), now).await;
         }
     }
+}
+
+/// The nodes upstream's cluster state holds: one per instance, whether its NodeClaim, its Node or
+/// both are seen (by providerID; a Node without one by its name).
+fn state_nodes(m: &Manifests) -> usize {
+    let mut ids: HashSet<&str> = HashSet::new();
+    for nc in &m.nodeclaims {
+        if let Some(id) = nc.status.as_ref().map(|s| s.provider_id.as_str()).filter(|id| !id.is_empty()) {
+            ids.insert(id);
+        }
+    }
+    let unnamed = m
+        .nodes
+        .iter()
+        .filter(|n| match n.spec.as_ref().and_then(|s| s.provider_id.as_deref()).filter(|id| !id.is_empty()) {
+            Some(id) => {
+                ids.insert(id);
+                false
+            }
+            None => true,
+        })
+        .count();
+    ids.len() + unnamed
 }
 
 /// Runs `concern` on each view the loader publishes, and at least every [`TICK`], until shutdown.
@@ -524,7 +562,6 @@ impl<P: CloudProvider> Reconciler<P> {
             provisioning: provisioning::State::default(),
             disruption: disruption::State::default(),
             views: views.clone(),
-            unsynced_since: None,
         };
         tasks.spawn(drive(scheduling, views.clone(), p.clone(), s.clone()));
         tasks.spawn(drive(garbagecollection::Collection::new(c.clone()), views, p.clone(), s.clone()));
@@ -560,6 +597,10 @@ impl<P: CloudProvider> Reconciler<P> {
             let loaded = self.load().await;
             if loaded.is_some() {
                 self.common.act.metrics.pass(LOADER, started);
+            }
+            if !self.view.unsynced().is_empty() {
+                // No concern runs on an unsynced view: the gauges say so from here.
+                self.common.report_cluster_state(false, None);
             }
             publish.send_replace(loaded);
         }
