@@ -428,35 +428,12 @@ impl<P: CloudProvider> Concern<P> for Scheduling<P> {
             },
         };
         let m = loaded.manifests();
-        self.report_cluster_state(self.synced(m), Some(state_nodes(m)));
+        self.report_cluster_state(self.synced(m), Some(carpentry_core::state::node_count(&m.nodeclaims, &m.nodes)));
         // Disruption decides which pods a node can shed: it waits for a whole view of them.
         if loaded.live.holding_back(HeldDecision::Disruption).is_none() {
             self.disruption(loaded.manifests(), now).await;
         }
     }
-}
-
-/// The nodes upstream's cluster state holds: one per instance, whether its NodeClaim, its Node or
-/// both are seen (by providerID; a Node without one by its name).
-fn state_nodes(m: &Manifests) -> usize {
-    let mut ids: HashSet<&str> = HashSet::new();
-    for nc in &m.nodeclaims {
-        if let Some(id) = nc.status.as_ref().map(|s| s.provider_id.as_str()).filter(|id| !id.is_empty()) {
-            ids.insert(id);
-        }
-    }
-    let unnamed = m
-        .nodes
-        .iter()
-        .filter(|n| match n.spec.as_ref().and_then(|s| s.provider_id.as_deref()).filter(|id| !id.is_empty()) {
-            Some(id) => {
-                ids.insert(id);
-                false
-            }
-            None => true,
-        })
-        .count();
-    ids.len() + unnamed
 }
 
 /// Runs `concern` on each view the loader publishes, and at least every [`TICK`], until shutdown.

@@ -147,6 +147,28 @@ pub fn synced<'a>(awaited: Option<&'a str>, nodeclaims: &'a [NodeClaim]) -> Resu
     }
 }
 
+/// How many nodes the state holds (upstream `Cluster.nodes`, keyed by providerID, v1.14.1
+/// `pkg/controllers/state/cluster.go`, counted by `karpenter_cluster_state_node_count`): one per
+/// instance whose launched NodeClaim or Node is seen, the two of one instance once; a Node
+/// without a providerID on its own.
+pub fn node_count(nodeclaims: &[NodeClaim], nodes: &[Node]) -> usize {
+    let mut ids: std::collections::HashSet<&str> = nodeclaims
+        .iter()
+        .filter_map(|nc| nc.status.as_ref().map(|s| s.provider_id.as_str()))
+        .filter(|id| !id.is_empty())
+        .collect();
+    let mut without_id = 0;
+    for node in nodes {
+        match node.spec.as_ref().and_then(|s| s.provider_id.as_deref()).filter(|id| !id.is_empty()) {
+            Some(id) => {
+                ids.insert(id);
+            }
+            None => without_id += 1,
+        }
+    }
+    ids.len() + without_id
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,5 +198,19 @@ mod tests {
         let not = synced(None, &waiting).unwrap_err();
         assert_eq!(not, NotSynced::Unlaunched("c"));
         assert_eq!(not.to_string(), "NodeClaim c to launch");
+    }
+
+    #[test]
+    fn the_state_counts_one_node_per_instance_whether_its_nodeclaim_its_node_or_both_are_seen() {
+        let node = |name: &str, provider_id: Option<&str>| -> Node {
+            serde_json::from_value(serde_json::json!({"metadata": {"name": name}, "spec": {"providerID": provider_id}}))
+                .unwrap()
+        };
+        let nodeclaims =
+            [nodeclaim("a", "aws:///z/i-1", false), nodeclaim("b", "aws:///z/i-2", false), nodeclaim("c", "", false)];
+        let nodes = [node("n1", Some("aws:///z/i-1")), node("n3", Some("aws:///z/i-3")), node("static", None)];
+        // i-1 (both), i-2 (NodeClaim only), i-3 (Node only), the Node without a providerID; not c.
+        assert_eq!(node_count(&nodeclaims, &nodes), 4);
+        assert_eq!(node_count(&[], &[]), 0);
     }
 }
