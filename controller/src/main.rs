@@ -233,6 +233,7 @@ async fn drive<P: cloud::CloudProvider>(
     };
     let metrics = clients.metrics.clone();
     let act = reconcile::act::Act::new(client.clone(), args.dry_run, identity(), metrics.clone(), leader.status());
+    let events = act.clone();
     info!(cloud_provider = cloud.name(), "cloud provider ready");
     let timings = cloud.timings();
     let reconciler = reconcile::Reconciler::new(act, view.clone(), cloud, leader.status(), region.clone());
@@ -285,6 +286,10 @@ async fn drive<P: cloud::CloudProvider>(
             if let Err(e) = reconciling.await {
                 warn!(error = %e, "the reconcilers panicked");
             }
+            // The events the last passes queued, written (bounded: the API server may be gone).
+            if tokio::time::timeout(EVENTS_FLUSH_TIMEOUT, events.events_written()).await.is_err() {
+                warn!("events still queued at shutdown were not written");
+            }
             broken
         }
     };
@@ -303,6 +308,9 @@ async fn drive<P: cloud::CloudProvider>(
     info!("stopped");
     Ok(())
 }
+
+/// How long a clean shutdown waits for the events still queued to be written.
+const EVENTS_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long a request to the API server may go without an answer (a watch is not bounded so: the
 /// API server ends each after minutes, and kube's watcher has its own idle timeout). A request

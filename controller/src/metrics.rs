@@ -89,6 +89,8 @@ pub struct Metrics {
     api_write_errors: Family<Labels, Counter>,
     /// `carpentry_api_requests_total{client}`: every request through a rate-limited client.
     api_requests: Family<Labels, Counter>,
+    /// `carpentry_events_dropped_total`: events not queued, the queue to the API server full.
+    events_dropped: Counter,
     /// `karpenter_nodeclaims_created_total{reason, nodepool, min_values_relaxed}`.
     nodeclaims_created: Family<Labels, Counter>,
     /// `karpenter_nodeclaims_terminated_total{nodepool, capacity_type, zone}`.
@@ -142,6 +144,7 @@ impl Default for Metrics {
             api_writes: Family::default(),
             api_write_errors: Family::default(),
             api_requests: Family::default(),
+            events_dropped: Counter::default(),
             nodeclaims_created: Family::default(),
             nodeclaims_terminated: Family::default(),
             nodeclaims_disrupted: Family::default(),
@@ -241,6 +244,11 @@ impl Metrics {
             "api_requests",
             "Requests sent to the API server through the client's rate limit (reads, writes, lists and watch starts), by client",
             self.api_requests.clone(),
+        );
+        carpentry.register(
+            "events_dropped",
+            "Events not written because the queue to the API server was full (offered again by the next pass)",
+            self.events_dropped.clone(),
         );
         carpentry.register(
             "reconcile_pass_duration_seconds",
@@ -383,6 +391,11 @@ impl Metrics {
     /// The counter of the requests client `client` (`requests`, `watches`) sends.
     pub fn api_requests(&self, client: &str) -> Counter {
         self.api_requests.get_or_create(&vec![label("client", client)]).clone()
+    }
+
+    /// An event not queued: the queue was full.
+    pub fn event_dropped(&self) {
+        self.events_dropped.inc();
     }
 
     /// A write `what` ("patch NodeClaim x status", "evict Pod ns/x") sent, or failed.

@@ -146,11 +146,12 @@ fn dedupe_key(key: &EventKey) -> (EventKey, i64) {
 }
 
 impl<T: Clone> Dedupe<T> {
-    /// What publishing `key` at `now` comes to. Nothing is recorded: call [`Dedupe::published`]
-    /// once the API server took the write (upstream records when it lets an event through;
-    /// carpentry writes synchronously and records only what was written, so a failed write is
-    /// tried again by the next pass, not 2 minutes later).
-    pub fn publication(&mut self, key: &EventKey, now: i64) -> Publication<T> {
+    /// What publishing `key` at `now` comes to, recorded at once as upstream's dedupe cache records
+    /// an event when it lets it through: a second offer while the first is still being written is
+    /// suppressed. The writer then says how it went: [`Dedupe::written`] with the API object, or
+    /// [`Dedupe::not_written`], which forgets it so that the next offer writes it (a failed write
+    /// is tried again by the next pass, not 2 minutes later).
+    pub fn publish(&mut self, key: &EventKey, now: i64) -> Publication<T> {
         if now >= self.next_sweep {
             self.published.retain(|_, p| now - p.at < SERIES_SECONDS.max(p.timeout));
             self.next_sweep = now.saturating_add(SWEEP_EVERY_SECONDS);
@@ -165,23 +166,35 @@ impl<T: Clone> Dedupe<T> {
             }
             _ => Publication::New,
         };
-        if key.reason == NOMINATED && !self.nominations.try_accept(now) {
-            let dropped = Published { at: now, timeout, message: key.message.clone(), count: 0, handle: None };
-            self.published.insert(stored, dropped);
-            return Publication::Suppressed;
-        }
+        let (count, handle) = match &publication {
+            _ if key.reason == NOMINATED && !self.nominations.try_accept(now) => {
+                // Dropped by the limit: remembered, with nothing to count a repeat into.
+                let dropped = Published { at: now, timeout, message: key.message.clone(), count: 0, handle: None };
+                self.published.insert(stored, dropped);
+                return Publication::Suppressed;
+            }
+            Publication::Repeat { of, count } => (*count, Some(of.clone())),
+            Publication::New | Publication::Suppressed => (1, None),
+        };
+        self.published.insert(stored, Published { at: now, timeout, message: key.message.clone(), count, handle });
         publication
     }
 
-    /// Records that `key` was written at `now` as `publication` said, the event being `handle`.
-    pub fn published(&mut self, key: EventKey, now: i64, publication: &Publication<T>, handle: T) {
-        let count = match publication {
-            Publication::Repeat { count, .. } => *count,
-            Publication::New | Publication::Suppressed => 1,
-        };
-        let (stored, timeout) = dedupe_key(&key);
-        let message = key.message;
-        self.published.insert(stored, Published { at: now, timeout, message, count, handle: Some(handle) });
+    /// The event [`Dedupe::publish`] let through at `at` was written as `handle` (a new event's
+    /// API object, or the one its repeat was counted into).
+    pub fn written(&mut self, key: &EventKey, at: i64, handle: T) {
+        if let Some(p) = self.published.get_mut(&dedupe_key(key).0).filter(|p| p.at == at) {
+            p.handle = Some(handle);
+        }
+    }
+
+    /// The event [`Dedupe::publish`] let through at `at` was not written: forgotten, so that the
+    /// next offer publishes it.
+    pub fn not_written(&mut self, key: &EventKey, at: i64) {
+        let stored = dedupe_key(key).0;
+        if self.published.get(&stored).is_some_and(|p| p.at == at) {
+            self.published.remove(&stored);
+        }
     }
 
     /// How many events are remembered.
@@ -202,13 +215,13 @@ mod tests {
         EventKey { object: object.into(), reason: reason.into(), message: message.into() }
     }
 
-    /// What the controller does: write what is not suppressed, then record it.
+    /// What the controller does: write what is not suppressed, then say it was written.
     fn publish(d: &mut Dedupe<String>, k: &EventKey, now: i64) -> Publication<String> {
-        let p = d.publication(k, now);
+        let p = d.publish(k, now);
         match &p {
             Publication::Suppressed => {}
-            Publication::New => d.published(k.clone(), now, &p, format!("{}.{now}", k.object)),
-            Publication::Repeat { of, .. } => d.published(k.clone(), now, &p, of.clone()),
+            Publication::New => d.written(k, now, format!("{}.{now}", k.object)),
+            Publication::Repeat { of, .. } => d.written(k, now, of.clone()),
         }
         p
     }
@@ -217,8 +230,11 @@ mod tests {
     fn an_event_is_published_once_per_object_reason_and_message_every_two_minutes() {
         let mut d = Dedupe::default();
         let blocked = key("Node/a", "AwaitingVolumeDetachment", "volume vol-1 is attached");
-        // A write that failed is not recorded: the next pass tries again.
-        assert_eq!(d.publication(&blocked, 0), Publication::New);
+        // While a write is under way the event is not offered again; one that failed is
+        // forgotten, so the next pass tries again.
+        assert_eq!(d.publish(&blocked, 0), Publication::New);
+        assert_eq!(d.publish(&blocked, 0), Publication::Suppressed);
+        d.not_written(&blocked, 0);
         assert_eq!(publish(&mut d, &blocked, 0), Publication::New);
         for t in 1..DEDUPE_TIMEOUT_SECONDS {
             assert_eq!(publish(&mut d, &blocked, t), Publication::Suppressed, "at {t}");

@@ -12,10 +12,8 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
 use carpentry_core::api::NodeClaim;
-use carpentry_core::events::{Dedupe, EventKey, Publication};
+use carpentry_core::events::EventKey;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
-use k8s_openapi::api::events::v1::{Event, EventSeries};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, EvictParams, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use serde_json::Value;
@@ -28,8 +26,6 @@ pub const REPORTER: &str = "karpenter";
 pub struct Act {
     client: kube::Client,
     pub dry_run: bool,
-    /// This replica's name, the events' `reportingInstance`.
-    instance: String,
     /// Nothing is written unless this replica leads (checked before every write, not once a pass:
     /// a pass can outlast the renew deadline).
     leader: crate::leader::LeaderStatus,
@@ -40,16 +36,9 @@ pub struct Act {
     nodepools: ApiResource,
     /// Dry run: what was last logged as not written.
     unwritten: Arc<Mutex<Unwritten>>,
-    /// The events written recently, and the API object each became (core's rule decides what is
-    /// written: [`carpentry_core::events`]).
-    published: Arc<Mutex<Dedupe<EventObject>>>,
-}
-
-/// An event object this controller wrote, to count a repeat into its series.
-#[derive(Debug, Clone)]
-struct EventObject {
-    namespace: String,
-    name: String,
+    /// Where events go: core's rule decides at once what is written
+    /// ([`carpentry_core::events`]), a task of its own writes it.
+    events: super::events::EventSink,
 }
 
 /// Dry run: the last unwritten write logged for each target, without its transition times.
@@ -180,7 +169,7 @@ impl Act {
     ) -> Act {
         let gvk = GroupVersionKind::gvk("karpenter.sh", "v1", "NodeClaim");
         Act {
-            instance,
+            events: super::events::EventSink::start(client.clone(), instance, metrics.clone(), leader.clone()),
             leader,
             client,
             dry_run,
@@ -195,7 +184,6 @@ impl Act {
                 "nodepools",
             ),
             unwritten: Arc::default(),
-            published: Arc::default(),
         }
     }
 
@@ -218,13 +206,14 @@ impl Act {
     /// Publishes an event (also in dry-run: events are how a shadow controller reports), as core's
     /// [`carpentry_core::events`] decides: not again within the same event's dedupe timeout on the
     /// same object (2 minutes; 15 for `Unconsolidatable`), a later repeat counted into the first
-    /// event's series. True when it was written now (a new event or a repeat counted); false when
-    /// suppressed, not leading, or the write failed.
+    /// event's series. The event is queued and written by a task of its own
+    /// ([`super::events`]), so a pass does not wait for it. True when it was queued; false when
+    /// suppressed, not leading, or the queue is full (offered again by the next pass).
     ///
     /// kube-runtime's `Recorder` is not used: it keys its series by object, reason and action
     /// without the message, so a second message on the same object was written as a repeat of the
     /// first and never shown.
-    pub async fn event(&self, on: &ObjectReference, warning: bool, reason: &str, note: String, action: &str) -> bool {
+    pub fn event(&self, on: &ObjectReference, warning: bool, reason: &str, note: String, action: &str) -> bool {
         if !self.leading() {
             debug!(reason, object = ?on.name, "not published: this replica does not lead");
             return false;
@@ -241,84 +230,22 @@ impl Act {
             reason: reason.into(),
             message: note.clone(),
         };
-        let published = || self.published.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let now = crate::clock::now_seconds();
-        let publication = published().publication(&key, now);
-        let written = match &publication {
-            Publication::Suppressed => {
+        let occurred = k8s_openapi::jiff::Timestamp::now();
+        let offer =
+            super::events::Offer { on: on.clone(), warning, reason: reason.into(), note, action: action.into() };
+        match self.events.offer(offer, key, occurred.as_second(), occurred) {
+            super::events::Offered::Queued => true,
+            super::events::Offered::Suppressed => {
                 debug!(reason, object = ?on.name, "the same event was published within its dedupe timeout; not again");
-                return false;
-            }
-            Publication::Repeat { of, count } => match self.count_repeat(of, *count).await {
-                Ok(()) => Ok(of.clone()),
-                // The event is gone (the API server's TTL) or cannot be patched: a new one.
-                Err(e) => {
-                    debug!(reason, object = ?on.name, error = %e, "cannot count a repeat into its event; a new one");
-                    self.create_event(on, warning, reason, note, action).await
-                }
-            },
-            Publication::New => self.create_event(on, warning, reason, note, action).await,
-        };
-        match written {
-            Ok(event) => {
-                published().published(key, now, &publication, event);
-                true
-            }
-            Err(e) => {
-                warn!(reason, object = ?on.name, error = %carpentry_core::error_chain(&e), "cannot publish an event");
                 false
             }
+            super::events::Offered::Dropped => false,
         }
     }
 
-    /// Writes a new events.k8s.io/v1 Event, in the object's namespace (`default` for a
-    /// cluster-scoped one), named as client-go names events (`<object>.<time in hex>`).
-    async fn create_event(
-        &self,
-        on: &ObjectReference,
-        warning: bool,
-        reason: &str,
-        note: String,
-        action: &str,
-    ) -> Result<EventObject, kube::Error> {
-        let now = k8s_openapi::jiff::Timestamp::now();
-        let namespace = on.namespace.clone().unwrap_or_else(|| "default".into());
-        let event = Event {
-            metadata: ObjectMeta {
-                name: Some(format!("{}.{:x}", on.name.as_deref().unwrap_or(REPORTER), now.as_nanosecond())),
-                namespace: Some(namespace.clone()),
-                ..Default::default()
-            },
-            action: Some(action.into()),
-            reason: Some(reason.into()),
-            note: Some(note),
-            type_: Some(if warning { "Warning" } else { "Normal" }.into()),
-            event_time: Some(MicroTime(now)),
-            regarding: Some(on.clone()),
-            reporting_controller: Some(REPORTER.into()),
-            reporting_instance: Some(self.instance.clone()),
-            ..Default::default()
-        };
-        let events: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
-        self.metrics.api_write("create Event", false);
-        let created = events
-            .create(&PostParams::default(), &event)
-            .await
-            .inspect_err(|_| self.metrics.api_write("create Event", true))?;
-        Ok(EventObject { namespace, name: created.metadata.name.unwrap_or_default() })
-    }
-
-    /// Counts a repeat into `event`'s series.
-    async fn count_repeat(&self, event: &EventObject, count: u32) -> Result<(), kube::Error> {
-        let series = EventSeries {
-            count: i32::try_from(count).unwrap_or(i32::MAX),
-            last_observed_time: MicroTime(k8s_openapi::jiff::Timestamp::now()),
-        };
-        let events: Api<Event> = Api::namespaced(self.client.clone(), &event.namespace);
-        let patch = serde_json::json!({ "series": series });
-        self.metrics.api_write("patch Event", false);
-        let patched = events.patch(&event.name, &PatchParams::default(), &Patch::Merge(&patch)).await;
-        patched.map(|_| ()).inspect_err(|_| self.metrics.api_write("patch Event", true))
+    /// Waits until every event queued so far was written or given up.
+    pub async fn events_written(&self) {
+        self.events.flushed().await;
     }
 
     /// Logs a failed write: a stale view quietly (the next pass decides again), else loudly.

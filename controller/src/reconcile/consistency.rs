@@ -135,7 +135,7 @@ impl<P: CloudProvider> Consistency<P> {
         for issue in &found.issues {
             act.decided("FailedConsistencyCheck", &json!({"nodeclaim": found.name, "issue": issue}));
             let note = format!("{issue} (kubectl karpenter explain node {})", found.node);
-            act.event(&found.nodeclaim, true, "FailedConsistencyCheck", note, "Check").await;
+            act.event(&found.nodeclaim, true, "FailedConsistencyCheck", note, "Check");
         }
         if let Some((nc, list)) = found.write {
             // A write lost (409) waits for the next scan, as upstream's (see the module's notes).

@@ -78,7 +78,7 @@ impl<P: CloudProvider> Scheduling<P> {
             .collect();
         for node in managed.values() {
             if let Some(ignored) = carpentry_core::pod::node_value_ignored(node) {
-                self.act.event(&node_ref(node), true, IgnoredValue::REASON, ignored.to_string(), "Disrupt").await;
+                self.act.event(&node_ref(node), true, IgnoredValue::REASON, ignored.to_string(), "Disrupt");
             }
         }
         for pod in &m.pods {
@@ -87,7 +87,7 @@ impl<P: CloudProvider> Scheduling<P> {
                 continue;
             }
             if let Some(ignored) = carpentry_core::pod::pod_value_ignored(pod) {
-                self.act.event(&pod_ref(pod), true, IgnoredValue::REASON, ignored.to_string(), "Disrupt").await;
+                self.act.event(&pod_ref(pod), true, IgnoredValue::REASON, ignored.to_string(), "Disrupt");
             }
         }
     }
@@ -132,10 +132,12 @@ impl<P: CloudProvider> Scheduling<P> {
                 }
             };
             let text = format!("{} {}", note(&reason), explain(&node));
-            if !self.act.event(&node_ref(n), false, name, text, "Disrupt").await {
-                // Not written (an `Unconsolidatable` within its 15 minutes, a failed write): offered
+            if !self.act.event(&node_ref(n), false, name, text, "Disrupt") {
+                // Not queued (an `Unconsolidatable` within its 15 minutes, a full queue): offered
                 // again by the next pass, so that the node's last event becomes its current
-                // verdict once it can be written, as upstream's publishing every pass does.
+                // verdict once it can be written, as upstream's publishing every pass does. (A
+                // queued event whose write then fails is logged, and not offered again until the
+                // verdict changes.)
                 self.disruption.logged.remove(&node);
             }
         }
@@ -170,7 +172,7 @@ impl<P: CloudProvider> Scheduling<P> {
             let Some(nc) = m.nodeclaims.iter().find(|nc| nc.name() == name) else { continue };
             let reason = Reason::Expired { after: nc.spec.expire_after.as_str().to_string() };
             self.act.decided("Expired", &json!({"nodeclaim": name, "expireAfter": nc.spec.expire_after.as_str()}));
-            self.act.event(&nodeclaim_ref(nc), false, "Expired", note(&reason), "Delete").await;
+            self.act.event(&nodeclaim_ref(nc), false, "Expired", note(&reason), "Delete");
             if self.act.delete_nodeclaim(&name).await {
                 self.act.metrics.nodeclaim_disrupted(nc, "Expired");
                 // This pass's budgets count it as disrupting (the view is from before the delete).
@@ -225,7 +227,7 @@ impl<P: CloudProvider> Scheduling<P> {
         self.act.decided("DisruptionPlanned", &json!(cmd));
         if let Some(node) = self.node_named(m, cmd.candidates.first()) {
             let text = format!("{} {}", note(&reason), explain(cmd.candidates.first().map_or("", String::as_str)));
-            self.act.event(&node_ref(node), false, "DisruptionPlanned", text, "Disrupt").await;
+            self.act.event(&node_ref(node), false, "DisruptionPlanned", text, "Disrupt");
         }
     }
 
@@ -253,7 +255,7 @@ impl<P: CloudProvider> Scheduling<P> {
                     why: rejection.to_string(),
                 };
                 if let Some(node) = self.node_named(m, cmd.candidates.first()) {
-                    self.act.event(&node_ref(node), true, "DisruptionRejected", note(&reason), "Disrupt").await;
+                    self.act.event(&node_ref(node), true, "DisruptionRejected", note(&reason), "Disrupt");
                 }
                 self.disruption.next_pass = now + orchestration::POLL_SECONDS;
             }
@@ -323,7 +325,7 @@ impl<P: CloudProvider> Scheduling<P> {
             if let Some(node) = self.node_named(m, Some(node_name)) {
                 let reason = Reason::Disrupting { method: budget_reason.into(), decision: decision.into() };
                 let text = format!("Launching replacements first: {reason} {}", explain(node_name));
-                self.act.event(&node_ref(node), false, "DisruptionLaunching", text, "Disrupt").await;
+                self.act.event(&node_ref(node), false, "DisruptionLaunching", text, "Disrupt");
             }
         }
         if self.act.dry_run {
@@ -338,7 +340,7 @@ impl<P: CloudProvider> Scheduling<P> {
             let Some(nc) = self.nodeclaim_of_node(m, node_name) else { continue };
             if let Some(node) = self.node_named(m, Some(node_name)) {
                 let reason = Reason::Disrupting { method: cmd.reason.as_str().into(), decision: decision.into() };
-                self.act.event(&node_ref(node), false, "DisruptionTerminating", note(&reason), "Disrupt").await;
+                self.act.event(&node_ref(node), false, "DisruptionTerminating", note(&reason), "Disrupt");
             }
             info!(node = %node_name, nodeclaim = %nc.name(), method = ?cmd.method, "disrupting");
             if self.act.delete_nodeclaim(nc.name()).await {
@@ -356,7 +358,7 @@ impl<P: CloudProvider> Scheduling<P> {
             if let Some(node) = self.node_named(m, Some(node_name)) {
                 self.untaint(node).await;
                 let reason = Reason::DisruptionFailed { nodes: cmd.candidates.clone(), why: why.clone() };
-                self.act.event(&node_ref(node), true, "DisruptionFailed", note(&reason), "Disrupt").await;
+                self.act.event(&node_ref(node), true, "DisruptionFailed", note(&reason), "Disrupt");
             }
             if let Some(nc) = self.nodeclaim_of_node(m, node_name) {
                 if let Some(list) = conditions::disruption_reason(nc, None, &at) {

@@ -91,13 +91,21 @@ impl<P: CloudProvider> Interruptions<P> {
                         && n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id)
                 });
                 if let Some(notice) = h.notice {
-                    self.act
-                        .event(&nodeclaim_ref(nc), notice.warning, notice.reason, notice.message.into(), "Interrupt")
-                        .await;
+                    self.act.event(
+                        &nodeclaim_ref(nc),
+                        notice.warning,
+                        notice.reason,
+                        notice.message.into(),
+                        "Interrupt",
+                    );
                     if let Some(node) = node {
-                        self.act
-                            .event(&node_ref(node), notice.warning, notice.reason, notice.message.into(), "Interrupt")
-                            .await;
+                        self.act.event(
+                            &node_ref(node),
+                            notice.warning,
+                            notice.reason,
+                            notice.message.into(),
+                            "Interrupt",
+                        );
                     }
                 }
                 if let Some((instance_type, zone)) = &h.unavailable {
@@ -111,10 +119,10 @@ impl<P: CloudProvider> Interruptions<P> {
                     info!(nodeclaim = %nc.name(), kind = message.kind.as_str(), "initiating delete from interruption message");
                     let reason = interruption::TERMINATING_REASON;
                     let note = interruption::TERMINATING_NODECLAIM_MESSAGE.to_string();
-                    self.act.event(&nodeclaim_ref(nc), true, reason, note, "Interrupt").await;
+                    self.act.event(&nodeclaim_ref(nc), true, reason, note, "Interrupt");
                     if let Some(node) = node {
                         let note = interruption::TERMINATING_NODE_MESSAGE.to_string();
-                        self.act.event(&node_ref(node), true, reason, note, "Interrupt").await;
+                        self.act.event(&node_ref(node), true, reason, note, "Interrupt");
                     }
                 }
             }

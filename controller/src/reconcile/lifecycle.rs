@@ -261,7 +261,7 @@ impl<P: CloudProvider> Lifecycle<P> {
                         let note =
                             format!("{count} Nodes have providerID {provider_id}; the NodeClaim cannot register");
                         let on = nodeclaim_ref(nc);
-                        self.common.act.event(&on, true, "MultipleNodesFound", note, "Register").await;
+                        self.common.act.event(&on, true, "MultipleNodesFound", note, "Register");
                     }
                     match self.liveness(seen, now).await {
                         Alive::TimedOut => Ok(Next::Change),
@@ -416,7 +416,7 @@ impl<P: CloudProvider> Lifecycle<P> {
             return Alive::NotJudged;
         }
         act.decided("LivenessTimeout", &json!({"nodeclaim": nc.name(), "timeout": timeout}));
-        act.event(&nodeclaim_ref(nc), true, "LivenessTimeout", note, "Delete").await;
+        act.event(&nodeclaim_ref(nc), true, "LivenessTimeout", note, "Delete");
         if !act.delete_nodeclaim(nc.name()).await {
             return if act.dry_run { Alive::TimedOut } else { Alive::NotDeleted };
         }
@@ -486,13 +486,13 @@ impl<P: CloudProvider> Lifecycle<P> {
                         let why = carpentry_core::error_chain(&e);
                         act.decided("LaunchFailed", &json!({"nodeclaim": name, "why": why}));
                         let note = format!("{why}: deleting the NodeClaim; its pods are provisioned again");
-                        act.event(&nodeclaim_ref(nc), true, "InsufficientCapacityError", note, "Launch").await;
+                        act.event(&nodeclaim_ref(nc), true, "InsufficientCapacityError", note, "Launch");
                         for pod in self.common.nominated(name, true) {
                             let note = format!(
                                 "nodeclaim/{name}, which this pod should schedule on, cannot launch: {why}; \
                                  the pod is provisioned again"
                             );
-                            act.event(&pod, true, "InsufficientCapacityError", note, "Launch").await;
+                            act.event(&pod, true, "InsufficientCapacityError", note, "Launch");
                         }
                         if !act.delete_nodeclaim(name).await {
                             return Err(Failed(anyhow!("NodeClaim {name}, which cannot launch, was not deleted")));
@@ -530,13 +530,13 @@ impl<P: CloudProvider> Lifecycle<P> {
         if new {
             act.decided("LaunchFailed", &json!({"nodeclaim": name, "why": why}));
             let note = format!("{why}; trying again after a backoff");
-            act.event(&nodeclaim_ref(nc), true, "LaunchFailed", note, "Launch").await;
+            act.event(&nodeclaim_ref(nc), true, "LaunchFailed", note, "Launch");
             for pod in self.common.nominated(name, false) {
                 let note = format!(
                     "nodeclaim/{name}, which this pod should schedule on, has not launched: {why}; \
                      trying again after a backoff"
                 );
-                act.event(&pod, true, "LaunchFailed", note, "Launch").await;
+                act.event(&pod, true, "LaunchFailed", note, "Launch");
             }
         }
         Failed(anyhow!("NodeClaim {name}'s launch failed: {why}"))
@@ -578,7 +578,7 @@ impl<P: CloudProvider> Lifecycle<P> {
         let node_name = r.node.metadata.name.clone().unwrap_or_default();
         if r.unregistered_taint_missing {
             let note = format!("Node {node_name} joined without the karpenter.sh/unregistered:NoExecute taint");
-            act.event(&node_ref(node), true, "UnregisteredTaintMissing", note, "Register").await;
+            act.event(&node_ref(node), true, "UnregisteredTaintMissing", note, "Register");
         }
         let meta = &r.node.metadata;
         let patch = json!({

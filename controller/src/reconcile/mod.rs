@@ -54,6 +54,7 @@
 pub mod act;
 mod consistency;
 mod disruption;
+pub mod events;
 mod garbagecollection;
 mod instancetype;
 mod interruption;
@@ -619,7 +620,7 @@ impl<P: CloudProvider> Reconciler<P> {
                 if let Some(on) = loaded.reference(s) {
                     let kind = on.kind.as_deref().unwrap_or("object");
                     let note = format!("carpentry cannot read this {kind} ({summary}): {held}");
-                    self.common.act.event(on, true, "InvalidObject", note, "Read").await;
+                    self.common.act.event(on, true, "InvalidObject", note, "Read");
                 }
             }
             skipped.insert(object, summary);

@@ -138,7 +138,7 @@ impl<P: CloudProvider> NodeClasses<P> {
             for c in carpentry_core::providers::nodeclass::warnings(class.status.as_ref(), &resolved.status) {
                 let note = format!("{}: {}", c.type_, c.message.as_deref().unwrap_or_default());
                 let reason = c.reason.as_deref().unwrap_or(&c.type_);
-                self.common.act.event(&act::nodeclass_ref(class), true, reason, note, "Resolve").await;
+                self.common.act.event(&act::nodeclass_ref(class), true, reason, note, "Resolve");
             }
             // The resourceVersion makes it an optimistic lock, as upstream's status patch.
             let patch = json!({"metadata": {"resourceVersion": class.metadata.resource_version},
@@ -181,7 +181,7 @@ impl<P: CloudProvider> NodeClasses<P> {
                 info!(nodeclass = %name, nodeclaims = ?nodeclaims, "deleted EC2NodeClass waits for its NodeClaims");
                 let note = termination::waiting_message(&nodeclaims);
                 let on = act::nodeclass_ref(class);
-                act.event(&on, false, termination::WAITING_REASON, note, "Finalize").await;
+                act.event(&on, false, termination::WAITING_REASON, note, "Finalize");
                 // upstream requeues to fire the event again.
                 Ok(Some(Next::After(Duration::from_secs(termination::WAITING_EVENT_INTERVAL_SECONDS))))
             }
@@ -193,7 +193,7 @@ impl<P: CloudProvider> NodeClasses<P> {
                 }
                 if let Err(e) = self.common.cloud.finalize_nodeclass(class).await {
                     let note = format!("cannot delete its cloud resources: {e:#}");
-                    act.event(&act::nodeclass_ref(class), true, "FinalizeFailed", note, "Finalize").await;
+                    act.event(&act::nodeclass_ref(class), true, "FinalizeFailed", note, "Finalize");
                     return Err(Failed(e.context(format!("EC2NodeClass {name}'s clean-up"))));
                 }
                 let patch = json!({"metadata": {"resourceVersion": class.metadata.resource_version,

@@ -162,7 +162,7 @@ impl<P: CloudProvider> NodePools<P> {
                     }
                     // Said once the condition is written (a write refused says nothing yet).
                     for (reason, note) in plan.warnings {
-                        act.event(&plan.reference, true, &reason, note, "Reconcile").await;
+                        act.event(&plan.reference, true, &reason, note, "Reconcile");
                     }
                 }
                 // The view was older than the NodePool: the newer one is reconciled when it comes
@@ -388,7 +388,10 @@ mod tests {
 
     async fn reconcile(reconciler: &NodePools<Kwok>, loaded: &Loaded) -> Result<Next, Failed> {
         let np = NodePool::all(loaded).next().expect("a NodePool");
-        reconciler.reconcile(np, loaded).await
+        let next = reconciler.reconcile(np, loaded).await;
+        // Events are written by a task of their own: what this reconcile queued, written.
+        reconciler.common.act.events_written().await;
+        next
     }
 
     /// `np` as it is once `api`'s writes to it are applied (the merge patches' `null`s remove).

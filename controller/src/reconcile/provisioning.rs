@@ -203,7 +203,7 @@ impl<P: CloudProvider> Scheduling<P> {
             self.act.decided("LimitExceeded", over);
             for (r, pod) in pods {
                 let note = format!("{text}; not creating a NodeClaim for this pod ({})", explain(r));
-                self.act.event(pod, true, "FailedScheduling", note, "Provision").await;
+                self.act.event(pod, true, "FailedScheduling", note, "Provision");
             }
         }
         // The futures made first: a stream over a closure trips the Send check of the task's future.
@@ -229,23 +229,23 @@ impl<P: CloudProvider> Scheduling<P> {
             };
             for (r, pod) in &create.pods {
                 let note = format!("Pod should schedule on: {target} ({})", explain(r));
-                self.act.event(pod, false, "Nominated", note, "Provision").await;
+                self.act.event(pod, false, "Nominated", note, "Provision");
             }
         }
         for (kind, name, pods) in &plan.placements {
             for (r, pod) in pods {
                 let note = format!("Pod should schedule on: {kind}/{name} ({})", explain(r));
-                self.act.event(pod, false, "Nominated", note, "Provision").await;
+                self.act.event(pod, false, "Nominated", note, "Provision");
             }
         }
         for (nodepool, reason, message) in plan.notices {
-            self.act.event(&nodepool, true, reason, message, "Provision").await;
+            self.act.event(&nodepool, true, reason, message, "Provision");
         }
         for (r, headline, pod) in &plan.unschedulable {
             self.act.decided("FailedScheduling", &json!({"pod": r, "headline": headline}));
             if let Some(pod) = pod {
                 let note = format!("{headline} ({})", explain(r));
-                self.act.event(pod, true, "FailedScheduling", note, "Provision").await;
+                self.act.event(pod, true, "FailedScheduling", note, "Provision");
             }
         }
     }

@@ -232,7 +232,7 @@ impl<P: CloudProvider> NodeTermination<P> {
                 "Awaiting deletion of bound volumeattachments ({}) (kubectl karpenter explain node {name})",
                 pretty_names(&names, 5)
             );
-            self.common.act.event(&node_ref(node), false, "AwaitingVolumeDetachment", note, "Terminate").await;
+            self.common.act.event(&node_ref(node), false, "AwaitingVolumeDetachment", note, "Terminate");
             return Ok(recheck);
         }
         lock(&self.awaiting_volumes).remove(&name);
@@ -313,7 +313,7 @@ impl<P: CloudProvider> NodeTermination<P> {
                 "pod {r} has karpenter.sh/do-not-disrupt: it is not evicted before the NodeClaim's terminationGracePeriod \
                  (kubectl karpenter explain node {name})"
             );
-            self.common.act.event(&node_ref(node), true, "DisruptionBlocked", note, "Drain").await;
+            self.common.act.event(&node_ref(node), true, "DisruptionBlocked", note, "Drain");
         }
         for r in &pass.evict {
             if lock(&self.evictions).get(r).is_some_and(|(next, _)| Instant::now() < *next) {
@@ -325,7 +325,7 @@ impl<P: CloudProvider> NodeTermination<P> {
                     self.common.act.decided("Evicted", &json!({"node": name, "pod": r.to_string(), "tier": pass.tier}));
                     if let Some(pod) = seen.evicted.get(r) {
                         let note = format!("Evicted pod: draining node {name}");
-                        self.common.act.event(pod, false, "Evicted", note, "Evict").await;
+                        self.common.act.event(pod, false, "Evicted", note, "Evict");
                     }
                 }
                 Some(Eviction::Refused(message)) => {
@@ -336,7 +336,7 @@ impl<P: CloudProvider> NodeTermination<P> {
                         evictions.insert(r.clone(), (Instant::now() + backoff, backoff));
                     }
                     let note = format!("evicting pod {r}: {message} (kubectl karpenter explain node {name})");
-                    self.common.act.event(&node_ref(node), true, "FailedDraining", note, "Evict").await;
+                    self.common.act.event(&node_ref(node), true, "FailedDraining", note, "Evict");
                 }
                 Some(Eviction::Gone) => {
                     lock(&self.evictions).remove(r);
