@@ -18,7 +18,10 @@
 //! pods, 2-vCPU types), each of the type the first undisturbed launch chose, launched, registered
 //! and initialized; one Node per NodeClaim and the other way round (no leaked instance); nothing
 //! left deleting (no NodeClaim stuck, every finalizer cleared). Evictions go through the Eviction
-//! API, which enforces the inflate PodDisruptionBudget (`maxUnavailable: 1`) itself.
+//! API, which enforces the inflate PodDisruptionBudget (`maxUnavailable: 1`) itself; the API
+//! server's audit log (kept by the testenv) then shows, independently of the controller, that no
+//! inflate pod left otherwise: none deleted by the controller directly, none collected after its
+//! Node was deleted under it without an eviction first.
 //!
 //! `CARPENTRY_CHAOS_KILLS` (default [`DEFAULT_KILLS`]) and `CARPENTRY_CHAOS_SEED` (default: from the
 //! clock) set the run; both are printed first, so that a run can be repeated with
@@ -379,6 +382,22 @@ async fn killed_at_random_points_of_launch_registration_drain_and_termination_it
     eprintln!("chaos: {kills} kills in {} s, seed {seed}", began.elapsed().as_secs());
     eprintln!("leaked instances: {leaked_total}");
     eprintln!("stuck NodeClaims: {stuck_total}");
+    // The PodDisruptionBudget, from the API server's own record rather than the controller's.
+    let audit_path = env.dir.join("logs/audit.log");
+    let audit = std::fs::read_to_string(&audit_path).with_context(|| {
+        format!("read the API server's audit log {} (a testenv started before it kept one?)", audit_path.display())
+    })?;
+    let exits = pod_exits(&audit, &ns);
+    eprintln!(
+        "chaos: the API server's audit log: {} evictions of inflate pods, {} refused by the PodDisruptionBudget; pods deleted by {:?}",
+        exits.evicted, exits.refused, exits.deleted_by
+    );
+    failures.extend(exits.violations.iter().map(|v| format!("seed {seed}: {v}")));
+    // From the third kill on, a drain (a busy node's NodeClaim deleted) is among them.
+    ensure!(
+        kills < 3 || exits.evicted > 0,
+        "seed {seed}: no eviction in the audit log: the drains were not seen there"
+    );
     ensure!(failures.is_empty(), "seed {seed}: {}", failures.join("\n"));
     ensure!(
         not_reached.len() * 4 <= kills,
@@ -396,6 +415,102 @@ async fn killed_at_random_points_of_launch_registration_drain_and_termination_it
     .await
     .with_context(|| format!("controller log:\n{}", controller.log()))?;
     Ok(())
+}
+
+/// How the pods of a namespace left, from the API server's audit log (the testenv records every
+/// pod deletion and eviction with who asked and the answer).
+#[derive(Debug, Default, PartialEq)]
+struct PodExits {
+    /// Evictions the API server granted, and those it refused (429: the PodDisruptionBudget).
+    evicted: usize,
+    refused: usize,
+    /// Deletions granted, by the asker (the last part of its user agent).
+    deleted_by: std::collections::BTreeMap<String, usize>,
+    /// Pods that left against their PodDisruptionBudget: deleted by the controller directly (the
+    /// chaos NodePool sets no terminationGracePeriod, the only case upstream deletes a pod), or
+    /// deleted by the pod garbage collector (its Node gone) before anything began their exit.
+    violations: Vec<String>,
+}
+
+/// The controller's User-Agent (`carpentry-controller/<version>`).
+const CONTROLLER_AGENT: &str = "carpentry-controller/";
+
+/// Reads `audit` (JSON lines, in the order the API server answered) for the pods of `ns`.
+fn pod_exits(audit: &str, ns: &str) -> PodExits {
+    let mut exits = PodExits::default();
+    // Pods whose exit began in a way allowed: an eviction granted, or a deletion by their
+    // ReplicaSet (a scale-down) or by KWOK (finishing a deletion already begun).
+    let mut begun = std::collections::BTreeSet::new();
+    for record in audit.lines().filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok()) {
+        let object = &record["objectRef"];
+        if object["resource"] != "pods" || object["namespace"] != ns {
+            continue;
+        }
+        let pod = object["name"].as_str().unwrap_or_default().to_string();
+        let agent = record["userAgent"].as_str().unwrap_or_default();
+        let code = record["responseStatus"]["code"].as_i64().unwrap_or_default();
+        let granted = (200..300).contains(&code);
+        match (record["verb"].as_str().unwrap_or_default(), object["subresource"].as_str()) {
+            ("create", Some("eviction")) if granted => {
+                exits.evicted += 1;
+                begun.insert(pod);
+            }
+            ("create", Some("eviction")) if code == 429 => exits.refused += 1,
+            ("delete", None) if granted => {
+                // `carpentry-controller/0.1.0`, `kwok/v0.7.0 (linux/amd64)`; kube-controller-manager's
+                // controllers append their own name.
+                let asker = match agent.split('/').next().unwrap_or_default() {
+                    "kube-controller-manager" => agent.rsplit('/').next().unwrap_or_default(),
+                    first => first,
+                };
+                *exits.deleted_by.entry(asker.to_string()).or_default() += 1;
+                if agent.starts_with(CONTROLLER_AGENT) {
+                    exits.violations.push(format!("the controller deleted pod {pod} without the Eviction API"));
+                } else if agent.contains("pod-garbage-collector") && !begun.contains(&pod) {
+                    exits.violations.push(format!(
+                        "pod {pod} was collected after its Node went, without an eviction first (the Node was deleted under it)"
+                    ));
+                }
+                begun.insert(pod);
+            }
+            _ => {}
+        }
+    }
+    exits
+}
+
+#[test]
+fn pod_exits_are_read_from_the_audit_log() {
+    let record = |verb: &str, ns: &str, pod: &str, sub: Option<&str>, agent: &str, code: u16| {
+        let mut object = json!({"resource": "pods", "namespace": ns, "name": pod});
+        if let Some(sub) = sub {
+            object["subresource"] = json!(sub);
+        }
+        json!({"verb": verb, "objectRef": object, "userAgent": agent, "responseStatus": {"code": code}}).to_string()
+    };
+    let gc = "kube-controller-manager/v1.34.1 (linux/amd64) kubernetes/abc/pod-garbage-collector";
+    let rs = "kube-controller-manager/v1.34.1 (linux/amd64) kubernetes/abc/replicaset-controller";
+    let ours = "carpentry-controller/0.1.0";
+    let allowed = [
+        record("create", "c", "a", Some("eviction"), ours, 429),
+        record("create", "c", "a", Some("eviction"), ours, 201),
+        record("delete", "c", "a", None, gc, 200),
+        record("delete", "c", "b", None, rs, 200),
+        record("delete", "c", "b", None, gc, 200),
+        // Another namespace, a refused request, a truncated line: not counted.
+        record("delete", "other", "x", None, ours, 200),
+        record("delete", "c", "y", None, ours, 404),
+        "{\"verb\": \"del".to_string(),
+    ];
+    let exits = pod_exits(&allowed.join("\n"), "c");
+    assert_eq!((exits.evicted, exits.refused), (1, 1));
+    assert_eq!(exits.violations, Vec::<String>::new());
+    assert_eq!(exits.deleted_by.get("pod-garbage-collector"), Some(&2));
+    assert_eq!(exits.deleted_by.get("replicaset-controller"), Some(&1));
+    // A pod the controller deleted, one collected with nothing before: each a violation.
+    let against = [record("delete", "c", "d", None, ours, 200), record("delete", "c", "e", None, gc, 200)];
+    let exits = pod_exits(&against.join("\n"), "c");
+    assert_eq!(exits.violations.len(), 2, "{:?}", exits.violations);
 }
 
 /// #45 3.2: kube-apiserver restarted under a running controller (etcd, kube-scheduler,

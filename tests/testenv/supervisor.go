@@ -40,6 +40,23 @@ var profiles = map[string][]string{
 	"full":  {"etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok"},
 }
 
+// auditPolicyYAML has the API server record, once each when answered, every pod deleted or
+// evicted and every Node deleted, with who asked (user and user agent) and the answer's code: a test
+// asserts from it that pods left only through the ways it allows (the Eviction API, which enforces
+// PodDisruptionBudgets, or their own controller), whatever the controller under test says of itself.
+const auditPolicyYAML = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived", "ResponseStarted"]
+rules:
+- level: Metadata
+  verbs: ["create"]
+  resources: [{group: "", resources: ["pods/eviction"]}]
+- level: Metadata
+  verbs: ["delete", "deletecollection"]
+  resources: [{group: "", resources: ["pods", "nodes"]}]
+- level: None
+`
+
 // controllersForFull is the kube-controller-manager subset the full profile runs: workloads,
 // garbage collection, namespaces, node health and taint eviction, PDB status.
 var controllersForFull = []string{
@@ -395,6 +412,10 @@ func (s *supervisor) start(ctx context.Context) error {
 		admission = "ServiceAccount"
 	}
 	p := s.pki
+	auditPolicy := filepath.Join(dir, "audit-policy.yaml")
+	if err := os.WriteFile(auditPolicy, []byte(auditPolicyYAML), 0o644); err != nil {
+		return fmt.Errorf("audit policy: %w", err)
+	}
 	apiClient := &http.Client{Transport: &http.Transport{TLSClientConfig: s.adminTLS()}, Timeout: 5 * time.Second}
 	_, err = s.startWithRetry(ctx, "kube-apiserver", 1, func(ports []int) []string {
 		if err := s.writeKubeconfig(ports[0]); err != nil {
@@ -427,6 +448,11 @@ func (s *supervisor) start(ctx context.Context) error {
 			"--endpoint-reconciler-type=none",
 			"--enable-priority-and-fairness=false",
 			"--profiling=false",
+			// Appended to across restarts: one record per pod deletion or eviction, so tests can
+			// tell who took each pod away (see auditPolicyYAML).
+			"--audit-policy-file=" + auditPolicy,
+			"--audit-log-path=" + filepath.Join(dir, "logs", "audit.log"),
+			"--audit-log-format=json",
 		}, *s.opts.extra["apiserver"]...)
 	}, func(ctx context.Context, c *component) error {
 		c.url = fmt.Sprintf("https://127.0.0.1:%d", c.port)
