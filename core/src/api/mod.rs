@@ -8,6 +8,7 @@
 //! Validation (openAPI patterns, CEL rules and the runtime checks) is in `validation`; every type here implements
 //! [`validation::Validate`].
 
+pub mod clusterautoscaler;
 pub mod condition_set;
 pub(crate) mod cron;
 pub(crate) mod duration;

@@ -218,6 +218,16 @@ pub enum Rule {
     ConnectionTracking,
     /// cpuOptions `nestedVirtualization` enum enabled | disabled.
     CpuOptions,
+
+    // ---- carpentry.dev NodeGroup and the Scenario's clusterAutoscaler (cluster-autoscaler-1.36.1) ----------------
+    /// The ASG API's size rules: 0 ≤ minSize ≤ desiredCapacity ≤ maxSize.
+    NodeGroupSize,
+    /// instanceTypes and zones: at least one each, none empty or repeated (CA's template takes the first).
+    NodeGroupList,
+    /// `node-template/resources/<name>` quantities: not negative.
+    NodeGroupResources,
+    /// A CA flag's value (`config/flags/flags.go`): a Go duration, a threshold in 0..1, a known expander chain.
+    AutoscalerOption,
 }
 
 // ---------------------------------------------------------------------------------------------------------------

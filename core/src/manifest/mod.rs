@@ -27,6 +27,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::api::clusterautoscaler::{self, NodeGroup};
 use crate::api::ec2nodeclass::EC2NodeClass;
 use crate::api::nodeclaim::NodeClaim;
 use crate::api::nodepool::NodePool;
@@ -149,6 +150,9 @@ pub struct Manifests {
     pub volumeattachments: Vec<VolumeAttachment>,
     pub priorityclasses: Vec<PriorityClass>,
     pub namespaces: Vec<Namespace>,
+    /// `carpentry.dev/v1alpha1 NodeGroup`s: the Auto Scaling groups Cluster Autoscaler scales in
+    /// the comparison.
+    pub nodegroups: Vec<NodeGroup>,
     /// The `carpentry.dev/v1alpha1 Scenario` document, if any (at most one).
     pub scenario: Option<scenario::Scenario>,
     /// The objects of each `apply` step of the Scenario, loaded (and located) like the rest, by
@@ -201,6 +205,7 @@ impl Manifests {
             volumeattachments,
             priorityclasses,
             namespaces,
+            nodegroups,
             scenario,
             step_objects,
             expectations,
@@ -235,6 +240,7 @@ impl Manifests {
         self.volumeattachments.extend(volumeattachments);
         self.priorityclasses.extend(priorityclasses);
         self.namespaces.extend(namespaces);
+        self.nodegroups.extend(nodegroups);
         self.expectations.extend(expectations);
         self.origins.extend(origins);
         self.warnings.extend(warnings);
@@ -266,6 +272,8 @@ impl Manifests {
             volumeattachments,
             priorityclasses,
             namespaces,
+            // Not a live cluster's: CA's groups are the scenario's.
+            nodegroups: _,
             scenario: _,
             step_objects: _,
             expectations: _,
@@ -317,6 +325,7 @@ impl Manifests {
             volumeattachments,
             priorityclasses,
             namespaces,
+            nodegroups,
             scenario,
             step_objects,
             expectations,
@@ -342,6 +351,7 @@ impl Manifests {
             && volumeattachments.is_empty()
             && priorityclasses.is_empty()
             && namespaces.is_empty()
+            && nodegroups.is_empty()
             && scenario.is_none()
             && step_objects.is_empty()
             && expectations.is_empty()
@@ -605,6 +615,9 @@ impl Loader {
             }
             ("scheduling.k8s.io/v1", "PriorityClass") => {
                 push_plain(value, &ctx, problems, lenient, &mut m.priorityclasses)
+            }
+            (clusterautoscaler::API_VERSION, clusterautoscaler::NODE_GROUP_KIND) => {
+                push_validated(value, &ctx, problems, &mut m.nodegroups, None)
             }
             (scenario::API_VERSION, scenario::KIND) => {
                 let accepted = push_scenario(value, &ctx, problems, &mut m.scenario);

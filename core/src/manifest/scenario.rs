@@ -55,6 +55,9 @@ pub struct ScenarioSpec {
     /// and initialization: that step never happens, e.g. nodes whose user data breaks the join).
     #[serde(default, skip_serializing_if = "TimingOverrides::is_empty")]
     pub timings: TimingOverrides,
+    /// Cluster Autoscaler's flags for the comparison (each unset for CA 1.36.1's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_autoscaler: Option<crate::api::clusterautoscaler::ClusterAutoscalerOptions>,
 }
 
 /// Overrides of the simulation's timings (docs/simulation.md has the defaults).
@@ -239,6 +242,7 @@ impl Default for ScenarioSpec {
             min_values_policy: None,
             feature_gates: FeatureGates::default(),
             timings: TimingOverrides::default(),
+            cluster_autoscaler: None,
         }
     }
 }
@@ -290,6 +294,11 @@ impl Scenario {
         }
         self.validate_capacity_reservations(&mut out);
         self.validate_steps(&mut out);
+        if let Some(options) = &self.spec.cluster_autoscaler {
+            let mut errors = Vec::new();
+            options.validate_into("spec.clusterAutoscaler", &mut errors);
+            out.extend(errors.into_iter().map(|e| (e.path, e.message)));
+        }
         for (field, value, never_allowed) in self.spec.timings.fields() {
             let ok = (never_allowed && value == "Never") || parse_offset(value).is_some();
             if !ok {

@@ -455,3 +455,120 @@ fn a_live_read_assembled_from_objects_loaded_one_at_a_time_is_the_read_of_their_
     );
     assert_eq!(assembled.invalid_nodepools.len(), 1);
 }
+
+const NODE_GROUP: &str = r#"apiVersion: carpentry.dev/v1alpha1
+kind: NodeGroup
+metadata:
+  name: general
+spec:
+  minSize: 1
+  maxSize: 10
+  instanceTypes: [m5.large, m5a.large]
+  zones: [us-east-1a, us-east-1b]
+  labels: {workload: general}
+  taints:
+    - key: dedicated
+      value: batch
+      effect: NoSchedule
+  resources:
+    ephemeral-storage: 100Gi
+  autoscalingOptions:
+    scaleDownUnneededTime: 5m
+"#;
+
+#[test]
+fn node_groups_load_with_cas_defaults() {
+    let m = load(NODE_GROUP).expect("a valid NodeGroup");
+    let group = &m.nodegroups[0];
+    assert_eq!(group.metadata.name.as_deref(), Some("general"));
+    assert_eq!(group.spec.desired(), 1, "desiredCapacity unset: minSize");
+    assert_eq!(group.spec.capacity_type.as_str(), "on-demand");
+    assert_eq!(group.spec.instance_types[0], "m5.large");
+    assert_eq!(group.spec.resources["ephemeral-storage"].to_string(), "100Gi");
+    assert!(m.origins.keys().any(|o| o.to_string() == "NodeGroup/general"));
+    // Read back as written.
+    let written = serde_yaml::to_string(group).unwrap();
+    assert_eq!(load(&written).unwrap().nodegroups[0], *group);
+}
+
+#[test]
+fn a_node_groups_problems_are_located() {
+    let cases = [
+        ("  maxSize: 10", "  maxSzie: 10\n  maxSize: 10", ProblemKind::UnknownField, "spec.maxSzie", 7),
+        ("  maxSize: 10", "  maxSize: 0", ProblemKind::Validation, "spec.maxSize", 7),
+        ("  maxSize: 10", "  maxSize: 10\n  desiredCapacity: 11", ProblemKind::Validation, "spec.desiredCapacity", 8),
+        ("[m5.large, m5a.large]", "[]", ProblemKind::Validation, "spec.instanceTypes", 8),
+        ("[us-east-1a, us-east-1b]", "[us-east-1a, us-east-1a]", ProblemKind::Validation, "spec.zones[1]", 9),
+        ("{workload: general}", "{\"bad key!\": general}", ProblemKind::Validation, "spec.labels[\"bad key!\"]", 10),
+        ("effect: NoSchedule", "effect: Never", ProblemKind::Validation, "spec.taints[0].effect", 14),
+        ("100Gi", "a lot", ProblemKind::InvalidValue, "spec.resources.ephemeral-storage", 16),
+        ("100Gi", "-1Gi", ProblemKind::Validation, "spec.resources[\"ephemeral-storage\"]", 16),
+        ("5m", "5 minutes", ProblemKind::Validation, "spec.autoscalingOptions.scaleDownUnneededTime", 18),
+    ];
+    for (from, to, kind, field, line) in cases {
+        let text = NODE_GROUP.replace(from, to);
+        let p = only_problem(&text);
+        assert_eq!((p.kind, p.field.as_deref(), p.position.line), (kind, Some(field), line), "{to}: {p}");
+        assert_eq!(p.object.as_ref().map(ToString::to_string).as_deref(), Some("NodeGroup/general"), "{p}");
+    }
+}
+
+const CA_SCENARIO: &str = r#"apiVersion: carpentry.dev/v1alpha1
+kind: Scenario
+spec:
+  clusterAutoscaler:
+    expander: priority,least-waste
+    scaleDownUtilizationThreshold: 0.6
+    scaleDownUnneededTime: 2m
+    maxNodesTotal: 50
+"#;
+
+#[test]
+fn cluster_autoscaler_flags_default_as_ca_1_36_1s() {
+    let options = load(CA_SCENARIO).unwrap().scenario.unwrap().spec.cluster_autoscaler.unwrap().resolved();
+    assert_eq!(options.expanders, ["priority", "least-waste"]);
+    assert_eq!(options.scale_down_utilization_threshold, 0.6);
+    assert_eq!(options.scale_down_unneeded_time_seconds, 120.0);
+    assert_eq!(options.max_nodes_total, 50);
+    // The rest: config/flags/flags.go and config/const.go.
+    let defaults = crate::api::clusterautoscaler::ClusterAutoscalerOptions::default().resolved();
+    assert_eq!(defaults.expanders, ["least-waste"]);
+    assert_eq!(
+        (
+            defaults.scan_interval_seconds,
+            defaults.scale_down_unneeded_time_seconds,
+            defaults.scale_down_unready_time_seconds
+        ),
+        (10.0, 600.0, 1200.0)
+    );
+    assert_eq!(
+        (defaults.scale_down_delay_after_add_seconds, defaults.scale_down_delay_after_failure_seconds),
+        (600.0, 180.0)
+    );
+    assert_eq!((defaults.max_node_provision_time_seconds, defaults.max_graceful_termination_seconds), (900.0, 600));
+    assert_eq!((defaults.max_scale_down_parallelism, defaults.max_drain_parallelism), (10, 1));
+    assert_eq!((defaults.initial_node_group_backoff_seconds, defaults.max_node_group_backoff_seconds), (300.0, 1800.0));
+    assert_eq!(defaults.expendable_pods_priority_cutoff, -10);
+    assert!(!defaults.balance_similar_node_groups && defaults.scale_down_enabled);
+}
+
+#[test]
+fn cluster_autoscaler_flags_are_checked_as_cas_factory_checks_them() {
+    let cases = [
+        ("expander: priority,least-waste", "expander: cheapest", "spec.clusterAutoscaler.expander", "not one of"),
+        ("expander: priority,least-waste", "expander: price", "spec.clusterAutoscaler.expander", "cannot run on AWS"),
+        ("expander: priority,least-waste", "expander: random,most-pods", "spec.clusterAutoscaler.expander", "follows"),
+        ("expander: priority,least-waste", "expander: most-pods,most-pods", "spec.clusterAutoscaler.expander", "twice"),
+        ("0.6", "1.5", "spec.clusterAutoscaler.scaleDownUtilizationThreshold", "between 0 and 1"),
+        ("2m", "2 minutes", "spec.clusterAutoscaler.scaleDownUnneededTime", "invalid duration"),
+        ("maxNodesTotal: 50", "maxNodesTotal: -1", "spec.clusterAutoscaler.maxNodesTotal", "0 or more"),
+        ("maxNodesTotal: 50", "scanInterval: 0s", "spec.clusterAutoscaler.scanInterval", "positive"),
+    ];
+    for (from, to, field, says) in cases {
+        let p = only_problem(&CA_SCENARIO.replace(from, to));
+        assert_eq!((p.kind, p.field.as_deref()), (ProblemKind::Validation, Some(field)), "{to}: {p}");
+        assert!(p.message.contains(says), "{to}: {p}");
+    }
+    let p = only_problem(&CA_SCENARIO.replace("maxNodesTotal", "maxNodeTotal"));
+    assert_eq!((p.kind, p.field.as_deref()), (ProblemKind::UnknownField, Some("spec.clusterAutoscaler.maxNodeTotal")));
+}

@@ -38,7 +38,10 @@ pub struct Document {
 impl Document {
     /// The position of `path`, or of its nearest ancestor that was written in the input.
     pub fn locate(&self, path: &str) -> Position {
-        let mut path = path;
+        // Validation names map keys `labels["a/b"]`; positions are keyed as the loader walked them
+        // (`labels.a/b`).
+        let dotted = dotted_keys(path);
+        let mut path = dotted.as_deref().unwrap_or(path);
         loop {
             if let Some(p) = self.positions.get(path) {
                 return *p;
@@ -49,6 +52,40 @@ impl Document {
             }
         }
     }
+}
+
+/// `a.labels["k"].c` → `a.labels.k.c` (a JSON string key, as `{:?}` writes it); `None` when the
+/// path has no such key.
+fn dotted_keys(path: &str) -> Option<String> {
+    if !path.contains("[\"") {
+        return None;
+    }
+    let mut out = String::with_capacity(path.len());
+    let mut rest = path;
+    while let Some(open) = rest.find("[\"") {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        // The quoted key runs to the first unescaped quote.
+        let mut end = None;
+        let mut escaped = false;
+        for (i, c) in after.char_indices().skip(1) {
+            match c {
+                '\\' if !escaped => escaped = true,
+                '"' if !escaped => {
+                    end = Some(i);
+                    break;
+                }
+                _ => escaped = false,
+            }
+        }
+        let end = end?;
+        let key: String = serde_json::from_str(&after[..=end]).ok()?;
+        out.push('.');
+        out.push_str(&key);
+        rest = after[end + 1..].strip_prefix(']')?;
+    }
+    out.push_str(rest);
+    Some(out)
 }
 
 /// `a.b[2].c` → `a.b[2]` → `a.b` → `a` → None.
@@ -373,6 +410,18 @@ impl MarkedEventReceiver for Builder<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_quoted_map_key_is_located_on_its_own_line() {
+        let text = "spec:\n  labels:\n    team: a\n    karpenter.sh/x\\\"y: b\n";
+        let doc = parse_documents(text).unwrap().remove(0);
+        assert_eq!(doc.locate(r#"spec.labels["team"]"#).line, 3);
+        assert_eq!(doc.locate(r#"spec.labels["karpenter.sh/x\\\"y"]"#).line, 4);
+        // A key not written, or a path that is not a quoted key: the nearest ancestor.
+        assert_eq!(doc.locate(r#"spec.labels["other"]"#).line, 2);
+        assert_eq!(doc.locate(r#"spec.labels["unterminated"#).line, 2);
+        assert_eq!(dotted_keys("spec.taints[0].key"), None);
+    }
 
     #[test]
     fn splits_documents_and_records_positions() {
