@@ -34,6 +34,7 @@
 
 pub mod api;
 pub mod catalogue;
+pub mod clusterautoscaler;
 pub mod conversion;
 pub mod disruption;
 pub mod events;

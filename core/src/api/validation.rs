@@ -224,6 +224,8 @@ pub enum Rule {
     NodeGroupSize,
     /// instanceTypes and zones: at least one each, none empty or repeated (CA's template takes the first).
     NodeGroupList,
+    /// instanceTypes and zones the EC2 catalogue has (a typo would leave the group out of every scale-up).
+    NodeGroupCatalogue,
     /// `node-template/resources/<name>` quantities: not negative.
     NodeGroupResources,
     /// A CA flag's value (`config/flags/flags.go`): a Go duration, a threshold in 0..1, a known expander chain.

@@ -617,7 +617,7 @@ impl Loader {
                 push_plain(value, &ctx, problems, lenient, &mut m.priorityclasses)
             }
             (clusterautoscaler::API_VERSION, clusterautoscaler::NODE_GROUP_KIND) => {
-                push_validated(value, &ctx, problems, &mut m.nodegroups, None)
+                push_node_group(value, &ctx, problems, &mut m.nodegroups)
             }
             (scenario::API_VERSION, scenario::KIND) => {
                 let accepted = push_scenario(value, &ctx, problems, &mut m.scenario);
@@ -862,6 +862,52 @@ fn push_validated<T: DeserializeOwned + Serialize + Validate>(
             false
         }
     }
+}
+
+/// A NodeGroup: validated as written, and its instance types and zones looked up in the embedded
+/// catalogue (a typo would otherwise leave the group out of every scale-up, silently).
+fn push_node_group(value: &Value, ctx: &Ctx<'_>, problems: &mut Vec<Problem>, into: &mut Vec<NodeGroup>) -> bool {
+    let mut group_problems = Vec::new();
+    let mut accepted: Vec<NodeGroup> = Vec::new();
+    if !push_validated(value, ctx, &mut group_problems, &mut accepted, None) {
+        problems.extend(group_problems);
+        return false;
+    }
+    let Some(group) = accepted.pop() else { return false };
+    let errors = catalogue_errors(&group.spec, "spec");
+    if !errors.is_empty() {
+        problems.extend(errors.into_iter().map(|e| ctx.problem(ProblemKind::Validation, Some(&e.path), e.message)));
+        return false;
+    }
+    into.push(group);
+    true
+}
+
+fn catalogue_errors(spec: &crate::api::clusterautoscaler::NodeGroupSpec, path: &str) -> Vec<crate::api::FieldError> {
+    use crate::api::{FieldError, Rule};
+    let mut out = Vec::new();
+    let catalogue = crate::catalogue::Catalogue::embedded();
+    for (i, name) in spec.instance_types.iter().enumerate() {
+        if catalogue.info(name).is_none() {
+            out.push(FieldError::new(
+                format!("{path}.instanceTypes[{i}]"),
+                Rule::NodeGroupCatalogue,
+                format!("{name:?} is not an EC2 instance type in the catalogue"),
+            ));
+        }
+    }
+    for (i, zone) in spec.zones.iter().enumerate() {
+        let known =
+            catalogue.regions().any(|r| catalogue.zones(r).is_some_and(|zs| zs.iter().any(|z| z.name == *zone)));
+        if !known {
+            out.push(FieldError::new(
+                format!("{path}.zones[{i}]"),
+                Rule::NodeGroupCatalogue,
+                format!("{zone:?} is not a zone of any region in the catalogue"),
+            ));
+        }
+    }
+    out
 }
 
 fn push_scenario(

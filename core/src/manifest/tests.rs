@@ -500,6 +500,8 @@ fn a_node_groups_problems_are_located() {
         ("[m5.large, m5a.large]", "[]", ProblemKind::Validation, "spec.instanceTypes", 8),
         ("[us-east-1a, us-east-1b]", "[us-east-1a, us-east-1a]", ProblemKind::Validation, "spec.zones[1]", 9),
         ("{workload: general}", "{\"bad key!\": general}", ProblemKind::Validation, "spec.labels[\"bad key!\"]", 10),
+        ("m5a.large]", "m5a.largish]", ProblemKind::Validation, "spec.instanceTypes[1]", 8),
+        ("us-east-1b]", "us-east-1z]", ProblemKind::Validation, "spec.zones[1]", 9),
         ("effect: NoSchedule", "effect: Never", ProblemKind::Validation, "spec.taints[0].effect", 14),
         ("100Gi", "a lot", ProblemKind::InvalidValue, "spec.resources.ephemeral-storage", 16),
         ("100Gi", "-1Gi", ProblemKind::Validation, "spec.resources[\"ephemeral-storage\"]", 16),

@@ -69,7 +69,7 @@ pub fn daemons(daemonsets: &[DaemonSet]) -> (Vec<Daemon>, Vec<(String, String)>)
 
 /// Daemon requirements to try: the strict requirements with each required term in turn (OR
 /// semantics; upstream drops terms one by one), or the nodeSelector alone without terms.
-fn daemon_requirement_options(d: &Daemon) -> Vec<Requirements> {
+pub(crate) fn daemon_requirement_options(d: &Daemon) -> Vec<Requirements> {
     let n = d.pod.required_terms.len().max(1);
     (0..n).map(|i| d.pod.strict_requirements(&Preferences { dropped_required: i, ..Default::default() })).collect()
 }
