@@ -5,8 +5,11 @@
 //!
 //! | file | upstream |
 //! |---|---|
+//! | [`estimator`] | `estimator/binpacking_estimator.go`, `estimator/decreasing_pod_orderer.go` |
 //! | [`template`] | `cloudprovider/aws/aws_manager.go` `buildNodeFromTemplate`, `buildGenericLabels`; `cloudprovider/utils.go` `BuildKubeProxy`; `simulator/node_info_utils.go` `podsExpectedOnFreshNode` |
 
+pub mod estimator;
 pub mod template;
 
+pub use estimator::{estimate, Estimate};
 pub use template::{template, Template, TemplateError, TemplatePod};

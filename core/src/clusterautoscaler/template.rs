@@ -105,10 +105,7 @@ pub fn template(
         (labels::HOSTNAME.to_string(), node_name.clone()),
         (EBS_CSI_ZONE.to_string(), zone.clone()),
     ]);
-    let mut pods = vec![TemplatePod {
-        name: KUBE_PROXY.into(),
-        requests: BTreeMap::from([("cpu".into(), Quantity::from_millis(100))]),
-    }];
+    let mut pods = vec![TemplatePod { name: KUBE_PROXY.into(), requests: kube_proxy_requests() }];
     pods.extend(daemon_pods(&node_labels, &spec.taints, daemonsets));
     let node = Node {
         metadata: ObjectMeta { name: Some(node_name), labels: Some(node_labels), ..Default::default() },
@@ -125,6 +122,14 @@ pub fn template(
         }),
     };
     Ok(Template { group: name, instance_type: instance_type.clone(), zone: zone.clone(), node, pods })
+}
+
+/// What `BuildKubeProxy`'s pod takes: 100m CPU, and its place among the node's pods.
+fn kube_proxy_requests() -> ResourceList {
+    BTreeMap::from([
+        ("cpu".into(), Quantity::from_millis(100)),
+        (crate::resources::PODS.into(), Quantity::from_units(1)),
+    ])
 }
 
 fn k8s_quantity(q: &Quantity) -> k8s_openapi::apimachinery::pkg::api::resource::Quantity {
@@ -220,13 +225,7 @@ mod tests {
         }
         let taints = t.node.spec.as_ref().unwrap().taints.as_ref().unwrap();
         assert_eq!((taints[0].key.as_str(), taints[0].effect.as_str()), ("dedicated", "NoSchedule"));
-        assert_eq!(
-            t.pods,
-            [TemplatePod {
-                name: KUBE_PROXY.into(),
-                requests: BTreeMap::from([("cpu".into(), Quantity::from_millis(100))])
-            }]
-        );
+        assert_eq!(t.pods, [TemplatePod { name: KUBE_PROXY.into(), requests: kube_proxy_requests() }]);
     }
 
     #[test]

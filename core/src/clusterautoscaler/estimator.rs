@@ -1,0 +1,252 @@
+//! How many new nodes of one group the pending pods need (upstream
+//! `estimator/binpacking_estimator.go` and `estimator/decreasing_pod_orderer.go` at
+//! cluster-autoscaler-1.36.1).
+//!
+//! The pods come in equivalence groups (pods of one controller with the same labels and spec).
+//! Groups are ordered by `podCPU / templateCPU + podMemory / templateMemory` of their first pod,
+//! highest first; upstream's sort is unstable, here equal scores keep the input order (a
+//! deterministic choice). Then, for each equivalence group:
+//!
+//! 1. its pods go first-fit onto the new nodes of this estimation, until one does not fit;
+//! 2. each remaining pod tries the node added last;
+//! 3. if it does not fit there and that node is still empty, the group stops: its pods do not fit
+//!    a fresh node;
+//! 4. otherwise, within the limit, a new template node is added and the pod placed on it.
+//!
+//! The estimate is the number of new nodes that got a pod, and the pods placed. A pod fits a node
+//! when the node's free allocatable (after the template's own pods and those placed) holds its
+//! requests, it tolerates the node's NoSchedule and NoExecute taints, and its node selector and
+//! one of its required node-affinity terms match the node's labels. Not modelled yet: host
+//! ports, pod (anti-)affinity and topology spread, which CA's scheduler plugins also check.
+
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::requirements::{AllowUndefined, Requirements};
+use crate::resources::{self, ResourceList};
+use crate::scheduling::pod::PodData;
+use crate::scheduling::taints;
+
+use super::template::Template;
+
+/// What the estimator made of one group's pods.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Estimate {
+    /// New nodes that got at least one pod.
+    pub node_count: usize,
+    /// The pods placed (`namespace/name`), in the order they were placed.
+    pub pods: Vec<String>,
+}
+
+/// A pod as the estimator reads it.
+struct Pending {
+    key: String,
+    data: PodData,
+}
+
+/// A new node of this estimation: what its pods use.
+struct NewNode {
+    used: ResourceList,
+    pods: usize,
+}
+
+/// How many new nodes of `template`'s group `groups` (equivalence groups of pending pods) need,
+/// with at most `limit` new nodes. Pods that cannot be read are left out (the caller reports
+/// them as the provisioning round does).
+pub fn estimate(template: &Template, groups: &[Vec<&Pod>], limit: usize) -> Estimate {
+    let node = &template.node;
+    let status = node.status.as_ref();
+    let allocatable =
+        status.and_then(|s| s.allocatable.as_ref()).and_then(|a| resources::from_k8s(a).ok()).unwrap_or_default();
+    let labels = Requirements::from_labels(&node.metadata.labels.clone().unwrap_or_default());
+    let taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+    let mut template_used = ResourceList::new();
+    for p in &template.pods {
+        resources::add_into(&mut template_used, &p.requests);
+    }
+    let share = |requests: &ResourceList, resource: &str| -> f64 {
+        let total = allocatable.get(resource).map_or(0.0, |q| q.as_f64());
+        if total > 0.0 {
+            requests.get(resource).map_or(0.0, |q| q.as_f64()) / total
+        } else {
+            0.0
+        }
+    };
+    let mut ordered: Vec<Vec<Pending>> = groups
+        .iter()
+        .map(|group| {
+            group
+                .iter()
+                .filter_map(|pod| {
+                    let data = PodData::read(pod).ok()?;
+                    let key = format!(
+                        "{}/{}",
+                        pod.metadata.namespace.as_deref().unwrap_or("default"),
+                        pod.metadata.name.as_deref().unwrap_or_default()
+                    );
+                    Some(Pending { key, data })
+                })
+                .collect::<Vec<_>>()
+        })
+        .filter(|group| !group.is_empty())
+        .collect();
+    let score = |group: &Vec<Pending>| share(&group[0].data.requests, "cpu") + share(&group[0].data.requests, "memory");
+    // A stable sort: equal scores keep the input order.
+    ordered.sort_by(|a, b| score(b).total_cmp(&score(a)));
+
+    let mut nodes: Vec<NewNode> = Vec::new();
+    let mut placed = Vec::new();
+    let fits = |node: &NewNode, pod: &Pending| {
+        let free = resources::subtract(&allocatable, &node.used);
+        resources::fits(&pod.data.requests, &free)
+    };
+    for group in &ordered {
+        // Scheduling predicates other than resources are the same on every copy of the template.
+        if !schedulable(&group[0].data, &labels, &taints) {
+            continue;
+        }
+        let mut pods = group.iter().peekable();
+        // 1. First-fit onto the nodes added so far, until a pod does not fit.
+        while let Some(pod) = pods.peek() {
+            let Some(node) = nodes.iter_mut().find(|n| fits(n, pod)) else { break };
+            resources::add_into(&mut node.used, &pod.data.requests);
+            node.pods += 1;
+            placed.push(pod.key.clone());
+            pods.next();
+        }
+        // 2–4. The rest: the last node, else a new one.
+        for pod in pods {
+            if let Some(last) = nodes.last_mut() {
+                if fits(last, pod) {
+                    resources::add_into(&mut last.used, &pod.data.requests);
+                    last.pods += 1;
+                    placed.push(pod.key.clone());
+                    continue;
+                }
+                if last.pods == 0 {
+                    break;
+                }
+            }
+            if nodes.len() >= limit {
+                break;
+            }
+            let mut fresh = NewNode { used: template_used.clone(), pods: 0 };
+            if fits(&fresh, pod) {
+                resources::add_into(&mut fresh.used, &pod.data.requests);
+                fresh.pods = 1;
+                placed.push(pod.key.clone());
+            }
+            nodes.push(fresh);
+        }
+    }
+    Estimate { node_count: nodes.iter().filter(|n| n.pods > 0).count(), pods: placed }
+}
+
+/// Whether `pod` passes the template's taints and labels (resources aside).
+fn schedulable(pod: &PodData, labels: &Requirements, node_taints: &[k8s_openapi::api::core::v1::Taint]) -> bool {
+    // The scheduler's TaintToleration filter looks at NoSchedule and NoExecute only.
+    let mut tolerations = pod.tolerations.clone();
+    tolerations.push(taints::prefer_no_schedule_toleration());
+    if taints::first_untolerated(node_taints, &tolerations).is_some() {
+        return false;
+    }
+    let options = pod.required_terms.len().max(1);
+    (0..options).any(|i| {
+        let prefs = crate::scheduling::pod::Preferences { dropped_required: i, ..Default::default() };
+        labels.is_compatible(&pod.strict_requirements(&prefs), AllowUndefined::Nothing)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::clusterautoscaler::NodeGroup;
+    use crate::catalogue::Catalogue;
+    use serde_json::json;
+
+    /// m5.large (2 vCPU, 8 GiB), optionally tainted `dedicated=batch:NoSchedule`; kube-proxy takes
+    /// 100m of it.
+    fn m5_large(tainted: bool) -> Template {
+        let taints =
+            if tainted { json!([{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}]) } else { json!([]) };
+        let group: NodeGroup = serde_json::from_value(json!({
+            "metadata": {"name": "general"},
+            "spec": {"maxSize": 10, "instanceTypes": ["m5.large"], "zones": ["us-east-1a"],
+                     "labels": {"workload": "general"}, "taints": taints},
+        }))
+        .unwrap();
+        super::super::template(&group, Catalogue::embedded(), "us-east-1", &[]).unwrap()
+    }
+
+    fn pods(prefix: &str, n: usize, cpu: &str, extra: serde_json::Value) -> Vec<Pod> {
+        (0..n)
+            .map(|i| {
+                let mut spec = json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]});
+                spec.as_object_mut().unwrap().extend(extra.as_object().cloned().unwrap_or_default());
+                serde_json::from_value(
+                    json!({"metadata": {"name": format!("{prefix}-{i}"), "namespace": "default"}, "spec": spec}),
+                )
+                .unwrap()
+            })
+            .collect()
+    }
+
+    fn run(template: &Template, groups: &[&[Pod]], limit: usize) -> Estimate {
+        let groups: Vec<Vec<&Pod>> = groups.iter().map(|g| g.iter().collect()).collect();
+        estimate(template, &groups, limit)
+    }
+
+    #[test]
+    fn inflate_needs_a_node_per_pod_of_one_cpu_on_two_vcpu_nodes() {
+        let inflate = pods("inflate", 3, "1", json!({}));
+        let e = run(&m5_large(false), &[&inflate], 1000);
+        assert_eq!(e.node_count, 3);
+        assert_eq!(e.pods, ["default/inflate-0", "default/inflate-1", "default/inflate-2"]);
+        // The limiter: no more new nodes than allowed.
+        assert_eq!(run(&m5_large(false), &[&inflate], 2), Estimate { node_count: 2, pods: e.pods[..2].to_vec() });
+    }
+
+    #[test]
+    fn a_pod_too_big_for_a_fresh_node_adds_none() {
+        let big = pods("big", 2, "3", json!({}));
+        assert_eq!(run(&m5_large(false), &[&big], 1000), Estimate::default());
+    }
+
+    #[test]
+    fn larger_groups_go_first_and_later_groups_fill_the_nodes_already_added() {
+        // Listed small first; the 1-CPU group scores 0.5 against 0.25 and goes first.
+        let small = pods("small", 3, "500m", json!({}));
+        let large = pods("large", 1, "1", json!({}));
+        let e = run(&m5_large(false), &[&small, &large], 1000);
+        // large-0 on node 1 (1.1 of 2 used); small-0 fits there first-fit (1.6); small-1 does
+        // not, nor on the last node: node 2 takes small-1 and small-2.
+        assert_eq!(e.pods, ["default/large-0", "default/small-0", "default/small-1", "default/small-2"]);
+        assert_eq!(e.node_count, 2);
+    }
+
+    #[test]
+    fn taints_and_node_affinity_are_checked_against_the_template() {
+        let plain = pods("plain", 1, "1", json!({}));
+        let tolerating =
+            pods("tolerating", 1, "1", json!({"tolerations": [{"key": "dedicated", "operator": "Exists"}]}));
+        let tainted = m5_large(true);
+        assert_eq!(run(&tainted, &[&plain], 10).node_count, 0, "an untolerated NoSchedule taint");
+        assert_eq!(run(&tainted, &[&tolerating], 10).node_count, 1);
+        let matching = pods("matching", 1, "1", json!({"nodeSelector": {"workload": "general"}}));
+        let arm = pods("arm", 1, "1", json!({"nodeSelector": {"kubernetes.io/arch": "arm64"}}));
+        let either = pods(
+            "either",
+            1,
+            "1",
+            json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}]},
+                {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1a"]}]},
+            ]}}}}),
+        );
+        let untemplated = pods("untemplated", 1, "1", json!({"nodeSelector": {"team": "x"}}));
+        let plain_node = m5_large(false);
+        assert_eq!(run(&plain_node, &[&matching], 10).node_count, 1);
+        assert_eq!(run(&plain_node, &[&arm], 10).node_count, 0);
+        assert_eq!(run(&plain_node, &[&either], 10).node_count, 1, "one required term matches");
+        assert_eq!(run(&plain_node, &[&untemplated], 10).node_count, 0, "a label the template lacks");
+    }
+}
