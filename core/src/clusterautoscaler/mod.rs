@@ -6,10 +6,13 @@
 //! | file | upstream |
 //! |---|---|
 //! | [`estimator`] | `estimator/binpacking_estimator.go`, `estimator/decreasing_pod_orderer.go` |
+//! | [`expander`] | `expander/factory/chain.go`, `expander/waste`, `expander/mostpods`, `expander/leastnodes`, `expander/random` |
 //! | [`template`] | `cloudprovider/aws/aws_manager.go` `buildNodeFromTemplate`, `buildGenericLabels`; `cloudprovider/utils.go` `BuildKubeProxy`; `simulator/node_info_utils.go` `podsExpectedOnFreshNode` |
 
 pub mod estimator;
+pub mod expander;
 pub mod template;
 
 pub use estimator::{estimate, Estimate};
+pub use expander::{choose, Expansion, ScaleUpOption};
 pub use template::{template, Template, TemplateError, TemplatePod};
