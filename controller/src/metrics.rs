@@ -89,7 +89,7 @@ pub struct Metrics {
     api_write_errors: Family<Labels, Counter>,
     /// `carpentry_api_requests_total{client}`: every request through a rate-limited client.
     api_requests: Family<Labels, Counter>,
-    /// `carpentry_events_dropped_total`: events not queued, the queue to the API server full.
+    /// `carpentry_events_dropped_total`: events not queued (the queue full, or its writer gone).
     events_dropped: Counter,
     /// `karpenter_nodeclaims_created_total{reason, nodepool, min_values_relaxed}`.
     nodeclaims_created: Family<Labels, Counter>,
@@ -247,7 +247,7 @@ impl Metrics {
         );
         carpentry.register(
             "events_dropped",
-            "Events not written because the queue to the API server was full (offered again by the next pass)",
+            "Events not queued: the queue to the API server was full (offered again by the next pass), or its writer was gone",
             self.events_dropped.clone(),
         );
         carpentry.register(

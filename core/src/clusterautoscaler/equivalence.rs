@@ -3,13 +3,14 @@
 //! (by its UID) with equal labels and an equal spec form one group, whose first pod stands for
 //! all in fit checks and whose pods the estimator packs together. A pod without a controller, or
 //! a DaemonSet's, is a group of its own; so is every pod of a controller that already has 10
-//! groups (`maxEquivalenceGroupsByController`). Specs are compared without `hostname`, which a
-//! StatefulSet's pods differ in.
+//! groups (`maxEquivalenceGroupsByController`). Specs are compared as upstream's
+//! `PodSpecSemanticallyEqual` compares them: without `hostname` (a StatefulSet's pods differ in
+//! it) and without projected volumes and their mounts (each pod's `kube-api-access-<random>`).
 //!
 //! Upstream returns the groups as a Go map (no order); here they come in the order of their first
 //! pod in the input.
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodSpec};
 
 /// upstream `maxEquivalenceGroupsByController`.
 pub const MAX_GROUPS_PER_CONTROLLER: usize = 10;
@@ -17,6 +18,8 @@ pub const MAX_GROUPS_PER_CONTROLLER: usize = 10;
 /// `pods` in equivalence groups, each in input order.
 pub fn groups<'a>(pods: &[&'a Pod]) -> Vec<Vec<&'a Pod>> {
     let mut out: Vec<Vec<&'a Pod>> = Vec::new();
+    // Each group's first pod's spec without its hostname, made once (not once a comparison).
+    let mut representatives: Vec<PodSpec> = Vec::new();
     // Per controller UID: the groups it has (indices into `out`).
     let mut by_controller: Vec<(&str, Vec<usize>)> = Vec::new();
     for &pod in pods {
@@ -27,8 +30,10 @@ pub fn groups<'a>(pods: &[&'a Pod]) -> Vec<Vec<&'a Pod>> {
             .flatten()
             .find(|o| o.controller == Some(true))
             .filter(|o| o.kind != "DaemonSet");
+        let spec = without_hostname(pod);
         let Some(controller) = controller else {
             out.push(vec![pod]);
+            representatives.push(spec);
             continue;
         };
         let uid = controller.uid.as_str();
@@ -40,26 +45,38 @@ pub fn groups<'a>(pods: &[&'a Pod]) -> Vec<Vec<&'a Pod>> {
             }
         };
         let groups = &mut by_controller[position].1;
-        if let Some(&g) = groups.iter().find(|&&g| alike(out[g][0], pod)) {
+        let alike = |g: usize| out[g][0].metadata.labels == pod.metadata.labels && representatives[g] == spec;
+        if let Some(&g) = groups.iter().find(|&&g| alike(g)) {
             out[g].push(pod);
         } else {
             if groups.len() < MAX_GROUPS_PER_CONTROLLER {
                 groups.push(out.len());
             }
             out.push(vec![pod]);
+            representatives.push(spec);
         }
     }
     out
 }
 
-/// Equal labels and an equal spec, `hostname` aside.
-fn alike(a: &Pod, b: &Pod) -> bool {
-    let spec = |p: &Pod| {
-        let mut spec = p.spec.clone().unwrap_or_default();
-        spec.hostname = None;
-        spec
-    };
-    a.metadata.labels == b.metadata.labels && spec(a) == spec(b)
+/// The pod's spec as groups compare it: `hostname`, projected volumes and their mounts aside.
+fn without_hostname(pod: &Pod) -> PodSpec {
+    let mut spec = pod.spec.clone().unwrap_or_default();
+    spec.hostname = None;
+    let projected: Vec<String> =
+        spec.volumes.iter().flatten().filter(|v| v.projected.is_some()).map(|v| v.name.clone()).collect();
+    if !projected.is_empty() {
+        if let Some(volumes) = spec.volumes.as_mut() {
+            volumes.retain(|v| v.projected.is_none());
+        }
+        let containers = spec.containers.iter_mut().chain(spec.init_containers.iter_mut().flatten());
+        for container in containers {
+            if let Some(mounts) = container.volume_mounts.as_mut() {
+                mounts.retain(|m| !projected.contains(&m.name));
+            }
+        }
+    }
+    spec
 }
 
 #[cfg(test)]
@@ -77,6 +94,22 @@ mod tests {
             "spec": {"hostname": name, "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn each_pods_service_account_token_volume_does_not_split_a_group() {
+        let with_token = |name: &str, token: &str| {
+            let mut p = pod(name, Some(("ReplicaSet", "rs")), json!({"app": "web"}), "1");
+            let spec = p.spec.as_mut().unwrap();
+            spec.volumes =
+                Some(vec![serde_json::from_value(json!({"name": token, "projected": {"sources": []}})).unwrap()]);
+            spec.containers[0].volume_mounts =
+                Some(vec![serde_json::from_value(json!({"name": token, "mountPath": "/var/run/secrets"})).unwrap()]);
+            p
+        };
+        let pods = [with_token("a", "kube-api-access-x1"), with_token("b", "kube-api-access-y2")];
+        let refs: Vec<&Pod> = pods.iter().collect();
+        assert_eq!(names(&groups(&refs)), [vec!["a", "b"]]);
     }
 
     fn names(groups: &[Vec<&Pod>]) -> Vec<Vec<String>> {

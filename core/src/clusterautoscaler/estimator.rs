@@ -43,10 +43,23 @@ struct Pending {
     data: PodData,
 }
 
-/// A new node of this estimation: what its pods use.
+/// A new node of this estimation: what is left of its allocatable.
 struct NewNode {
-    used: ResourceList,
+    free: ResourceList,
     pods: usize,
+}
+
+impl NewNode {
+    /// The scheduler's NodeResourcesFit: only what the pod requests is compared (a template
+    /// pod's request the template lacks does not keep every pod off).
+    fn fits(&self, pod: &Pending) -> bool {
+        resources::first_exceeded(&pod.data.requests, &self.free).is_none()
+    }
+
+    fn place(&mut self, pod: &Pending) {
+        self.free = resources::subtract(&self.free, &pod.data.requests);
+        self.pods += 1;
+    }
 }
 
 /// How many new nodes of `template`'s group `groups` (equivalence groups of pending pods) need,
@@ -59,9 +72,9 @@ pub fn estimate(template: &Template, groups: &[Vec<&Pod>], limit: usize) -> Esti
         status.and_then(|s| s.allocatable.as_ref()).and_then(|a| resources::from_k8s(a).ok()).unwrap_or_default();
     let labels = Requirements::from_labels(&node.metadata.labels.clone().unwrap_or_default());
     let taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-    let mut template_used = ResourceList::new();
+    let mut template_free = allocatable.clone();
     for p in &template.pods {
-        resources::add_into(&mut template_used, &p.requests);
+        template_free = resources::subtract(&template_free, &p.requests);
     }
     let share = |requests: &ResourceList, resource: &str| -> f64 {
         let total = allocatable.get(resource).map_or(0.0, |q| q.as_f64());
@@ -90,15 +103,13 @@ pub fn estimate(template: &Template, groups: &[Vec<&Pod>], limit: usize) -> Esti
         .filter(|group| !group.is_empty())
         .collect();
     let score = |group: &Vec<Pending>| share(&group[0].data.requests, "cpu") + share(&group[0].data.requests, "memory");
+    let mut scored: Vec<(f64, Vec<Pending>)> = ordered.drain(..).map(|g| (score(&g), g)).collect();
     // A stable sort: equal scores keep the input order.
-    ordered.sort_by(|a, b| score(b).total_cmp(&score(a)));
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let ordered: Vec<Vec<Pending>> = scored.into_iter().map(|(_, g)| g).collect();
 
     let mut nodes: Vec<NewNode> = Vec::new();
     let mut placed = Vec::new();
-    let fits = |node: &NewNode, pod: &Pending| {
-        let free = resources::subtract(&allocatable, &node.used);
-        resources::fits(&pod.data.requests, &free)
-    };
     for group in &ordered {
         // Scheduling predicates other than resources are the same on every copy of the template.
         if !schedulable(&group[0].data, &labels, &taints) {
@@ -107,18 +118,16 @@ pub fn estimate(template: &Template, groups: &[Vec<&Pod>], limit: usize) -> Esti
         let mut pods = group.iter().peekable();
         // 1. First-fit onto the nodes added so far, until a pod does not fit.
         while let Some(pod) = pods.peek() {
-            let Some(node) = nodes.iter_mut().find(|n| fits(n, pod)) else { break };
-            resources::add_into(&mut node.used, &pod.data.requests);
-            node.pods += 1;
+            let Some(node) = nodes.iter_mut().find(|n| n.fits(pod)) else { break };
+            node.place(pod);
             placed.push(pod.key.clone());
             pods.next();
         }
         // 2–4. The rest: the last node, else a new one.
         for pod in pods {
             if let Some(last) = nodes.last_mut() {
-                if fits(last, pod) {
-                    resources::add_into(&mut last.used, &pod.data.requests);
-                    last.pods += 1;
+                if last.fits(pod) {
+                    last.place(pod);
                     placed.push(pod.key.clone());
                     continue;
                 }
@@ -129,10 +138,9 @@ pub fn estimate(template: &Template, groups: &[Vec<&Pod>], limit: usize) -> Esti
             if nodes.len() >= limit {
                 break;
             }
-            let mut fresh = NewNode { used: template_used.clone(), pods: 0 };
-            if fits(&fresh, pod) {
-                resources::add_into(&mut fresh.used, &pod.data.requests);
-                fresh.pods = 1;
+            let mut fresh = NewNode { free: template_free.clone(), pods: 0 };
+            if fresh.fits(pod) {
+                fresh.place(pod);
                 placed.push(pod.key.clone());
             }
             nodes.push(fresh);
@@ -203,6 +211,17 @@ mod tests {
         assert_eq!(e.pods, ["default/inflate-0", "default/inflate-1", "default/inflate-2"]);
         // The limiter: no more new nodes than allowed.
         assert_eq!(run(&m5_large(false), &[&inflate], 2), Estimate { node_count: 2, pods: e.pods[..2].to_vec() });
+    }
+
+    #[test]
+    fn only_what_the_pod_requests_is_compared() {
+        // A DaemonSet on the template asks for ephemeral storage the template does not list.
+        let mut template = m5_large(false);
+        template.pods.push(super::super::TemplatePod {
+            name: "kube-system/logs".into(),
+            requests: ResourceList::from([("ephemeral-storage".into(), crate::quantity::Quantity::from_gibibytes(1))]),
+        });
+        assert_eq!(run(&template, &[&pods("p", 1, "1", json!({}))], 10).node_count, 1);
     }
 
     #[test]
