@@ -72,6 +72,23 @@ struct Published<T> {
     count: u32,
     /// The written event; `None` for one the rate limit dropped (nothing to count a repeat into).
     handle: Option<T>,
+    /// Let through and not yet said to be written or not.
+    pending: bool,
+    /// A repeat's series before it (when and how many): restored if the repeat is not written,
+    /// so that the next offer counts into the same event rather than writing a new one.
+    before: Option<(i64, u32)>,
+}
+
+/// Where an event [`Dedupe::publish`] let through stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// On its way.
+    Pending,
+    /// Written (or published again since).
+    Written,
+    /// Not written (a failed write, a full queue, lost leadership), or forgotten since: the next
+    /// offer publishes it.
+    Forgotten,
 }
 
 /// A token bucket over the caller's clock (client-go `flowcontrol.tokenBucketRateLimiter`'s
@@ -169,14 +186,21 @@ impl<T: Clone> Dedupe<T> {
         let (count, handle) = match &publication {
             _ if key.reason == NOMINATED && !self.nominations.try_accept(now) => {
                 // Dropped by the limit: remembered, with nothing to count a repeat into.
-                let dropped = Published { at: now, timeout, message: key.message.clone(), count: 0, handle: None };
+                let message = key.message.clone();
+                let dropped =
+                    Published { at: now, timeout, message, count: 0, handle: None, pending: false, before: None };
                 self.published.insert(stored, dropped);
                 return Publication::Suppressed;
             }
             Publication::Repeat { of, count } => (*count, Some(of.clone())),
             Publication::New | Publication::Suppressed => (1, None),
         };
-        self.published.insert(stored, Published { at: now, timeout, message: key.message.clone(), count, handle });
+        let before = match &publication {
+            Publication::Repeat { .. } => self.published.get(&stored).map(|p| (p.at, p.count)),
+            _ => None,
+        };
+        let message = key.message.clone();
+        self.published.insert(stored, Published { at: now, timeout, message, count, handle, pending: true, before });
         publication
     }
 
@@ -185,15 +209,44 @@ impl<T: Clone> Dedupe<T> {
     pub fn written(&mut self, key: &EventKey, at: i64, handle: T) {
         if let Some(p) = self.published.get_mut(&dedupe_key(key).0).filter(|p| p.at == at) {
             p.handle = Some(handle);
+            p.pending = false;
+            p.before = None;
         }
     }
 
-    /// The event [`Dedupe::publish`] let through at `at` was not written: forgotten, so that the
-    /// next offer publishes it.
+    /// The event [`Dedupe::publish`] let through at `at` was not written: a new event is
+    /// forgotten, a repeat's series restored to what it was, so that the next offer publishes it
+    /// again (and a repeat still counts into the event written before).
     pub fn not_written(&mut self, key: &EventKey, at: i64) {
         let stored = dedupe_key(key).0;
-        if self.published.get(&stored).is_some_and(|p| p.at == at) {
-            self.published.remove(&stored);
+        let Some(p) = self.published.get_mut(&stored).filter(|p| p.at == at) else { return };
+        match p.before.take() {
+            Some((before, count)) => {
+                p.at = before;
+                p.count = count;
+                p.pending = false;
+            }
+            None => {
+                self.published.remove(&stored);
+            }
+        }
+    }
+
+    /// Whether [`Dedupe::publish`] would suppress `key` at `now`, without recording anything or
+    /// taking a nomination token (asked before an event that cannot be queued is counted as
+    /// dropped).
+    pub fn suppresses(&self, key: &EventKey, now: i64) -> bool {
+        let (stored, timeout) = dedupe_key(key);
+        self.published.get(&stored).is_some_and(|p| now - p.at < timeout)
+    }
+
+    /// Where the event [`Dedupe::publish`] let through at `at` stands.
+    pub fn delivery(&self, key: &EventKey, at: i64) -> Delivery {
+        match self.published.get(&dedupe_key(key).0) {
+            Some(p) if p.at == at && p.pending => Delivery::Pending,
+            Some(p) if p.at >= at => Delivery::Written,
+            // Restored to before it (a repeat not written), or swept.
+            _ => Delivery::Forgotten,
         }
     }
 
@@ -260,6 +313,43 @@ mod tests {
         let later = 2 * DEDUPE_TIMEOUT_SECONDS + SERIES_SECONDS;
         assert_eq!(publish(&mut d, &blocked, later), Publication::New);
         assert_eq!(d.len(), 1);
+    }
+
+    #[test]
+    fn a_publication_is_pending_until_written_and_a_repeat_not_written_counts_into_the_same_event_later() {
+        let mut d = Dedupe::default();
+        let blocked = key("Node/a", "DisruptionBlocked", "pod x has do-not-disrupt");
+        assert_eq!(d.delivery(&blocked, 0), Delivery::Forgotten, "never published");
+        assert_eq!(d.publish(&blocked, 0), Publication::New);
+        assert_eq!(d.delivery(&blocked, 0), Delivery::Pending);
+        assert!(d.suppresses(&blocked, 1));
+        d.written(&blocked, 0, "e1".to_string());
+        assert_eq!(d.delivery(&blocked, 0), Delivery::Written);
+        // A repeat whose write fails: the series is as it was, so the next offer repeats again,
+        // with the same count, into the same event.
+        let t = DEDUPE_TIMEOUT_SECONDS;
+        assert_eq!(d.publish(&blocked, t), Publication::Repeat { of: "e1".to_string(), count: 2 });
+        assert_eq!(d.delivery(&blocked, t), Delivery::Pending);
+        d.not_written(&blocked, t);
+        assert_eq!(d.delivery(&blocked, t), Delivery::Forgotten);
+        assert_eq!(d.delivery(&blocked, 0), Delivery::Written, "the first is still written");
+        assert!(!d.suppresses(&blocked, t + 10));
+        assert_eq!(d.publish(&blocked, t + 10), Publication::Repeat { of: "e1".to_string(), count: 2 });
+        d.written(&blocked, t + 10, "e1".to_string());
+        assert_eq!(d.delivery(&blocked, t + 10), Delivery::Written);
+        // A new event not written is forgotten: Forgotten, and new again.
+        let other = key("Node/b", "DisruptionBlocked", "y");
+        assert_eq!(d.publish(&other, 5), Publication::New);
+        d.not_written(&other, 5);
+        assert_eq!(d.delivery(&other, 5), Delivery::Forgotten);
+        assert!(!d.suppresses(&other, 6));
+        // `suppresses` takes no nomination token.
+        let nominated = |pod: usize| key(&format!("Pod/default/p{pod}"), NOMINATED, "x");
+        for pod in 0..100 {
+            assert!(!d.suppresses(&nominated(pod), 7));
+        }
+        let taken = (0..20).filter(|&pod| d.publish(&nominated(pod), 7) == Publication::New).count();
+        assert_eq!(taken, NOMINATION_BURST as usize);
     }
 
     #[test]

@@ -227,6 +227,11 @@ func prepareDir(dir string) error {
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
 		return err
 	}
+	// The API server's audit log records a cluster's objects: a new cluster starts a new one
+	// (the API server only appends to it).
+	if err := os.Remove(filepath.Join(dir, "logs", "audit.log")); err != nil && !os.IsNotExist(err) {
+		return err
+	}
 	return removeState(dir)
 }
 

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
 use carpentry_core::api::NodeClaim;
-use carpentry_core::events::EventKey;
+use carpentry_core::events::{Delivery, EventKey};
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, EvictParams, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
@@ -39,6 +39,13 @@ pub struct Act {
     /// Where events go: core's rule decides at once what is written
     /// ([`carpentry_core::events`]), a task of its own writes it.
     events: super::events::EventSink,
+}
+
+/// An event [`Act::event`] queued.
+#[derive(Debug, Clone)]
+pub struct EventTicket {
+    key: EventKey,
+    at: i64,
 }
 
 /// Dry run: the last unwritten write logged for each target, without its transition times.
@@ -207,16 +214,24 @@ impl Act {
     /// [`carpentry_core::events`] decides: not again within the same event's dedupe timeout on the
     /// same object (2 minutes; 15 for `Unconsolidatable`), a later repeat counted into the first
     /// event's series. The event is queued and written by a task of its own
-    /// ([`super::events`]), so a pass does not wait for it. True when it was queued; false when
-    /// suppressed, not leading, or the queue is full (offered again by the next pass).
+    /// ([`super::events`]), so a pass does not wait for it. What was queued, to ask
+    /// [`Act::delivery`] how it went; `None` when suppressed, not leading, or the queue is full
+    /// (offered again by the next pass).
     ///
     /// kube-runtime's `Recorder` is not used: it keys its series by object, reason and action
     /// without the message, so a second message on the same object was written as a repeat of the
     /// first and never shown.
-    pub fn event(&self, on: &ObjectReference, warning: bool, reason: &str, note: String, action: &str) -> bool {
+    pub fn event(
+        &self,
+        on: &ObjectReference,
+        warning: bool,
+        reason: &str,
+        note: String,
+        action: &str,
+    ) -> Option<EventTicket> {
         if !self.leading() {
             debug!(reason, object = ?on.name, "not published: this replica does not lead");
-            return false;
+            return None;
         }
         let note: String = if self.dry_run { format!("dry run: {note}") } else { note }.chars().take(1000).collect();
         let key = EventKey {
@@ -231,16 +246,23 @@ impl Act {
             message: note.clone(),
         };
         let occurred = k8s_openapi::jiff::Timestamp::now();
+        let at = occurred.as_second();
         let offer =
-            super::events::Offer { on: on.clone(), warning, reason: reason.into(), note, action: action.into() };
-        match self.events.offer(offer, key, occurred.as_second(), occurred) {
-            super::events::Offered::Queued => true,
+            || super::events::Offer { on: on.clone(), warning, reason: reason.into(), note, action: action.into() };
+        match self.events.offer(key.clone(), at, occurred, offer) {
+            super::events::Offered::Queued => Some(EventTicket { key, at }),
             super::events::Offered::Suppressed => {
                 debug!(reason, object = ?on.name, "the same event was published within its dedupe timeout; not again");
-                false
+                None
             }
-            super::events::Offered::Dropped => false,
+            super::events::Offered::Dropped => None,
         }
+    }
+
+    /// Where an event [`Act::event`] queued stands: on its way, written, or not written (a failed
+    /// write, leadership lost before it).
+    pub fn delivery(&self, ticket: &EventTicket) -> Delivery {
+        self.events.delivery(&ticket.key, ticket.at)
     }
 
     /// Waits until every event queued so far was written or given up.

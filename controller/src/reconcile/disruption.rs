@@ -4,7 +4,8 @@
 //! - expiration: NodeClaims past `expireAfter` are deleted, regardless of budgets;
 //! - the loop: every 10 s core's [`disruption::decide`] runs over the view; the verdicts that
 //!   changed become `DisruptionBlocked` / `Unconsolidatable` events (one not written yet, within
-//!   its dedupe timeout or after a failed write, is offered again each pass); emptiness and consolidation
+//!   its dedupe timeout, dropped by a full queue or after a failed write, is offered again each
+//!   pass); emptiness and consolidation
 //!   commands wait 15 s and are validated again ([`orchestration::validate`]); a command taints its
 //!   nodes `karpenter.sh/disrupted:NoSchedule`, sets their NodeClaims' `DisruptionReason`, creates
 //!   its replacements, and deletes the nodes' NodeClaims once every replacement is initialized
@@ -20,6 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use carpentry_core::api::NodeClaim;
 use carpentry_core::disruption::orchestration::{self, Progress, Verdict};
 use carpentry_core::disruption::{self, facts, Command};
+use carpentry_core::events::Delivery;
 use carpentry_core::manifest::Manifests;
 use carpentry_core::nodeclaim::disruption as conditions;
 use carpentry_core::pod::IgnoredValue;
@@ -28,7 +30,7 @@ use k8s_openapi::api::core::v1::Node;
 use serde_json::json;
 use tracing::{info, warn};
 
-use super::act::{node_ref, nodeclaim_ref, pod_ref};
+use super::act::{node_ref, nodeclaim_ref, pod_ref, EventTicket};
 use super::Scheduling;
 use crate::cloud::CloudProvider;
 
@@ -41,12 +43,44 @@ pub(super) struct State {
     executing: Vec<Executing>,
     /// The last verdict logged per node.
     logged: BTreeMap<String, String>,
+    /// Verdict events queued and not yet known to be written, by node: one not written is
+    /// offered again.
+    unconfirmed: BTreeMap<String, EventTicket>,
     /// Node → until when a provisioning round nominated pods onto it (epoch seconds).
     pub(super) nominated: BTreeMap<String, i64>,
     /// Nodes whose NodeClaims a command or expiration deleted, with when: upstream marks them for
     /// deletion in its cluster state at once. Until the view shows the deletion, budgets count
     /// them as disrupting and their disrupted taint is no stale one.
     deleted: BTreeMap<String, i64>,
+}
+
+impl State {
+    /// Verdict events that were queued and then not written (the write failed, leadership was
+    /// lost first) are no longer logged, so that this pass offers them again.
+    fn unlog_unwritten_verdicts(&mut self, act: &super::act::Act) {
+        self.unconfirmed.retain(|node, ticket| match act.delivery(ticket) {
+            Delivery::Pending => self.logged.contains_key(node),
+            Delivery::Written => false,
+            Delivery::Forgotten => {
+                self.logged.remove(node);
+                false
+            }
+        });
+    }
+
+    /// Records what became of a verdict's event: queued (`Some`), to be confirmed; else not
+    /// logged, so that the next pass offers it again.
+    fn offered(&mut self, node: String, queued: Option<EventTicket>) {
+        match queued {
+            Some(ticket) => {
+                self.unconfirmed.insert(node, ticket);
+            }
+            None => {
+                self.unconfirmed.remove(&node);
+                self.logged.remove(&node);
+            }
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -120,6 +154,7 @@ impl<P: CloudProvider> Scheduling<P> {
         let nodes: BTreeMap<&str, &Node> =
             m.nodes.iter().filter_map(|n| Some((n.metadata.name.as_deref()?, n))).collect();
         self.disruption.logged.retain(|node, _| nodes.contains_key(node.as_str()));
+        self.disruption.unlog_unwritten_verdicts(&self.common.act);
         for (node, verdict) in orchestration::news(&pass, &mut self.disruption.logged) {
             let Some(n) = nodes.get(node.as_str()) else { continue };
             let (name, reason) = match verdict {
@@ -132,14 +167,11 @@ impl<P: CloudProvider> Scheduling<P> {
                 }
             };
             let text = format!("{} {}", note(&reason), explain(&node));
-            if !self.act.event(&node_ref(n), false, name, text, "Disrupt") {
-                // Not queued (an `Unconsolidatable` within its 15 minutes, a full queue): offered
-                // again by the next pass, so that the node's last event becomes its current
-                // verdict once it can be written, as upstream's publishing every pass does. (A
-                // queued event whose write then fails is logged, and not offered again until the
-                // verdict changes.)
-                self.disruption.logged.remove(&node);
-            }
+            // One not queued (an `Unconsolidatable` within its 15 minutes, a full queue) or not
+            // written is offered again by the next pass, so that the node's last event becomes
+            // its current verdict once it can be written, as upstream's publishing every pass does.
+            let queued = self.act.event(&node_ref(n), false, name, text, "Disrupt");
+            self.disruption.offered(node, queued);
         }
         let Some(cmd) = pass.command else { return };
         self.planned(m, &cmd).await;
@@ -416,5 +448,44 @@ impl<P: CloudProvider> Scheduling<P> {
                 Progress::Waiting => self.disruption.executing.push(e),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::FakeApi;
+
+    fn blocked_event(act: &super::super::act::Act, node: &str) -> Option<EventTicket> {
+        let mut n = Node::default();
+        n.metadata.name = Some(node.into());
+        act.event(&node_ref(&n), false, "DisruptionBlocked", format!("{node} holds a do-not-disrupt pod"), "Disrupt")
+    }
+
+    /// A verdict whose event is queued but not written is offered again by the next pass; one
+    /// written, or still on its way, is not.
+    #[tokio::test]
+    async fn a_verdict_whose_event_is_not_written_is_offered_again() {
+        let api = FakeApi::default();
+        let leader = crate::leader::Leader::unelected().status();
+        let metrics = crate::metrics::Metrics::default();
+        let act = super::super::act::Act::new(api.client(), false, "test".into(), metrics, leader);
+        let mut state = State::default();
+        for node in ["written", "failed", "suppressed"] {
+            state.logged.insert(node.into(), "blocked".into());
+        }
+        state.offered("written".into(), blocked_event(&act, "written"));
+        act.events_written().await;
+        api.fail("/events", 500);
+        state.offered("failed".into(), blocked_event(&act, "failed"));
+        // The same event again while the first is written: suppressed, so not logged.
+        state.offered("suppressed".into(), blocked_event(&act, "written"));
+        state.unlog_unwritten_verdicts(&act);
+        assert_eq!(state.logged.keys().collect::<Vec<_>>(), ["failed", "written"], "still on its way");
+        act.events_written().await;
+        state.unlog_unwritten_verdicts(&act);
+        assert_eq!(state.logged.keys().collect::<Vec<_>>(), ["written"]);
+        assert!(state.unconfirmed.is_empty(), "each known to be written or not");
+        assert_eq!(api.events().len(), 2, "the first written, the second tried once");
     }
 }

@@ -6,13 +6,15 @@
 //! on 100 pods does not wait for its events behind the client's rate limit.
 //!
 //! The queue holds [`QUEUED_EVENTS`] (client-go's `maxQueuedEvents`); an offer to a full queue
-//! is dropped, as client-go drops it, but forgotten by the dedupe, so the next pass offers it
-//! again, and counted (`carpentry_events_dropped_total`). A write that fails is forgotten too: the
-//! next pass that offers it writes it.
+//! is dropped, as client-go drops it, and counted (`carpentry_events_dropped_total`), but not
+//! recorded by the dedupe (nor does it take a nomination token), so the next pass offers it
+//! again. A write that fails is forgotten (a repeat's series is restored, so the next one still
+//! counts into the same event): the next pass that offers it writes it. A reconciler that must
+//! know asks [`EventSink::delivery`].
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use carpentry_core::events::{Dedupe, EventKey, Publication};
+use carpentry_core::events::{Dedupe, Delivery, EventKey, Publication};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -97,27 +99,40 @@ impl EventSink {
         lock(&self.published)
     }
 
-    /// Offers `offer` at `at` (seconds; `occurred` the same instant), identified by `key`.
-    pub fn offer(&self, offer: Offer, key: EventKey, at: i64, occurred: Timestamp) -> Offered {
+    /// Offers the event `key` at `at` (seconds; `occurred` the same instant); `offer` makes what
+    /// is written, only once the dedupe lets it through and there is room for it.
+    pub fn offer(&self, key: EventKey, at: i64, occurred: Timestamp, offer: impl FnOnce() -> Offer) -> Offered {
+        // Room first, so that an event the queue cannot take is not recorded as published (nor
+        // takes a nomination token from one that could be written).
+        let room = match self.queue.try_reserve() {
+            Ok(room) => room,
+            Err(e) => {
+                if self.published().suppresses(&key, at) {
+                    return Offered::Suppressed;
+                }
+                self.metrics.event_dropped();
+                match e {
+                    mpsc::error::TrySendError::Full(()) => {
+                        debug!(reason = key.reason, "the event queue is full; offered again later")
+                    }
+                    mpsc::error::TrySendError::Closed(()) => {
+                        warn!(reason = key.reason, "the event writer is gone; event not written")
+                    }
+                }
+                return Offered::Dropped;
+            }
+        };
         let publication = self.published().publish(&key, at);
         if matches!(publication, Publication::Suppressed) {
             return Offered::Suppressed;
         }
-        let queued = Queued { offer, key, at, occurred, publication };
-        match self.queue.try_send(Message::Write(Box::new(queued))) {
-            Ok(()) => Offered::Queued,
-            Err(e) => {
-                let full = matches!(e, mpsc::error::TrySendError::Full(_));
-                let Message::Write(queued) = e.into_inner() else { return Offered::Dropped };
-                self.published().not_written(&queued.key, queued.at);
-                self.metrics.event_dropped();
-                match full {
-                    true => debug!(reason = queued.offer.reason, "the event queue is full; offered again later"),
-                    false => warn!(reason = queued.offer.reason, "the event writer is gone; event not written"),
-                }
-                Offered::Dropped
-            }
-        }
+        room.send(Message::Write(Box::new(Queued { offer: offer(), key, at, occurred, publication })));
+        Offered::Queued
+    }
+
+    /// Where an event offered at `at` stands.
+    pub fn delivery(&self, key: &EventKey, at: i64) -> Delivery {
+        self.published().delivery(key, at)
     }
 
     /// Waits until every event queued so far was written or given up.
@@ -250,8 +265,8 @@ mod tests {
             reason: "FailedScheduling".into(),
             message: note.clone(),
         };
-        let offer = Offer { on, warning: true, reason: "FailedScheduling".into(), note, action: "Provision".into() };
-        sink.offer(offer, key, at, Timestamp::from_second(at).expect("a time"))
+        let offer = || Offer { on, warning: true, reason: "FailedScheduling".into(), note, action: "Provision".into() };
+        sink.offer(key, at, Timestamp::from_second(at).expect("a time"), offer)
     }
 
     fn dropped(metrics: &crate::metrics::Metrics) -> String {
