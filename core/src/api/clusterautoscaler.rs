@@ -249,6 +249,15 @@ pub struct ClusterAutoscalerOptions {
     /// `--max-nodes-total` (0: no limit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_nodes_total: Option<i64>,
+    /// `--cores-total`, `min:max` cores over the ready nodes' capacity (`0:320000`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores_total: Option<String>,
+    /// `--memory-total`, `min:max` GiB over the ready nodes' capacity (`0:6400000`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_total: Option<String>,
+    /// `--max-nodes-per-scaleup` (1000): the estimator adds no more in one scale-up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_nodes_per_scaleup: Option<i64>,
     /// `--balance-similar-node-groups` (false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub balance_similar_node_groups: Option<bool>,
@@ -315,6 +324,10 @@ pub struct ResolvedOptions {
     pub new_pod_scale_up_delay_seconds: f64,
     pub max_node_provision_time_seconds: f64,
     pub max_nodes_total: i64,
+    /// `--cores-total` (cores) and `--memory-total` (bytes), each `(min, max)`.
+    pub cores_total: (i64, i64),
+    pub memory_total: (i64, i64),
+    pub max_nodes_per_scaleup: i64,
     pub balance_similar_node_groups: bool,
     pub scale_down_enabled: bool,
     pub scale_down_utilization_threshold: f64,
@@ -341,6 +354,35 @@ pub struct ResolvedOptions {
 /// The calibrated ASG overhead by default (see [`ResolvedOptions::asg_launch_delay_seconds`]).
 pub const DEFAULT_ASG_LAUNCH_DELAY: &str = "50s";
 
+/// `--cores-total` and `--memory-total` by default (`config/const.go`).
+pub const DEFAULT_CORES_TOTAL: &str = "0:320000";
+pub const DEFAULT_MEMORY_TOTAL: &str = "0:6400000";
+const GIB: i64 = 1 << 30;
+
+/// CA's `parseMinMaxFlag`: `min:max`, whole numbers, 0 ≤ min ≤ max.
+fn parse_min_max(text: &str) -> Result<(i64, i64), String> {
+    let Some((min, max)) = text.split_once(':') else {
+        return Err(format!("{text:?} is not min:max"));
+    };
+    let number = |part: &str, what: &str| {
+        part.trim().parse::<i64>().map_err(|_| format!("{text:?}: the {what} {part:?} is not a whole number"))
+    };
+    let (min, max) = (number(min, "min")?, number(max, "max")?);
+    if min < 0 {
+        return Err(format!("{text:?}: min must be 0 or more"));
+    }
+    if max < min {
+        return Err(format!("{text:?}: max must not be less than min"));
+    }
+    Ok((min, max))
+}
+
+fn min_max(text: &Option<String>, default: &str) -> (i64, i64) {
+    // Checked by `validate`; a default always parses.
+    let text = text.as_deref().unwrap_or(default);
+    parse_min_max(text).or_else(|_| parse_min_max(default)).unwrap_or((0, i64::MAX))
+}
+
 fn seconds(text: &Option<String>, default: &str) -> f64 {
     let text = text.as_deref().unwrap_or(default);
     // Checked by `validate`; a default always parses.
@@ -365,6 +407,12 @@ impl ClusterAutoscalerOptions {
             new_pod_scale_up_delay_seconds: seconds(&self.new_pod_scale_up_delay, "0s"),
             max_node_provision_time_seconds: seconds(&self.max_node_provision_time, "15m"),
             max_nodes_total: self.max_nodes_total.unwrap_or(0),
+            cores_total: min_max(&self.cores_total, DEFAULT_CORES_TOTAL),
+            memory_total: {
+                let (min, max) = min_max(&self.memory_total, DEFAULT_MEMORY_TOTAL);
+                (min.saturating_mul(GIB), max.saturating_mul(GIB))
+            },
+            max_nodes_per_scaleup: self.max_nodes_per_scaleup.unwrap_or(1000),
             balance_similar_node_groups: self.balance_similar_node_groups.unwrap_or(false),
             scale_down_enabled: self.scale_down_enabled.unwrap_or(true),
             scale_down_utilization_threshold: self.scale_down_utilization_threshold.unwrap_or(0.5),
@@ -413,6 +461,11 @@ impl ClusterAutoscalerOptions {
         if self.scan_interval.as_deref().and_then(|d| parse_go_duration(d).ok()).is_some_and(|n| n <= 0) {
             out.push(option("scanInterval", "scanInterval must be positive: CA would loop without pause".into()));
         }
+        for (field, value) in [("coresTotal", &self.cores_total), ("memoryTotal", &self.memory_total)] {
+            if let Some(Err(message)) = value.as_deref().map(parse_min_max) {
+                out.push(option(field, message));
+            }
+        }
         for (field, value) in [
             ("scaleDownUtilizationThreshold", self.scale_down_utilization_threshold),
             ("scaleDownGpuUtilizationThreshold", self.scale_down_gpu_utilization_threshold),
@@ -421,6 +474,7 @@ impl ClusterAutoscalerOptions {
         }
         for (field, value, least) in [
             ("maxNodesTotal", self.max_nodes_total, 0),
+            ("maxNodesPerScaleup", self.max_nodes_per_scaleup, 1),
             ("maxScaleDownParallelism", self.max_scale_down_parallelism, 1),
             ("maxDrainParallelism", self.max_drain_parallelism, 1),
             ("maxGracefulTerminationSec", self.max_graceful_termination_sec, 0),

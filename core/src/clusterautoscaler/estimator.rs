@@ -16,17 +16,11 @@
 //! The estimate is the number of new nodes that got a pod, and the pods placed. A pod fits a node
 //! when the node's free allocatable (after the template's own pods and those placed) holds its
 //! requests, it tolerates the node's NoSchedule and NoExecute taints, and its node selector and
-//! one of its required node-affinity terms match the node's labels. Not modelled yet: host
-//! ports, pod (anti-)affinity and topology spread, which CA's scheduler plugins also check.
+//! one of its required node-affinity terms match the node's labels ([`super::predicates`]).
 
-use k8s_openapi::api::core::v1::Pod;
-
-use crate::requirements::{AllowUndefined, Requirements};
 use crate::resources::{self, ResourceList};
-use crate::scheduling::pod::PodData;
-use crate::scheduling::taints;
 
-use super::template::Template;
+use super::predicates::{self, PendingPod, TemplateNode};
 
 /// What the estimator made of one group's pods.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -35,12 +29,6 @@ pub struct Estimate {
     pub node_count: usize,
     /// The pods placed (`namespace/name`), in the order they were placed.
     pub pods: Vec<String>,
-}
-
-/// A pod as the estimator reads it.
-struct Pending {
-    key: String,
-    data: PodData,
 }
 
 /// A new node of this estimation: what is left of its allocatable.
@@ -52,74 +40,45 @@ struct NewNode {
 impl NewNode {
     /// The scheduler's NodeResourcesFit: only what the pod requests is compared (a template
     /// pod's request the template lacks does not keep every pod off).
-    fn fits(&self, pod: &Pending) -> bool {
+    fn fits(&self, pod: &PendingPod) -> bool {
         resources::first_exceeded(&pod.data.requests, &self.free).is_none()
     }
 
-    fn place(&mut self, pod: &Pending) {
+    fn place(&mut self, pod: &PendingPod) {
         self.free = resources::subtract(&self.free, &pod.data.requests);
         self.pods += 1;
     }
 }
 
-/// How many new nodes of `template`'s group `groups` (equivalence groups of pending pods) need,
-/// with at most `limit` new nodes. Pods that cannot be read are left out (the caller reports
-/// them as the provisioning round does).
-pub fn estimate(template: &Template, groups: &[Vec<&Pod>], limit: usize) -> Estimate {
-    let node = &template.node;
-    let status = node.status.as_ref();
-    let allocatable =
-        status.and_then(|s| s.allocatable.as_ref()).and_then(|a| resources::from_k8s(a).ok()).unwrap_or_default();
-    let labels = Requirements::from_labels(&node.metadata.labels.clone().unwrap_or_default());
-    let taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-    let mut template_free = allocatable.clone();
-    for p in &template.pods {
-        template_free = resources::subtract(&template_free, &p.requests);
-    }
+/// How many new nodes of a group (its template `node`) `groups` (equivalence groups of pending
+/// pods, each non-empty) need, with at most `limit` new nodes.
+pub fn estimate(node: &TemplateNode, groups: &[&[PendingPod]], limit: usize) -> Estimate {
     let share = |requests: &ResourceList, resource: &str| -> f64 {
-        let total = allocatable.get(resource).map_or(0.0, |q| q.as_f64());
+        let total = node.allocatable.get(resource).map_or(0.0, |q| q.as_f64());
         if total > 0.0 {
             requests.get(resource).map_or(0.0, |q| q.as_f64()) / total
         } else {
             0.0
         }
     };
-    let mut ordered: Vec<Vec<Pending>> = groups
-        .iter()
-        .map(|group| {
-            group
-                .iter()
-                .filter_map(|pod| {
-                    let data = PodData::read(pod).ok()?;
-                    let key = format!(
-                        "{}/{}",
-                        pod.metadata.namespace.as_deref().unwrap_or("default"),
-                        pod.metadata.name.as_deref().unwrap_or_default()
-                    );
-                    Some(Pending { key, data })
-                })
-                .collect::<Vec<_>>()
-        })
-        .filter(|group| !group.is_empty())
-        .collect();
-    let score = |group: &Vec<Pending>| share(&group[0].data.requests, "cpu") + share(&group[0].data.requests, "memory");
-    let mut scored: Vec<(f64, Vec<Pending>)> = ordered.drain(..).map(|g| (score(&g), g)).collect();
+    let score = |group: &[PendingPod]| share(&group[0].data.requests, "cpu") + share(&group[0].data.requests, "memory");
+    let mut ordered: Vec<(f64, &[PendingPod])> =
+        groups.iter().filter(|g| !g.is_empty()).map(|g| (score(g), *g)).collect();
     // A stable sort: equal scores keep the input order.
-    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-    let ordered: Vec<Vec<Pending>> = scored.into_iter().map(|(_, g)| g).collect();
+    ordered.sort_by(|a, b| b.0.total_cmp(&a.0));
 
     let mut nodes: Vec<NewNode> = Vec::new();
     let mut placed = Vec::new();
-    for group in &ordered {
+    for (_, group) in ordered {
         // Scheduling predicates other than resources are the same on every copy of the template.
-        if !schedulable(&group[0].data, &labels, &taints) {
+        if predicates::check_placement(&group[0].data, node).is_err() {
             continue;
         }
         let mut pods = group.iter().peekable();
         // 1. First-fit onto the nodes added so far, until a pod does not fit.
         while let Some(pod) = pods.peek() {
-            let Some(node) = nodes.iter_mut().find(|n| n.fits(pod)) else { break };
-            node.place(pod);
+            let Some(new) = nodes.iter_mut().find(|n| n.fits(pod)) else { break };
+            new.place(pod);
             placed.push(pod.key.clone());
             pods.next();
         }
@@ -138,7 +97,7 @@ pub fn estimate(template: &Template, groups: &[Vec<&Pod>], limit: usize) -> Esti
             if nodes.len() >= limit {
                 break;
             }
-            let mut fresh = NewNode { free: template_free.clone(), pods: 0 };
+            let mut fresh = NewNode { free: node.free.clone(), pods: 0 };
             if fresh.fits(pod) {
                 fresh.place(pod);
                 placed.push(pod.key.clone());
@@ -149,26 +108,13 @@ pub fn estimate(template: &Template, groups: &[Vec<&Pod>], limit: usize) -> Esti
     Estimate { node_count: nodes.iter().filter(|n| n.pods > 0).count(), pods: placed }
 }
 
-/// Whether `pod` passes the template's taints and labels (resources aside).
-fn schedulable(pod: &PodData, labels: &Requirements, node_taints: &[k8s_openapi::api::core::v1::Taint]) -> bool {
-    // The scheduler's TaintToleration filter looks at NoSchedule and NoExecute only.
-    let mut tolerations = pod.tolerations.clone();
-    tolerations.push(taints::prefer_no_schedule_toleration());
-    if taints::first_untolerated(node_taints, &tolerations).is_some() {
-        return false;
-    }
-    let options = pod.required_terms.len().max(1);
-    (0..options).any(|i| {
-        let prefs = crate::scheduling::pod::Preferences { dropped_required: i, ..Default::default() };
-        labels.is_compatible(&pod.strict_requirements(&prefs), AllowUndefined::Nothing)
-    })
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::Template;
     use super::*;
     use crate::api::clusterautoscaler::NodeGroup;
     use crate::catalogue::Catalogue;
+    use k8s_openapi::api::core::v1::Pod;
     use serde_json::json;
 
     /// m5.large (2 vCPU, 8 GiB), optionally tainted `dedicated=batch:NoSchedule`; kube-proxy takes
@@ -199,8 +145,10 @@ mod tests {
     }
 
     fn run(template: &Template, groups: &[&[Pod]], limit: usize) -> Estimate {
-        let groups: Vec<Vec<&Pod>> = groups.iter().map(|g| g.iter().collect()).collect();
-        estimate(template, &groups, limit)
+        let groups: Vec<Vec<PendingPod>> =
+            groups.iter().map(|g| g.iter().map(|p| PendingPod::read(p).unwrap()).collect()).collect();
+        let groups: Vec<&[PendingPod]> = groups.iter().map(Vec::as_slice).collect();
+        estimate(&TemplateNode::of(template), &groups, limit)
     }
 
     #[test]

@@ -523,6 +523,7 @@ spec:
     scaleDownUtilizationThreshold: 0.6
     scaleDownUnneededTime: 2m
     maxNodesTotal: 50
+    coresTotal: "4:64"
 "#;
 
 #[test]
@@ -532,6 +533,7 @@ fn cluster_autoscaler_flags_default_as_ca_1_36_1s() {
     assert_eq!(options.scale_down_utilization_threshold, 0.6);
     assert_eq!(options.scale_down_unneeded_time_seconds, 120.0);
     assert_eq!(options.max_nodes_total, 50);
+    assert_eq!((options.cores_total, options.memory_total), ((4, 64), (0, 6_400_000 << 30)));
     // The rest: config/flags/flags.go and config/const.go.
     let defaults = crate::api::clusterautoscaler::ClusterAutoscalerOptions::default().resolved();
     assert_eq!(defaults.expanders, ["least-waste"]);
@@ -552,6 +554,7 @@ fn cluster_autoscaler_flags_default_as_ca_1_36_1s() {
     assert_eq!((defaults.initial_node_group_backoff_seconds, defaults.max_node_group_backoff_seconds), (300.0, 1800.0));
     assert_eq!(defaults.expendable_pods_priority_cutoff, -10);
     assert!(!defaults.balance_similar_node_groups && defaults.scale_down_enabled);
+    assert_eq!((defaults.cores_total, defaults.max_nodes_per_scaleup), ((0, 320_000), 1000));
 }
 
 #[test]
@@ -565,6 +568,10 @@ fn cluster_autoscaler_flags_are_checked_as_cas_factory_checks_them() {
         ("2m", "2 minutes", "spec.clusterAutoscaler.scaleDownUnneededTime", "invalid duration"),
         ("maxNodesTotal: 50", "maxNodesTotal: -1", "spec.clusterAutoscaler.maxNodesTotal", "0 or more"),
         ("maxNodesTotal: 50", "scanInterval: 0s", "spec.clusterAutoscaler.scanInterval", "positive"),
+        ("4:64", "64:4", "spec.clusterAutoscaler.coresTotal", "max must not be less than min"),
+        ("4:64", "64", "spec.clusterAutoscaler.coresTotal", "not min:max"),
+        ("4:64", "4:lots", "spec.clusterAutoscaler.coresTotal", "not a whole number"),
+        ("maxNodesTotal: 50", "maxNodesPerScaleup: 0", "spec.clusterAutoscaler.maxNodesPerScaleup", "1 or more"),
     ];
     for (from, to, field, says) in cases {
         let p = only_problem(&CA_SCENARIO.replace(from, to));

@@ -1,0 +1,176 @@
+//! The scheduler filters CA runs a pending pod through on a template node (upstream
+//! `simulator/clustersnapshot` `CheckPredicates` at cluster-autoscaler-1.36.1 runs kube-scheduler's
+//! framework; the plugins are Kubernetes v1.36's `pkg/scheduler/framework/plugins`), in the
+//! scheduler's filter order, stopping at the first that fails, whose reasons are what
+//! `NotTriggerScaleUp` counts:
+//!
+//! 1. `TaintToleration`: an untolerated NoSchedule or NoExecute taint, "node(s) had untolerated
+//!    taint {key: value}";
+//! 2. `NodeAffinity`: the node selector and one required node-affinity term against the node's
+//!    labels, "node(s) didn't match Pod's node affinity/selector";
+//! 3. `NodeResourcesFit`: each resource the pod requests beyond what is free, "Insufficient cpu"
+//!    (pods: "Too many pods").
+//!
+//! Not modelled yet: host ports, volumes, pod (anti-)affinity and topology spread.
+
+use k8s_openapi::api::core::v1::{Pod, Taint};
+
+use crate::requirements::{AllowUndefined, Requirements};
+use crate::resources::{self, ResourceList};
+use crate::scheduling::pod::{PodData, Preferences};
+use crate::scheduling::taints;
+
+use super::template::Template;
+
+/// A pending pod, read once for every group it is checked against.
+#[derive(Debug, Clone)]
+pub struct PendingPod {
+    /// `namespace/name`.
+    pub key: String,
+    pub data: PodData,
+}
+
+impl PendingPod {
+    /// `None` for a pod that cannot be read (its requests do not parse): the caller reports it.
+    pub fn read(pod: &Pod) -> Option<PendingPod> {
+        let data = PodData::read(pod).ok()?;
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        Some(PendingPod { key: format!("{namespace}/{}", pod.metadata.name.as_deref().unwrap_or_default()), data })
+    }
+}
+
+/// A template node as the filters read it.
+#[derive(Debug, Clone)]
+pub struct TemplateNode {
+    pub labels: Requirements,
+    pub taints: Vec<Taint>,
+    pub allocatable: ResourceList,
+    /// Allocatable less the template's own pods (kube-proxy, DaemonSets): what a fresh node has
+    /// for pending pods.
+    pub free: ResourceList,
+}
+
+impl TemplateNode {
+    pub fn of(template: &Template) -> TemplateNode {
+        let node = &template.node;
+        let allocatable = node
+            .status
+            .as_ref()
+            .and_then(|s| s.allocatable.as_ref())
+            .and_then(|a| resources::from_k8s(a).ok())
+            .unwrap_or_default();
+        let mut free = allocatable.clone();
+        for p in &template.pods {
+            free = resources::subtract(&free, &p.requests);
+        }
+        TemplateNode {
+            labels: Requirements::from_labels(node.metadata.labels.as_ref().unwrap_or(&Default::default())),
+            taints: node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default(),
+            allocatable,
+            free,
+        }
+    }
+}
+
+/// The first filter a pod fails on a node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unfit {
+    Taint {
+        key: String,
+        value: String,
+    },
+    Affinity,
+    /// The resources short, by name.
+    Resources(Vec<String>),
+}
+
+impl Unfit {
+    /// The filter's reasons, in the scheduler's words.
+    pub fn reasons(&self) -> Vec<String> {
+        match self {
+            Unfit::Taint { key, value } => vec![format!("node(s) had untolerated taint {{{key}: {value}}}")],
+            Unfit::Affinity => vec!["node(s) didn't match Pod's node affinity/selector".into()],
+            Unfit::Resources(names) => names
+                .iter()
+                .map(|r| if r == "pods" { "Too many pods".into() } else { format!("Insufficient {r}") })
+                .collect(),
+        }
+    }
+}
+
+/// The filters other than resources: the same on every copy of a template.
+pub fn check_placement(pod: &PodData, node: &TemplateNode) -> Result<(), Unfit> {
+    // TaintToleration filters on NoSchedule and NoExecute only.
+    let mut tolerations = pod.tolerations.clone();
+    tolerations.push(taints::prefer_no_schedule_toleration());
+    if let Some(t) = taints::first_untolerated(&node.taints, &tolerations) {
+        return Err(Unfit::Taint { key: t.key.clone(), value: t.value.clone().unwrap_or_default() });
+    }
+    let options = pod.required_terms.len().max(1);
+    let matches = (0..options).any(|i| {
+        let prefs = Preferences { dropped_required: i, ..Default::default() };
+        node.labels.is_compatible(&pod.strict_requirements(&prefs), AllowUndefined::Nothing)
+    });
+    if !matches {
+        return Err(Unfit::Affinity);
+    }
+    Ok(())
+}
+
+/// Every filter, with `free` what the node has left.
+pub fn check(pod: &PodData, node: &TemplateNode, free: &ResourceList) -> Result<(), Unfit> {
+    check_placement(pod, node)?;
+    let short = resources::exceeded(&pod.requests, free);
+    if !short.is_empty() {
+        return Err(Unfit::Resources(short.into_iter().map(str::to_string).collect()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::clusterautoscaler::NodeGroup;
+    use crate::catalogue::Catalogue;
+    use serde_json::json;
+
+    fn node(taints: serde_json::Value) -> TemplateNode {
+        let group: NodeGroup = serde_json::from_value(json!({
+            "metadata": {"name": "general"},
+            "spec": {"maxSize": 10, "instanceTypes": ["m5.large"], "zones": ["us-east-1a"],
+                     "labels": {"workload": "general"}, "taints": taints},
+        }))
+        .unwrap();
+        TemplateNode::of(&super::super::template(&group, Catalogue::embedded(), "us-east-1", &[]).unwrap())
+    }
+
+    fn pod(spec: serde_json::Value) -> PodData {
+        let mut full = json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]});
+        full.as_object_mut().unwrap().extend(spec.as_object().cloned().unwrap_or_default());
+        let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": full})).unwrap();
+        PendingPod::read(&pod).unwrap().data
+    }
+
+    #[test]
+    fn the_first_failing_filter_gives_the_schedulers_reasons() {
+        let tainted = node(json!([{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}]));
+        let plain = node(json!([]));
+        let reasons = |pod: &PodData, node: &TemplateNode| match check(pod, node, &node.free) {
+            Ok(()) => vec![],
+            Err(unfit) => unfit.reasons(),
+        };
+        // Taints come before affinity, affinity before resources.
+        let arm = pod(json!({"nodeSelector": {"kubernetes.io/arch": "arm64"}}));
+        assert_eq!(reasons(&arm, &tainted), ["node(s) had untolerated taint {dedicated: batch}"]);
+        assert_eq!(reasons(&arm, &plain), ["node(s) didn't match Pod's node affinity/selector"]);
+        let prefer = node(json!([{"key": "soft", "effect": "PreferNoSchedule"}]));
+        assert_eq!(reasons(&pod(json!({})), &prefer), Vec::<String>::new(), "PreferNoSchedule does not filter");
+        // Every resource short is a reason (kube-proxy's 100m is taken from the 2 vCPU).
+        let big = pod(json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": "2", "memory": "9Gi"}}}]}));
+        assert_eq!(reasons(&big, &plain), ["Insufficient cpu", "Insufficient memory"]);
+        let mut full = plain.free.clone();
+        full.insert("pods".into(), crate::quantity::Quantity::ZERO);
+        assert_eq!(check(&pod(json!({})), &plain, &full).unwrap_err().reasons(), ["Too many pods"]);
+        assert_eq!(reasons(&pod(json!({"nodeSelector": {"workload": "general"}})), &plain), Vec::<String>::new());
+    }
+}
