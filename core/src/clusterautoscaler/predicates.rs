@@ -44,6 +44,8 @@ impl PendingPod {
 pub struct TemplateNode {
     pub labels: Requirements,
     pub taints: Vec<Taint>,
+    /// What cluster-wide limits and `least-waste` count.
+    pub capacity: ResourceList,
     pub allocatable: ResourceList,
     /// Allocatable less the template's own pods (kube-proxy, DaemonSets): what a fresh node has
     /// for pending pods.
@@ -53,12 +55,12 @@ pub struct TemplateNode {
 impl TemplateNode {
     pub fn of(template: &Template) -> TemplateNode {
         let node = &template.node;
-        let allocatable = node
-            .status
-            .as_ref()
-            .and_then(|s| s.allocatable.as_ref())
-            .and_then(|a| resources::from_k8s(a).ok())
-            .unwrap_or_default();
+        let status = node.status.as_ref();
+        let read = |list: Option<&std::collections::BTreeMap<_, _>>| {
+            list.and_then(|l| resources::from_k8s(l).ok()).unwrap_or_default()
+        };
+        let allocatable = read(status.and_then(|s| s.allocatable.as_ref()));
+        let capacity = read(status.and_then(|s| s.capacity.as_ref()));
         let mut free = allocatable.clone();
         for p in &template.pods {
             free = resources::subtract(&free, &p.requests);
@@ -66,6 +68,7 @@ impl TemplateNode {
         TemplateNode {
             labels: Requirements::from_labels(node.metadata.labels.as_ref().unwrap_or(&Default::default())),
             taints: node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default(),
+            capacity,
             allocatable,
             free,
         }
