@@ -261,6 +261,10 @@ pub struct ClusterAutoscalerOptions {
     /// `--balance-similar-node-groups` (false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub balance_similar_node_groups: Option<bool>,
+    /// `--balancing-ignore-label`, repeated: labels that may differ between similar groups, beside
+    /// those CA always ignores.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub balancing_ignore_labels: Vec<String>,
     /// `--scale-down-enabled` (true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale_down_enabled: Option<bool>,
@@ -329,6 +333,7 @@ pub struct ResolvedOptions {
     pub memory_total: (i64, i64),
     pub max_nodes_per_scaleup: i64,
     pub balance_similar_node_groups: bool,
+    pub balancing_ignore_labels: Vec<String>,
     pub scale_down_enabled: bool,
     pub scale_down_utilization_threshold: f64,
     pub scale_down_gpu_utilization_threshold: f64,
@@ -414,6 +419,7 @@ impl ClusterAutoscalerOptions {
             },
             max_nodes_per_scaleup: self.max_nodes_per_scaleup.unwrap_or(1000),
             balance_similar_node_groups: self.balance_similar_node_groups.unwrap_or(false),
+            balancing_ignore_labels: self.balancing_ignore_labels.clone(),
             scale_down_enabled: self.scale_down_enabled.unwrap_or(true),
             scale_down_utilization_threshold: self.scale_down_utilization_threshold.unwrap_or(0.5),
             scale_down_gpu_utilization_threshold: self.scale_down_gpu_utilization_threshold.unwrap_or(0.5),

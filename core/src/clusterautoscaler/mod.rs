@@ -5,6 +5,7 @@
 //!
 //! | file | upstream |
 //! |---|---|
+//! | [`balancing`] | `processors/nodegroupset/compare_nodegroups.go`, `aws_nodegroups.go`, `balancing_processor.go` |
 //! | [`equivalence`] | `core/scaleup/equivalence/groups.go` |
 //! | [`estimator`] | `estimator/binpacking_estimator.go`, `estimator/decreasing_pod_orderer.go` |
 //! | [`expander`] | `expander/factory/chain.go`, `expander/waste`, `expander/mostpods`, `expander/leastnodes`, `expander/random` |
@@ -12,6 +13,7 @@
 //! | [`scaleup`] | `core/scaleup/orchestrator/orchestrator.go`, `resourcequotas/tracker.go`, `processors/status/eventing_scale_up_processor.go`; the max-nodes-total gate of `core/static_autoscaler.go` |
 //! | [`template`](mod@template) | `cloudprovider/aws/aws_manager.go` `buildNodeFromTemplate`, `buildGenericLabels`; `cloudprovider/utils.go` `BuildKubeProxy`; `simulator/node_info_utils.go` `podsExpectedOnFreshNode` |
 
+pub mod balancing;
 pub mod equivalence;
 pub mod estimator;
 pub mod expander;

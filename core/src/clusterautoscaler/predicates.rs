@@ -13,6 +13,8 @@
 //!
 //! Not modelled yet: host ports, volumes, pod (anti-)affinity and topology spread.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::{Pod, Taint};
 
 use crate::requirements::{AllowUndefined, Requirements};
@@ -43,6 +45,8 @@ impl PendingPod {
 #[derive(Debug, Clone)]
 pub struct TemplateNode {
     pub labels: Requirements,
+    /// The same labels, as the node has them.
+    pub label_values: BTreeMap<String, String>,
     pub taints: Vec<Taint>,
     /// What cluster-wide limits and `least-waste` count.
     pub capacity: ResourceList,
@@ -56,17 +60,17 @@ impl TemplateNode {
     pub fn of(template: &Template) -> TemplateNode {
         let node = &template.node;
         let status = node.status.as_ref();
-        let read = |list: Option<&std::collections::BTreeMap<_, _>>| {
-            list.and_then(|l| resources::from_k8s(l).ok()).unwrap_or_default()
-        };
+        let read = |list: Option<&BTreeMap<_, _>>| list.and_then(|l| resources::from_k8s(l).ok()).unwrap_or_default();
         let allocatable = read(status.and_then(|s| s.allocatable.as_ref()));
         let capacity = read(status.and_then(|s| s.capacity.as_ref()));
         let mut free = allocatable.clone();
         for p in &template.pods {
             free = resources::subtract(&free, &p.requests);
         }
+        let label_values = node.metadata.labels.clone().unwrap_or_default();
         TemplateNode {
-            labels: Requirements::from_labels(node.metadata.labels.as_ref().unwrap_or(&Default::default())),
+            labels: Requirements::from_labels(&label_values),
+            label_values,
             taints: node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default(),
             capacity,
             allocatable,

@@ -24,8 +24,8 @@
 //! `NotTriggerScaleUp` with each reason and how many groups gave it; upstream joins them in map
 //! order, carpentry in the reasons' order (docs/divergences.md). Groups are taken in name order
 //! (upstream: the provider's map order).
-//!
-//! Not yet: `--balance-similar-node-groups` (the chosen group alone grows).
+//! 7. With `--balance-similar-node-groups`, the chosen group's similar groups
+//!    ([`super::balancing`]) share the nodes, each part capped by the cluster-wide limits.
 
 use std::collections::BTreeMap;
 
@@ -35,6 +35,8 @@ use crate::api::clusterautoscaler::ResolvedOptions;
 use crate::quantity::Quantity;
 use crate::resources::ResourceList;
 
+pub use super::balancing::Increase;
+use super::balancing::{balance, similar, Member};
 use super::estimator::estimate;
 use super::expander::{choose, Expansion, ScaleUpOption};
 use super::predicates::{self, PendingPod, TemplateNode, Unfit};
@@ -115,22 +117,6 @@ impl Skip {
                 format!("exceeded quota: {CLUSTER_WIDE_QUOTA:?}, resources: {}", resources.join(", "))
             }
         }
-    }
-}
-
-/// One group's growth (upstream `nodegroupset.ScaleUpInfo`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Increase {
-    pub group: String,
-    pub from: i64,
-    pub to: i64,
-    pub max: i64,
-}
-
-impl std::fmt::Display for Increase {
-    /// upstream `ScaleUpInfo.String`.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{{{} {}->{} (max: {})}}", self.group, self.from, self.to, self.max)
     }
 }
 
@@ -370,9 +356,15 @@ pub fn scale_up(
         if fitting.is_empty() {
             continue;
         }
-        // upstream's estimation limiters: the smallest positive limit wins.
+        // upstream's estimation limiters: the smallest positive limit wins; the group's room
+        // counts its similar groups'.
+        let room: i64 = similar_groups(group, template, &valid, &pod_groups, options)
+            .iter()
+            .chain(std::iter::once(group))
+            .map(|g| g.max - g.target)
+            .sum();
         let mut limit = options.max_nodes_per_scaleup.max(1);
-        limit = limit.min(group.max - group.target);
+        limit = limit.min(room);
         if max_total > 0 {
             limit = limit.min(max_total - ready.count as i64);
         }
@@ -418,19 +410,53 @@ pub fn scale_up(
         new_nodes = max_total - ready.count as i64;
         status.max_nodes_total_reached = true;
     }
-    // upstream `applyLimits`, then the balancing processor's cap at the group's max, then
-    // `capScaleUpsByQuota`.
-    new_nodes = quota.check(template, new_nodes).0.min(group.max - group.target);
-    quota.consume(template, new_nodes);
+    // upstream `applyLimits`.
+    new_nodes = quota.check(template, new_nodes).0;
+    // upstream `balanceScaleUps`: the similar groups that one more node leaves within the
+    // cluster-wide limits share it; each group's part is then capped by what the limits leave.
+    let similar = similar_groups(group, template, &valid, &pod_groups, options);
+    let mut members = vec![Member { name: group.name, target: group.target, max: group.max }];
+    for g in similar.iter().filter(|g| g.template.is_some_and(|t| quota.check(t, 1).1.is_empty())) {
+        members.push(Member { name: g.name, target: g.target, max: g.max });
+    }
     status.result = ScaleUpResult::Successful;
-    if new_nodes > 0 {
-        let to = group.target + new_nodes;
-        status.increases.push(Increase { group: group.name.to_string(), from: group.target, to, max: group.max });
+    for mut increase in balance(&members, new_nodes) {
+        let Some(template) = valid.iter().find(|(g, _)| g.name == increase.group).map(|(_, t)| *t) else { continue };
+        let allowed = quota.check(template, increase.to - increase.from).0;
+        increase.to = increase.from + allowed;
+        quota.consume(template, allowed);
+        if allowed > 0 {
+            status.increases.push(increase);
+        }
     }
     status.triggered = placed.remove(&chosen.group).unwrap_or_default();
     status.expansion = Some(expansion);
     status.skipped = skipped;
     status
+}
+
+/// upstream `ComputeSimilarNodeGroups`: with `--balance-similar-node-groups`, the other valid
+/// groups whose template is similar to `group`'s and that fit every equivalence group `group` fits.
+fn similar_groups<'a>(
+    group: &GroupState,
+    template: &TemplateNode,
+    valid: &[(&'a GroupState<'a>, &TemplateNode)],
+    pod_groups: &[PodGroup],
+    options: &ResolvedOptions,
+) -> Vec<&'a GroupState<'a>> {
+    if !options.balance_similar_node_groups {
+        return Vec::new();
+    }
+    let fits = |g: &PodGroup, name: &str| g.fits.iter().any(|n| n == name);
+    valid
+        .iter()
+        .filter(|(other, other_template)| {
+            other.name != group.name
+                && similar(template, other_template, &options.balancing_ignore_labels)
+                && pod_groups.iter().filter(|g| fits(g, group.name)).all(|g| fits(g, other.name))
+        })
+        .map(|(other, _)| *other)
+        .collect()
 }
 
 /// upstream `GetRemainingPods`: the pods of equivalence groups no valid group fits, each with the
@@ -573,6 +599,40 @@ mod tests {
         none.template = None;
         let s = scale_up(&refs(&huge), &[none], &ReadyNodes::default(), &options(json!({})));
         assert_eq!(s.pod_events()[0].message, "pod didn't trigger scale-up: 1 not ready for scale-up");
+    }
+
+    #[test]
+    fn similar_groups_share_a_scale_up_when_balancing() {
+        let a = template("web-a", "m5.large", json!({"zones": ["us-east-1a"]}));
+        let b = template("web-b", "m5.large", json!({"zones": ["us-east-1b"]}));
+        let big = template("web-big", "m5.xlarge", json!({}));
+        let groups = [group("web-a", 2, 10, &a), group("web-b", 0, 10, &b), group("web-big", 0, 10, &big)];
+        let six = pods("web", 6, "1", json!({}));
+        let balancing = options(json!({"balanceSimilarNodeGroups": true, "expander": "least-nodes"}));
+        // least-nodes takes web-big (three m5.xlarge) with or without balancing: it has no twin.
+        let s = scale_up(&refs(&six), &groups, &ReadyNodes::default(), &balancing);
+        assert_eq!(s.increases.iter().map(|i| i.group.as_str()).collect::<Vec<_>>(), ["web-big"]);
+        // Of the twins, web-a is chosen (the first by name); web-b catches up first.
+        let twins = &groups[..2];
+        let balancing = options(json!({"balanceSimilarNodeGroups": true}));
+        let s = scale_up(&refs(&six), twins, &ReadyNodes::default(), &balancing);
+        assert_eq!(
+            s.increases,
+            [
+                Increase { group: "web-b".into(), from: 0, to: 4, max: 10 },
+                Increase { group: "web-a".into(), from: 2, to: 4, max: 10 }
+            ]
+        );
+        assert_eq!(
+            s.pod_events()[0].message,
+            "pod triggered scale-up: [{web-b 0->4 (max: 10)} {web-a 2->4 (max: 10)}]"
+        );
+        // Without balancing web-a alone grows; the twins' room bounds the estimate when balancing.
+        let s = scale_up(&refs(&six), twins, &ReadyNodes::default(), &options(json!({})));
+        assert_eq!(s.increases, [Increase { group: "web-a".into(), from: 2, to: 8, max: 10 }]);
+        let tight = [group("web-a", 2, 4, &a), group("web-b", 0, 3, &b)];
+        let s = scale_up(&refs(&six), &tight, &ReadyNodes::default(), &balancing);
+        assert_eq!(s.increases.iter().map(|i| i.to - i.from).sum::<i64>(), 5);
     }
 
     #[test]
