@@ -6,6 +6,7 @@
 //! | file | upstream |
 //! |---|---|
 //! | [`balancing`] | `processors/nodegroupset/compare_nodegroups.go`, `aws_nodegroups.go`, `balancing_processor.go` |
+//! | [`clusterstate`] | `clusterstate/clusterstate.go` (scale-up requests, health, upcoming nodes), `utils/backoff/exponential_backoff.go` |
 //! | [`equivalence`] | `core/scaleup/equivalence/groups.go` |
 //! | [`estimator`] | `estimator/binpacking_estimator.go`, `estimator/decreasing_pod_orderer.go` |
 //! | [`expander`] | `expander/factory/chain.go`, `expander/waste`, `expander/mostpods`, `expander/leastnodes`, `expander/random` |
@@ -14,6 +15,7 @@
 //! | [`template`](mod@template) | `cloudprovider/aws/aws_manager.go` `buildNodeFromTemplate`, `buildGenericLabels`; `cloudprovider/utils.go` `BuildKubeProxy`; `simulator/node_info_utils.go` `podsExpectedOnFreshNode` |
 
 pub mod balancing;
+pub mod clusterstate;
 pub mod equivalence;
 pub mod estimator;
 pub mod expander;
