@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use crate::resources::ResourceList;
 
-use super::predicates::TemplateNode;
+use super::predicates::SchedulingNode;
 
 /// upstream `config.NodeGroupDifferenceRatios` defaults.
 pub const MAX_CAPACITY_MEMORY_DIFFERENCE_RATIO: f64 = 0.015;
@@ -56,7 +56,7 @@ fn lists_within(a: &ResourceList, b: &ResourceList, ratio: f64) -> bool {
 }
 
 /// upstream `IsCloudProviderNodeInfoSimilar` with the AWS comparator's labels.
-pub fn similar(a: &TemplateNode, b: &TemplateNode, ignored: &[String]) -> bool {
+pub fn similar(a: &SchedulingNode, b: &SchedulingNode, ignored: &[String]) -> bool {
     let capacity_equal = a.capacity.len() == b.capacity.len()
         && a.capacity.iter().all(|(name, qa)| {
             b.capacity.get(name).is_some_and(|qb| match name.as_str() {
@@ -130,13 +130,13 @@ mod tests {
     use crate::catalogue::Catalogue;
     use serde_json::json;
 
-    fn template(name: &str, instance_type: &str, zone: &str, labels: serde_json::Value) -> TemplateNode {
+    fn template(name: &str, instance_type: &str, zone: &str, labels: serde_json::Value) -> SchedulingNode {
         let group: NodeGroup = serde_json::from_value(json!({
             "metadata": {"name": name},
             "spec": {"maxSize": 10, "instanceTypes": [instance_type], "zones": [zone], "labels": labels},
         }))
         .unwrap();
-        TemplateNode::of(&super::super::template(&group, Catalogue::embedded(), "us-east-1", &[]).unwrap())
+        SchedulingNode::of(&super::super::template(&group, Catalogue::embedded(), "us-east-1", &[]).unwrap())
     }
 
     #[test]

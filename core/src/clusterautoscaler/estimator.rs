@@ -20,7 +20,7 @@
 
 use crate::resources::{self, ResourceList};
 
-use super::predicates::{self, PendingPod, TemplateNode};
+use super::predicates::{self, PendingPod, SchedulingNode};
 
 /// What the estimator made of one group's pods.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -52,7 +52,7 @@ impl NewNode {
 
 /// How many new nodes of a group (its template `node`) `groups` (equivalence groups of pending
 /// pods, each non-empty) need, with at most `limit` new nodes.
-pub fn estimate(node: &TemplateNode, groups: &[&[PendingPod]], limit: usize) -> Estimate {
+pub fn estimate(node: &SchedulingNode, groups: &[&[PendingPod]], limit: usize) -> Estimate {
     let share = |requests: &ResourceList, resource: &str| -> f64 {
         let total = node.allocatable.get(resource).map_or(0.0, |q| q.as_f64());
         if total > 0.0 {
@@ -148,7 +148,7 @@ mod tests {
         let groups: Vec<Vec<PendingPod>> =
             groups.iter().map(|g| g.iter().map(|p| PendingPod::read(p).unwrap()).collect()).collect();
         let groups: Vec<&[PendingPod]> = groups.iter().map(Vec::as_slice).collect();
-        estimate(&TemplateNode::of(template), &groups, limit)
+        estimate(&SchedulingNode::of(template), &groups, limit)
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //! | [`equivalence`] | `core/scaleup/equivalence/groups.go` |
 //! | [`estimator`] | `estimator/binpacking_estimator.go`, `estimator/decreasing_pod_orderer.go` |
 //! | [`expander`] | `expander/factory/chain.go`, `expander/waste`, `expander/mostpods`, `expander/leastnodes`, `expander/random` |
-//! | [`predicates`] | `simulator/clustersnapshot` `CheckPredicates` (kube-scheduler's TaintToleration, NodeAffinity, NodeResourcesFit filters) |
+//! | [`filter`] | `core/podlistprocessor/filter_out_schedulable.go` |
+//! | [`predicates`] | `simulator/clustersnapshot` `CheckPredicates` (kube-scheduler's NodeUnschedulable, TaintToleration, NodeAffinity, NodeResourcesFit filters) |
 //! | [`scaleup`] | `core/scaleup/orchestrator/orchestrator.go`, `resourcequotas/tracker.go`, `processors/status/eventing_scale_up_processor.go`; the max-nodes-total gate of `core/static_autoscaler.go` |
 //! | [`template`](mod@template) | `cloudprovider/aws/aws_manager.go` `buildNodeFromTemplate`, `buildGenericLabels`; `cloudprovider/utils.go` `BuildKubeProxy`; `simulator/node_info_utils.go` `podsExpectedOnFreshNode` |
 
@@ -19,12 +20,14 @@ pub mod clusterstate;
 pub mod equivalence;
 pub mod estimator;
 pub mod expander;
+pub mod filter;
 pub mod predicates;
 pub mod scaleup;
 pub mod template;
 
 pub use estimator::{estimate, Estimate};
 pub use expander::{choose, Expansion, ScaleUpOption};
-pub use predicates::{PendingPod, TemplateNode, Unfit};
+pub use filter::{filter_out_schedulable, Filtered, Room};
+pub use predicates::{PendingPod, SchedulingNode, Unfit};
 pub use scaleup::{scale_up, GroupState, ScaleUpResult, ScaleUpStatus};
 pub use template::{template, Template, TemplateError, TemplatePod};

@@ -4,6 +4,8 @@
 //! scheduler's filter order, stopping at the first that fails, whose reasons are what
 //! `NotTriggerScaleUp` counts:
 //!
+//! 0. `NodeUnschedulable`: a cordoned node, unless the pod tolerates
+//!    `node.kubernetes.io/unschedulable`, "node(s) were unschedulable";
 //! 1. `TaintToleration`: an untolerated NoSchedule or NoExecute taint, "node(s) had untolerated
 //!    taint {key: value}";
 //! 2. `NodeAffinity`: the node selector and one required node-affinity term against the node's
@@ -15,7 +17,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Pod, Taint};
+use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 
 use crate::requirements::{AllowUndefined, Requirements};
 use crate::resources::{self, ResourceList};
@@ -23,6 +25,9 @@ use crate::scheduling::pod::{PodData, Preferences};
 use crate::scheduling::taints;
 
 use super::template::Template;
+
+/// The taint a cordoned node is treated as having (`node.kubernetes.io/unschedulable`).
+pub const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
 
 /// A pending pod, read once for every group it is checked against.
 #[derive(Debug, Clone)]
@@ -41,9 +46,11 @@ impl PendingPod {
     }
 }
 
-/// A template node as the filters read it.
+/// A node as the filters read it: a group's template, or a node of the cluster.
 #[derive(Debug, Clone)]
-pub struct TemplateNode {
+pub struct SchedulingNode {
+    /// Cordoned (`spec.unschedulable`).
+    pub unschedulable: bool,
     pub labels: Requirements,
     /// The same labels, as the node has them.
     pub label_values: BTreeMap<String, String>,
@@ -51,24 +58,37 @@ pub struct TemplateNode {
     /// What cluster-wide limits and `least-waste` count.
     pub capacity: ResourceList,
     pub allocatable: ResourceList,
-    /// Allocatable less the template's own pods (kube-proxy, DaemonSets): what a fresh node has
+    /// Allocatable less the pods on it (a template's kube-proxy and DaemonSet pods): what is left
     /// for pending pods.
     pub free: ResourceList,
 }
 
-impl TemplateNode {
-    pub fn of(template: &Template) -> TemplateNode {
-        let node = &template.node;
+impl SchedulingNode {
+    /// A group's template.
+    pub fn of(template: &Template) -> SchedulingNode {
+        let requests: Vec<&ResourceList> = template.pods.iter().map(|p| &p.requests).collect();
+        SchedulingNode::with_pods(&template.node, &requests)
+    }
+
+    /// A node of the cluster with `pods` bound to it (a pod whose requests cannot be read counts
+    /// for nothing, as the view reports it elsewhere).
+    pub fn of_node(node: &Node, pods: &[&Pod]) -> SchedulingNode {
+        let requests: Vec<ResourceList> = pods.iter().filter_map(|p| resources::pod_requests(p).ok()).collect();
+        SchedulingNode::with_pods(node, &requests.iter().collect::<Vec<_>>())
+    }
+
+    fn with_pods(node: &Node, pods: &[&ResourceList]) -> SchedulingNode {
         let status = node.status.as_ref();
         let read = |list: Option<&BTreeMap<_, _>>| list.and_then(|l| resources::from_k8s(l).ok()).unwrap_or_default();
         let allocatable = read(status.and_then(|s| s.allocatable.as_ref()));
         let capacity = read(status.and_then(|s| s.capacity.as_ref()));
         let mut free = allocatable.clone();
-        for p in &template.pods {
-            free = resources::subtract(&free, &p.requests);
+        for requests in pods {
+            free = resources::subtract(&free, requests);
         }
         let label_values = node.metadata.labels.clone().unwrap_or_default();
-        TemplateNode {
+        SchedulingNode {
+            unschedulable: node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
             labels: Requirements::from_labels(&label_values),
             label_values,
             taints: node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default(),
@@ -82,6 +102,7 @@ impl TemplateNode {
 /// The first filter a pod fails on a node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Unfit {
+    Unschedulable,
     Taint {
         key: String,
         value: String,
@@ -95,6 +116,7 @@ impl Unfit {
     /// The filter's reasons, in the scheduler's words.
     pub fn reasons(&self) -> Vec<String> {
         match self {
+            Unfit::Unschedulable => vec!["node(s) were unschedulable".into()],
             Unfit::Taint { key, value } => vec![format!("node(s) had untolerated taint {{{key}: {value}}}")],
             Unfit::Affinity => vec!["node(s) didn't match Pod's node affinity/selector".into()],
             Unfit::Resources(names) => names
@@ -106,7 +128,14 @@ impl Unfit {
 }
 
 /// The filters other than resources: the same on every copy of a template.
-pub fn check_placement(pod: &PodData, node: &TemplateNode) -> Result<(), Unfit> {
+pub fn check_placement(pod: &PodData, node: &SchedulingNode) -> Result<(), Unfit> {
+    // NodeUnschedulable: a cordoned node takes only pods that tolerate its taint.
+    if node.unschedulable {
+        let cordon = Taint { key: UNSCHEDULABLE_TAINT.into(), effect: "NoSchedule".into(), ..Default::default() };
+        if taints::first_untolerated(std::iter::once(&cordon), &pod.tolerations).is_some() {
+            return Err(Unfit::Unschedulable);
+        }
+    }
     // TaintToleration filters on NoSchedule and NoExecute only.
     let mut tolerations = pod.tolerations.clone();
     tolerations.push(taints::prefer_no_schedule_toleration());
@@ -125,7 +154,7 @@ pub fn check_placement(pod: &PodData, node: &TemplateNode) -> Result<(), Unfit> 
 }
 
 /// Every filter, with `free` what the node has left.
-pub fn check(pod: &PodData, node: &TemplateNode, free: &ResourceList) -> Result<(), Unfit> {
+pub fn check(pod: &PodData, node: &SchedulingNode, free: &ResourceList) -> Result<(), Unfit> {
     check_placement(pod, node)?;
     let short = resources::exceeded(&pod.requests, free);
     if !short.is_empty() {
@@ -141,14 +170,14 @@ mod tests {
     use crate::catalogue::Catalogue;
     use serde_json::json;
 
-    fn node(taints: serde_json::Value) -> TemplateNode {
+    fn node(taints: serde_json::Value) -> SchedulingNode {
         let group: NodeGroup = serde_json::from_value(json!({
             "metadata": {"name": "general"},
             "spec": {"maxSize": 10, "instanceTypes": ["m5.large"], "zones": ["us-east-1a"],
                      "labels": {"workload": "general"}, "taints": taints},
         }))
         .unwrap();
-        TemplateNode::of(&super::super::template(&group, Catalogue::embedded(), "us-east-1", &[]).unwrap())
+        SchedulingNode::of(&super::super::template(&group, Catalogue::embedded(), "us-east-1", &[]).unwrap())
     }
 
     fn pod(spec: serde_json::Value) -> PodData {
@@ -162,7 +191,7 @@ mod tests {
     fn the_first_failing_filter_gives_the_schedulers_reasons() {
         let tainted = node(json!([{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}]));
         let plain = node(json!([]));
-        let reasons = |pod: &PodData, node: &TemplateNode| match check(pod, node, &node.free) {
+        let reasons = |pod: &PodData, node: &SchedulingNode| match check(pod, node, &node.free) {
             Ok(()) => vec![],
             Err(unfit) => unfit.reasons(),
         };

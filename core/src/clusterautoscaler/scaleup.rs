@@ -39,7 +39,7 @@ pub use super::balancing::Increase;
 use super::balancing::{balance, similar, Member};
 use super::estimator::estimate;
 use super::expander::{choose, Expansion, ScaleUpOption};
-use super::predicates::{self, PendingPod, TemplateNode, Unfit};
+use super::predicates::{self, PendingPod, SchedulingNode, Unfit};
 
 /// upstream `ResourceLimiter.ID()`: the quota `--cores-total` and `--memory-total` make.
 pub const CLUSTER_WIDE_QUOTA: &str = "cluster-wide";
@@ -62,7 +62,7 @@ pub struct GroupState<'a> {
     pub target: i64,
     pub max: i64,
     /// `None` when it has no template (its instance type is unknown).
-    pub template: Option<&'a TemplateNode>,
+    pub template: Option<&'a SchedulingNode>,
     pub safety: Safety,
 }
 
@@ -243,7 +243,7 @@ impl Quota {
 
     /// How many of `n` new nodes of `node`'s shape fit, and the resources that run out (upstream
     /// `checkDelta`).
-    fn check(&self, node: &TemplateNode, n: i64) -> (i64, Vec<String>) {
+    fn check(&self, node: &SchedulingNode, n: i64) -> (i64, Vec<String>) {
         let (cores, memory) = node_cores_and_memory(&node.capacity);
         let mut allowed = n;
         let mut exceeded = Vec::new();
@@ -256,7 +256,7 @@ impl Quota {
         (allowed, exceeded)
     }
 
-    fn consume(&mut self, node: &TemplateNode, n: i64) {
+    fn consume(&mut self, node: &SchedulingNode, n: i64) {
         let (cores, memory) = node_cores_and_memory(&node.capacity);
         self.cores_left = self.cores_left.saturating_sub(cores.saturating_mul(n)).max(0);
         self.memory_left = self.memory_left.saturating_sub(memory.saturating_mul(n)).max(0);
@@ -317,7 +317,7 @@ pub fn scale_up(
     ordered.sort_by_key(|g| g.name);
     let mut quota = Quota::new(ready, options);
     let mut skipped = BTreeMap::new();
-    let mut valid: Vec<(&GroupState, &TemplateNode)> = Vec::new();
+    let mut valid: Vec<(&GroupState, &SchedulingNode)> = Vec::new();
     for group in ordered {
         let skip = match (group.safety, group.template) {
             (Safety::Unhealthy, _) | (_, None) => Some(Skip::NotReady),
@@ -439,8 +439,8 @@ pub fn scale_up(
 /// groups whose template is similar to `group`'s and that fit every equivalence group `group` fits.
 fn similar_groups<'a>(
     group: &GroupState,
-    template: &TemplateNode,
-    valid: &[(&'a GroupState<'a>, &TemplateNode)],
+    template: &SchedulingNode,
+    valid: &[(&'a GroupState<'a>, &SchedulingNode)],
     pod_groups: &[PodGroup],
     options: &ResolvedOptions,
 ) -> Vec<&'a GroupState<'a>> {
@@ -482,14 +482,14 @@ mod tests {
     use crate::catalogue::Catalogue;
     use serde_json::json;
 
-    fn template(name: &str, instance_type: &str, extra: serde_json::Value) -> TemplateNode {
+    fn template(name: &str, instance_type: &str, extra: serde_json::Value) -> SchedulingNode {
         let mut spec = json!({"maxSize": 10, "instanceTypes": [instance_type], "zones": ["us-east-1a"]});
         spec.as_object_mut().unwrap().extend(extra.as_object().cloned().unwrap_or_default());
         let group: NodeGroup = serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap();
-        TemplateNode::of(&super::super::template(&group, Catalogue::embedded(), "us-east-1", &[]).unwrap())
+        SchedulingNode::of(&super::super::template(&group, Catalogue::embedded(), "us-east-1", &[]).unwrap())
     }
 
-    fn group<'a>(name: &'a str, target: i64, max: i64, template: &'a TemplateNode) -> GroupState<'a> {
+    fn group<'a>(name: &'a str, target: i64, max: i64, template: &'a SchedulingNode) -> GroupState<'a> {
         GroupState { name, target, max, template: Some(template), safety: Safety::Safe }
     }
 

@@ -57,7 +57,7 @@ pub struct Template {
 }
 
 /// Why a group has no template (it takes part in no scale-up, as CA skips a group whose
-/// `TemplateNodeInfo` fails).
+/// `SchedulingNodeInfo` fails).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TemplateError {
     #[error("NodeGroup {group}: instance type {instance_type:?} is not in the catalogue")]
