@@ -5,6 +5,7 @@
 //!
 //! | file | upstream |
 //! |---|---|
+//! | [`autoscaler`] | `core/static_autoscaler.go` `RunOnce` (its scale-up half) |
 //! | [`balancing`] | `processors/nodegroupset/compare_nodegroups.go`, `aws_nodegroups.go`, `balancing_processor.go` |
 //! | [`clusterstate`] | `clusterstate/clusterstate.go` (scale-up requests, health, upcoming nodes), `utils/backoff/exponential_backoff.go` |
 //! | [`equivalence`] | `core/scaleup/equivalence/groups.go` |
@@ -15,6 +16,7 @@
 //! | [`scaleup`] | `core/scaleup/orchestrator/orchestrator.go`, `resourcequotas/tracker.go`, `processors/status/eventing_scale_up_processor.go`; the max-nodes-total gate of `core/static_autoscaler.go` |
 //! | [`template`](mod@template) | `cloudprovider/aws/aws_manager.go` `buildNodeFromTemplate`, `buildGenericLabels`; `cloudprovider/utils.go` `BuildKubeProxy`; `simulator/node_info_utils.go` `podsExpectedOnFreshNode` |
 
+pub mod autoscaler;
 pub mod balancing;
 pub mod clusterstate;
 pub mod equivalence;
@@ -25,6 +27,8 @@ pub mod predicates;
 pub mod scaleup;
 pub mod template;
 
+pub use autoscaler::{run_once, LoopInput, LoopOutput, ScaleUpOutcome};
+pub use clusterstate::ClusterState;
 pub use estimator::{estimate, Estimate};
 pub use expander::{choose, Expansion, ScaleUpOption};
 pub use filter::{filter_out_schedulable, Filtered, Room};
