@@ -238,6 +238,7 @@ async fn drive<P: cloud::CloudProvider>(
     let timings = cloud.timings();
     let reconciler = reconcile::Reconciler::new(act, view.clone(), cloud, leader.status(), region.clone());
     let progress = reconciler.progress();
+    let unavailable = reconciler.unavailable_offerings();
     let published = reconciler.views();
     let mut reconciling = tokio::spawn(reconciler.run(shutdown.clone()));
     let state = serve::State {
@@ -249,6 +250,7 @@ async fn drive<P: cloud::CloudProvider>(
         metrics,
         timings,
         progress,
+        unavailable,
     };
     let health = serve::health(state.clone(), SocketAddr::from(([0, 0, 0, 0], args.health_port)), shutdown.clone());
     let metrics = serve::metrics(state, SocketAddr::from(([0, 0, 0, 0], args.metrics_port)), shutdown.clone());

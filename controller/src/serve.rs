@@ -43,6 +43,8 @@ pub struct State {
     pub timings: carpentry_core::manifest::scenario::TimingOverrides,
     /// The reconcilers' liveness.
     pub progress: crate::reconcile::Progress,
+    /// The offerings the cloud provider cannot launch now, for the snapshot's Scenario.
+    pub unavailable: crate::reconcile::UnavailableNow,
 }
 
 /// `/healthz` fails once a reconciler's task (the view's loader or a concern) has not begun a pass
@@ -200,6 +202,7 @@ fn render_snapshot(state: &State) -> Response {
     scenario.spec.region = state.region.clone();
     scenario.spec.start_time = Some(crate::clock::now_rfc3339());
     scenario.spec.timings = state.timings.clone();
+    scenario.spec.unavailable_offerings = (state.unavailable)();
     m.scenario = Some(scenario);
     match write_snapshot(&m, &format!("carpentry-controller ({})", state.server), true, false, &skipped) {
         Ok(s) => ([(header::CONTENT_TYPE, "application/yaml")], s.text).into_response(),

@@ -32,8 +32,9 @@
 //!    NodeClaims name; once registered, each instance is tagged with its Node's and NodeClaim's
 //!    names and its NodeClaim annotated `karpenter.k8s.aws/tagged`.
 //! 2. No capacity for any offering of the cheapest type nor for any type in its zone: the
-//!    cheapest offering left is launched, the others are cached unavailable (the next launch
-//!    offers neither that type nor that zone; CreateFleet calls = launches).
+//!    cheapest offering left is launched, the others are cached unavailable (and listed in
+//!    `/snapshot`'s Scenario; the next launch offers neither that type nor that zone;
+//!    CreateFleet calls = launches).
 //!    2b. Every override failing with `UnauthorizedOperation` (a node role the controller may not
 //!    pass): the NodeClaim stays with `Launched` Unknown, reason `Unauthorized` and upstream's
 //!    message, a `LaunchFailed` event naming the code, a few CreateFleet tries in 25 s (a
@@ -822,6 +823,22 @@ async fn the_aws_provider_launches_through_create_fleet_falls_back_on_insufficie
     wait_for("4 inflate pods Running", Duration::from_secs(150), || running(4))
         .await
         .with_context(|| format!("controller log:\n{}", log()))?;
+    // The snapshot carries what is cached unavailable, so that a simulation of it avoids the same
+    // offerings (the cache holds them for 3 minutes; the launch was moments ago).
+    let (code, body) = get(health, "/snapshot")?;
+    ensure!(code == 200, "/snapshot answered {code}: {body}");
+    let snapshot = carpentry_core::load(&body).map_err(|e| anyhow::anyhow!("the snapshot does not load: {e}"))?;
+    let cached: BTreeSet<(String, String)> = snapshot
+        .scenario
+        .as_ref()
+        .context("the snapshot has no Scenario")?
+        .spec
+        .unavailable_offerings
+        .iter()
+        .filter(|o| o.capacity_type == "on-demand")
+        .map(|o| (o.instance_type.clone(), o.zone.clone()))
+        .collect();
+    ensure!(out.is_subset(&cached), "the snapshot's unavailable offerings {cached:?} lack some of {out:?}");
     let patch = json!({ "spec": { "replicas": 5 } });
     deployments.patch("inflate", &Default::default(), &kube::api::Patch::Merge(&patch)).await?;
     wait_for("5 inflate pods Running", Duration::from_secs(150), || running(5))

@@ -475,6 +475,9 @@ async fn drive<P: CloudProvider, C: Concern<P>>(
 }
 
 /// The reconcilers: the view's loader and every concern's task.
+/// Reads the cloud provider's unavailable offerings when called.
+pub type UnavailableNow = Arc<dyn Fn() -> Vec<carpentry_core::catalogue::UnavailableOffering> + Send + Sync>;
+
 pub struct Reconciler<P: CloudProvider> {
     common: Common<P>,
     view: Arc<ClusterView>,
@@ -499,6 +502,18 @@ impl<P: CloudProvider> Reconciler<P> {
     /// one of its own (`/metrics`: each load is a copy of the cluster).
     pub fn views(&self) -> watch::Receiver<Option<Arc<Loaded>>> {
         self.publish.subscribe()
+    }
+
+    /// What the cloud provider has found it cannot launch now (its unavailable-offerings cache,
+    /// over the latest catalogue), for `/snapshot`: a simulation of the snapshot then avoids what
+    /// the controller avoids.
+    pub fn unavailable_offerings(&self) -> UnavailableNow {
+        let (cloud, shared, region) =
+            (self.common.cloud.clone(), self.common.shared.clone(), self.common.region.clone());
+        Arc::new(move || {
+            let catalogue = shared.catalogue.read().unwrap_or_else(PoisonError::into_inner).clone();
+            cloud.unavailable_offerings(&catalogue, &region)
+        })
     }
 
     /// The tasks' liveness, for `/healthz`.
