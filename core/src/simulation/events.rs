@@ -155,6 +155,8 @@ pub enum Reason {
     StepApplied { action: String },
     /// A step that could not be carried out.
     StepFailed { action: String, why: String },
+    /// Cluster Autoscaler's event (the comparison mode), with CA's reason and text.
+    ClusterAutoscaler { ca_reason: String, message: String, warning: bool },
 }
 
 impl Reason {
@@ -193,6 +195,15 @@ impl Reason {
             Reason::LivenessTimeout { .. } => "LivenessTimeout",
             Reason::StepApplied { .. } => "StepApplied",
             Reason::StepFailed { .. } => "StepFailed",
+            Reason::ClusterAutoscaler { ca_reason, .. } => match ca_reason.as_str() {
+                "ScaledUpGroup" => "ScaledUpGroup",
+                "TriggeredScaleUp" => "TriggeredScaleUp",
+                "NotTriggerScaleUp" => "NotTriggerScaleUp",
+                "ScaleUpTimedOut" => "ScaleUpTimedOut",
+                "ClusterUnhealthy" => "ClusterUnhealthy",
+                "MaxNodesTotalReached" => "MaxNodesTotalReached",
+                _ => "ClusterAutoscaler",
+            },
         }
     }
 
@@ -209,9 +220,8 @@ impl Reason {
             | Reason::DisruptionBlocked { .. }
             | Reason::DisruptionFailed { .. }
             | Reason::LivenessTimeout { .. }
-            | Reason::PodRemoved { cause: RemovalCause::NodeLost | RemovalCause::ForceDeleted, .. } => {
-                EventType::Warning
-            }
+            | Reason::PodRemoved { cause: RemovalCause::NodeLost | RemovalCause::ForceDeleted, .. }
+            | Reason::ClusterAutoscaler { warning: true, .. } => EventType::Warning,
             _ => EventType::Normal,
         }
     }
@@ -293,6 +303,7 @@ impl fmt::Display for Reason {
             }
             Reason::StepApplied { action } => f.write_str(action),
             Reason::StepFailed { action, why } => write!(f, "{action}: {why}"),
+            Reason::ClusterAutoscaler { message, .. } => write!(f, "{message}"),
         }
     }
 }

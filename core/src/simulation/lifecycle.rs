@@ -93,7 +93,7 @@ fn offering_of(l: &Launch) -> OfferingRef {
     OfferingRef { instance_type: l.instance_type.clone(), zone: l.zone.clone(), capacity_type: l.capacity_type.clone() }
 }
 
-fn k8s_resources(list: &ResourceList) -> BTreeMap<String, K8sQuantity> {
+pub(super) fn k8s_resources(list: &ResourceList) -> BTreeMap<String, K8sQuantity> {
     list.iter().map(|(k, v)| (k.clone(), K8sQuantity(v.to_string()))).collect()
 }
 

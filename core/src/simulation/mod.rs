@@ -9,7 +9,8 @@
 //! provider's CreateFleet and unavailable-offerings cache], `kube_scheduler` [kube-scheduler's
 //! binding, modelled], `workloads` [the ReplicaSet, StatefulSet and DaemonSet controllers],
 //! `termination` [node/termination, terminator, eviction; interruption], `cost` [$/hour over
-//! time], `steps` [the Scenario's timed actions].
+//! time], `steps` [the Scenario's timed actions], `cluster_autoscaler` [Cluster Autoscaler's
+//! loop and the node groups' Auto Scaling groups, in Karpenter's place: the comparison mode].
 //!
 //! The decisions are core's, shared with the live controller: a round is
 //! [`crate::scheduling::schedule`], its batch window and the NodeClaims it creates are
@@ -18,6 +19,7 @@
 //! daemons) and keeps the results. Nothing here reads the wall clock.
 
 pub(crate) mod clock;
+mod cluster_autoscaler;
 pub(crate) mod cost;
 mod disruption;
 pub(crate) mod events;
@@ -43,6 +45,7 @@ use crate::manifest::Manifests;
 use crate::scheduling::cloudprovider::Launch;
 
 pub use clock::{Clock, Duration, SimTime, DEFAULT_START};
+pub use cluster_autoscaler::{CaLoopSummary, STATUS_CONFIGMAP};
 pub use cost::{CostPoint, CostSummary};
 pub use disruption::Disruption;
 pub use events::{Event, EventType, Involved, OfferingRef, Reason, RemovalCause};
@@ -222,6 +225,12 @@ enum Timer {
     /// upstream's provisioning NodeController requeues a tainted node every 10 s, triggering a
     /// round each time (nominations onto replacements stay fresh).
     DisruptedRequeue,
+    /// Cluster Autoscaler's next loop (the comparison mode).
+    CaLoop,
+    /// A node group's instance: EC2 starts it, its Node registers, its kubelet is Ready.
+    CaLaunch(String),
+    CaRegister(String),
+    CaReady(String),
 }
 
 /// A provisioning round's outcome, for the report.
@@ -356,6 +365,8 @@ pub struct Simulation {
     workloads_dirty: bool,
     /// Bumped by every `apply` step: NodePools and EC2NodeClasses may have changed (drift).
     config_epoch: u64,
+    /// Cluster Autoscaler in Karpenter's place (the comparison mode).
+    ca: Option<cluster_autoscaler::Driver>,
 }
 
 impl Simulation {
@@ -453,6 +464,7 @@ impl Simulation {
             disruptions: Vec::new(),
             config_epoch: 0,
             workloads_dirty: true,
+            ca: None,
         };
         sim.adopt_workloads();
         sim.adopt_existing_capacity();
@@ -600,6 +612,10 @@ impl Simulation {
                 Timer::Expire(nc) => self.expire(&nc),
                 Timer::LaunchTimeout(nc) | Timer::RegistrationTimeout(nc) => self.liveness(&nc),
                 Timer::DisruptedRequeue => self.requeue_disrupted(),
+                Timer::CaLoop => self.ca_loop(),
+                Timer::CaLaunch(id) => self.ca_launched(&id),
+                Timer::CaRegister(id) => self.ca_register(&id),
+                Timer::CaReady(id) => self.ca_ready(&id),
             }
         }
         if fired {
@@ -609,7 +625,8 @@ impl Simulation {
             self.batch.close();
             self.round_waiting = true;
         }
-        if self.round_waiting && self.launches_settled() {
+        // With Cluster Autoscaler in its place Karpenter provisions nothing.
+        if self.round_waiting && self.ca.is_none() && self.launches_settled() {
             self.round_waiting = false;
             self.provision();
             self.settle();
@@ -627,7 +644,10 @@ impl Simulation {
             self.kube_dirty = false;
             let unschedulable = self.kube_schedule();
             if unschedulable > 0 {
-                self.batch.trigger(self.now.0);
+                match self.ca {
+                    Some(_) => self.ca_wake(),
+                    None => self.batch.trigger(self.now.0),
+                }
             }
         }
         self.progress_commands();
@@ -787,9 +807,13 @@ impl Simulation {
                 *out.entry(m.nodepool.clone()).or_default() += l.price;
             }
         }
+        // Node groups' instances, by group, from their launch.
+        if let Some(ca) = &self.ca {
+            ca.running_prices(&mut out);
+        }
         for node in &self.objects.nodes {
             let name = node.metadata.name.as_deref().unwrap_or_default();
-            if claimed.contains(name) {
+            if claimed.contains(name) || self.ca.as_ref().is_some_and(|ca| ca.owns(name)) {
                 continue;
             }
             let labels = node.metadata.labels.clone().unwrap_or_default();

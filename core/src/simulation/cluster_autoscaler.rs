@@ -1,0 +1,557 @@
+//! The same workload through Cluster Autoscaler instead of Karpenter (the comparison mode): CA's
+//! loop ([`crate::clusterautoscaler::run_once`]) decides on the scenario's node groups, and this
+//! module plays the Auto Scaling groups, EC2 and the nodes' kubelets on the simulated clock.
+//! kube-scheduler, the workload controllers, the steps and the cost ledger are the Karpenter
+//! simulation's own; Karpenter's provisioning and disruption do not run.
+//!
+//! - **The loop** runs every `--scan-interval` (10 s), at once when kube-scheduler marks a pod
+//!   unschedulable while CA waits (`--frequent-loops-enabled`, on by default), and twice more at
+//!   once after a loop that scaled up (upstream `loop/trigger.go`, with `main.go` passing the loop
+//!   before last).
+//! - **A group's target** that grows asks its Auto Scaling group for instances: each launches
+//!   after `asgLaunchDelay` (the calibrated ASG overhead) plus the launch time, in the group's
+//!   zone with the fewest of its instances (the ASG's AZ balancing; ties go to the first zone
+//!   listed), as the group's first instance type; it is paid for from then. Its Node registers
+//!   after the registration time (not Ready, tainted `node.kubernetes.io/not-ready`, its
+//!   DaemonSet pods placed) and is Ready after the initialization time.
+//! - **A target lowered** (a scale-up that timed out) takes away the instances not registered
+//!   yet, newest first.
+//!
+//! The groups' nodes are the template's: its labels (the zone and instance type the instance
+//! launched in), its taints, and the catalogue's allocatable for the type (kubelet and system
+//! reserved taken off, as on a real node), not the template's (capacity).
+//!
+//! Not yet: scale-down, launch failures, spot interruptions of groups' instances.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod, Taint};
+use serde::Serialize;
+
+use crate::api::clusterautoscaler::{NodeGroup, ResolvedOptions};
+use crate::clusterautoscaler::autoscaler::{GroupView, LoopInput, NodeView, PendingView};
+use crate::clusterautoscaler::{run_once, ClusterState, ScaleUpOutcome, SchedulingNode, Template};
+use crate::labels;
+
+use super::clock::{Duration, SimTime};
+use super::events::{Involved, OfferingRef, Reason};
+use super::{Simulation, SimulationError, Timer, Timings};
+
+/// The ConfigMap CA writes its status to, where its cluster-wide events go.
+pub const STATUS_CONFIGMAP: &str = "cluster-autoscaler-status";
+
+/// Loops run at once after one that scaled up.
+const FOLLOW_UP_LOOPS: u32 = 2;
+
+#[derive(Debug, Clone)]
+struct Group {
+    name: String,
+    max: i64,
+    target: i64,
+    spec: NodeGroup,
+    template: Option<Template>,
+    scheduling: Option<SchedulingNode>,
+}
+
+/// An instance of a group's Auto Scaling group.
+#[derive(Debug, Clone)]
+struct Instance {
+    group: String,
+    offering: OfferingRef,
+    price: f64,
+    price_synthetic: bool,
+    requested: SimTime,
+    launched: Option<SimTime>,
+    node: Option<String>,
+    ready: Option<SimTime>,
+}
+
+/// One CA loop, for the report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CaLoopSummary {
+    pub at: SimTime,
+    /// Pods pending when it ran.
+    pub pending: usize,
+    /// Targets it set: `(group, size)`.
+    pub targets: Vec<(String, i64)>,
+    /// `NotNeeded`, `InCooldown`, `ClusterUnhealthy`, or the scale-up's result.
+    pub outcome: String,
+}
+
+/// CA's part of a simulation.
+#[derive(Debug, Clone)]
+pub(super) struct Driver {
+    options: ResolvedOptions,
+    state: ClusterState,
+    groups: Vec<Group>,
+    instances: BTreeMap<String, Instance>,
+    loops: Vec<CaLoopSummary>,
+    follow_ups: u32,
+}
+
+impl Driver {
+    /// The instances running now and their price, by group.
+    pub(super) fn running_prices(&self, out: &mut BTreeMap<String, f64>) {
+        for i in self.instances.values().filter(|i| i.launched.is_some()) {
+            *out.entry(i.group.clone()).or_default() += i.price;
+        }
+    }
+
+    /// Whether `node` is one of the groups' nodes.
+    pub(super) fn owns(&self, node: &str) -> bool {
+        self.instances.values().any(|i| i.node.as_deref() == Some(node))
+    }
+}
+
+fn not_ready_taint() -> Taint {
+    Taint { key: "node.kubernetes.io/not-ready".into(), value: None, effect: "NoSchedule".into(), time_added: None }
+}
+
+impl Simulation {
+    /// A simulation of `manifests` with Cluster Autoscaler scaling the Scenario's node groups
+    /// (Karpenter's NodePools and NodeClaims are set aside). Each group starts with its desired
+    /// capacity (its min when unset) of Ready nodes.
+    pub fn cluster_autoscaler(
+        manifests: &Manifests,
+        region: Option<&str>,
+        timings: Timings,
+        catalogue: &'static crate::catalogue::Catalogue,
+    ) -> Result<Simulation, SimulationError> {
+        let mut sim = Simulation::unsettled(manifests, region, timings, catalogue)?;
+        sim.cancel_timers(|t| matches!(t, Timer::Disruption));
+        sim.objects.nodepools.clear();
+        sim.objects.nodeclaims.clear();
+        sim.machines.clear();
+        let options =
+            manifests.scenario.as_ref().and_then(|s| s.spec.cluster_autoscaler.clone()).unwrap_or_default().resolved();
+        let mut groups = Vec::new();
+        for spec in &sim.objects.nodegroups {
+            let name = spec.metadata.name.clone().unwrap_or_default();
+            let template =
+                crate::clusterautoscaler::template(spec, catalogue, &sim.region, &sim.objects.daemonsets).ok();
+            if template.is_none() {
+                sim.notes.insert(format!("NodeGroup {name} has no template: CA never scales it"));
+            }
+            let scheduling = template.as_ref().map(SchedulingNode::of);
+            let target = spec.spec.desired_capacity.unwrap_or(spec.spec.min_size);
+            groups.push(Group { name, max: spec.spec.max_size, target, spec: spec.clone(), template, scheduling });
+        }
+        groups.sort_by(|a, b| a.name.cmp(&b.name));
+        let starting: Vec<(String, i64)> = groups.iter().map(|g| (g.name.clone(), g.target)).collect();
+        sim.ca = Some(Driver {
+            options,
+            state: ClusterState::default(),
+            groups,
+            instances: BTreeMap::new(),
+            loops: Vec::new(),
+            follow_ups: 0,
+        });
+        // The groups' nodes at the start: launched, registered and Ready.
+        for (group, n) in starting {
+            for _ in 0..n {
+                if let Some(id) = sim.ca_request_instance(&group) {
+                    sim.ca_launched(&id);
+                    sim.ca_register(&id);
+                    sim.ca_ready(&id);
+                }
+            }
+        }
+        sim.schedule_timer(SimTime::ZERO, Timer::CaLoop);
+        sim.settle();
+        Ok(sim)
+    }
+
+    /// CA's loops so far (empty when Karpenter runs).
+    pub fn ca_loops(&self) -> &[CaLoopSummary] {
+        self.ca.as_ref().map_or(&[], |ca| ca.loops.as_slice())
+    }
+
+    /// kube-scheduler marked pods unschedulable: a waiting CA loops now.
+    pub(super) fn ca_wake(&mut self) {
+        let due_now = self.timers.iter().any(|((at, _), t)| *t == Timer::CaLoop && *at <= self.now);
+        if !due_now {
+            self.cancel_timers(|t| *t == Timer::CaLoop);
+            self.schedule_timer(self.now, Timer::CaLoop);
+        }
+    }
+
+    /// One CA loop.
+    pub(super) fn ca_loop(&mut self) {
+        self.settle();
+        let Some(mut ca) = self.ca.take() else { return };
+        let now = self.now.secs_f64();
+        let start = self.clock.epoch_seconds(SimTime::ZERO);
+        let provision_time = ca.options.max_node_provision_time_seconds;
+        let mut group_of: BTreeMap<&str, &str> = BTreeMap::new();
+        let mut registered_at: BTreeMap<&str, f64> = BTreeMap::new();
+        for i in ca.instances.values() {
+            if let Some(node) = &i.node {
+                group_of.insert(node.as_str(), i.group.as_str());
+            }
+        }
+        for n in &self.objects.nodes {
+            let created = n.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second() - start);
+            registered_at.insert(n.metadata.name.as_deref().unwrap_or_default(), created as f64);
+        }
+        let groups: Vec<GroupView> = ca
+            .groups
+            .iter()
+            .map(|g| GroupView {
+                name: &g.name,
+                target: g.target,
+                max: g.max,
+                template: g.scheduling.as_ref(),
+                long_unregistered: ca
+                    .instances
+                    .values()
+                    .filter(|i| i.group == g.name && i.node.is_none())
+                    .filter(|i| i.launched.is_some_and(|l| l.secs_f64() + provision_time < now))
+                    .count() as i64,
+            })
+            .collect();
+        let mut bound: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
+        let mut pending = Vec::new();
+        for p in &self.objects.pods {
+            match p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+                Some(node) => bound.entry(node).or_default().push(p),
+                None if unschedulable(p) && p.metadata.deletion_timestamp.is_none() => {
+                    let created = p.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second() - start);
+                    pending.push(PendingView { pod: p, created: created as f64 });
+                }
+                None => {}
+            }
+        }
+        let nodes: Vec<NodeView> = self
+            .objects
+            .nodes
+            .iter()
+            .map(|n| {
+                let name = n.metadata.name.as_deref().unwrap_or_default();
+                NodeView {
+                    node: n,
+                    group: group_of.get(name).copied(),
+                    created: registered_at.get(name).copied().unwrap_or(0.0),
+                    pods: bound.remove(name).unwrap_or_default(),
+                }
+            })
+            .collect();
+        let input = LoopInput { now, groups, nodes, pending };
+        let out = run_once(&input, &mut ca.state, &ca.options);
+        let pending_count = input.pending.len();
+        drop(input);
+        let outcome = match &out.scale_up {
+            ScaleUpOutcome::ClusterUnhealthy => "ClusterUnhealthy".to_string(),
+            ScaleUpOutcome::NotNeeded => "NotNeeded".to_string(),
+            ScaleUpOutcome::InCooldown => "InCooldown".to_string(),
+            ScaleUpOutcome::Tried(status) => format!("{:?}", status.result),
+        };
+        let scaled_up = out.targets.iter().any(|(g, to)| ca.groups.iter().any(|x| &x.name == g && *to > x.target));
+        ca.loops.push(CaLoopSummary { at: self.now, pending: pending_count, targets: out.targets.clone(), outcome });
+        self.ca = Some(ca);
+        for e in &out.events {
+            let object = match e.object.split_once('/') {
+                Some((namespace, name)) => Involved::pod(namespace, name),
+                None => Involved {
+                    kind: "ConfigMap".into(),
+                    namespace: Some("kube-system".into()),
+                    name: STATUS_CONFIGMAP.into(),
+                },
+            };
+            let reason = Reason::ClusterAutoscaler {
+                ca_reason: e.reason.clone(),
+                message: e.message.clone(),
+                warning: e.warning,
+            };
+            self.emit(object, reason);
+        }
+        for (group, to) in &out.targets {
+            self.ca_set_target(group, *to);
+        }
+        // The next loop (upstream `LoopTrigger.Wait`).
+        let Some(ca) = self.ca.as_mut() else { return };
+        if scaled_up {
+            ca.follow_ups = FOLLOW_UP_LOOPS;
+        }
+        let next = if ca.follow_ups > 0 {
+            ca.follow_ups -= 1;
+            self.now
+        } else {
+            self.now.plus(Duration::millis((ca.options.scan_interval_seconds * 1000.0).round() as u64))
+        };
+        self.cancel_timers(|t| *t == Timer::CaLoop);
+        self.schedule_timer(next, Timer::CaLoop);
+    }
+
+    /// A group's Auto Scaling group takes a new desired capacity.
+    fn ca_set_target(&mut self, group: &str, to: i64) {
+        let Some(ca) = self.ca.as_mut() else { return };
+        let Some(g) = ca.groups.iter_mut().find(|g| g.name == group) else { return };
+        let from = g.target;
+        g.target = to;
+        if to > from {
+            for _ in from..to {
+                if let Some(id) = self.ca_request_instance(group) {
+                    let delay = self.ca.as_ref().map_or(0.0, |ca| ca.options.asg_launch_delay_seconds);
+                    let at = self.now.plus(Duration::millis((delay * 1000.0).round() as u64)).plus(self.timings.launch);
+                    self.schedule_timer(at, Timer::CaLaunch(id));
+                }
+            }
+        } else {
+            // Instances not registered yet go first, newest first.
+            let mut waiting: Vec<(SimTime, String)> = ca
+                .instances
+                .iter()
+                .filter(|(_, i)| i.group == group && i.node.is_none())
+                .map(|(id, i)| (i.requested, id.clone()))
+                .collect();
+            waiting.sort();
+            let gone: Vec<String> =
+                waiting.into_iter().rev().take((from - to).max(0) as usize).map(|(_, id)| id).collect();
+            for id in &gone {
+                ca.instances.remove(id);
+            }
+            self.cancel_timers(|t| matches!(t, Timer::CaLaunch(x) | Timer::CaRegister(x) if gone.contains(x)));
+        }
+    }
+
+    /// Adds an instance to `group` (not launched yet); its id.
+    fn ca_request_instance(&mut self, group: &str) -> Option<String> {
+        let ca = self.ca.as_ref()?;
+        let g = ca.groups.iter().find(|g| g.name == group)?;
+        let instance_type = g.spec.spec.instance_types.first()?.clone();
+        // The ASG balances its zones: the one with the fewest of its instances, the first on ties.
+        let zone = g
+            .spec
+            .spec
+            .zones
+            .iter()
+            .min_by_key(|z| ca.instances.values().filter(|i| i.group == group && &i.offering.zone == *z).count())?
+            .clone();
+        let capacity_type = g.spec.spec.capacity_type.as_str().to_string();
+        let offering_labels = BTreeMap::from([
+            (labels::INSTANCE_TYPE.to_string(), instance_type.clone()),
+            (labels::TOPOLOGY_ZONE.to_string(), zone.clone()),
+            (labels::CAPACITY_TYPE.to_string(), capacity_type.clone()),
+        ]);
+        let launch =
+            crate::scheduling::cloudprovider::launch_from_labels(self.catalogue, &self.region, &offering_labels);
+        let id = self.names.provider_id(&zone);
+        let instance = Instance {
+            group: group.to_string(),
+            offering: OfferingRef { instance_type, zone, capacity_type },
+            price: launch.as_ref().map_or(0.0, |l| l.price),
+            price_synthetic: launch.as_ref().is_some_and(|l| l.price_synthetic),
+            requested: self.now,
+            launched: None,
+            node: None,
+            ready: None,
+        };
+        self.ca.as_mut()?.instances.insert(id.clone(), instance);
+        Some(id)
+    }
+
+    /// EC2 started the instance: it is paid for from now.
+    pub(super) fn ca_launched(&mut self, id: &str) {
+        let Some(instance) = self.ca.as_mut().and_then(|ca| ca.instances.get_mut(id)) else { return };
+        instance.launched = Some(self.now);
+        let (group, offering, price, price_synthetic) =
+            (instance.group.clone(), instance.offering.clone(), instance.price, instance.price_synthetic);
+        self.emit(
+            Involved { kind: "NodeGroup".into(), namespace: None, name: group },
+            Reason::Launched { offering, price, price_synthetic },
+        );
+        self.schedule_timer(self.now.plus(self.timings.registration), Timer::CaRegister(id.to_string()));
+    }
+
+    /// The instance's kubelet registers its Node, not Ready yet.
+    pub(super) fn ca_register(&mut self, id: &str) {
+        let Some(ca) = self.ca.as_ref() else { return };
+        let Some(instance) = ca.instances.get(id).cloned() else { return };
+        if instance.node.is_some() {
+            return;
+        }
+        let Some(template) = ca.groups.iter().find(|g| g.name == instance.group).and_then(|g| g.template.clone())
+        else {
+            return;
+        };
+        let node_name = self.names.node();
+        let mut node: Node = template.node;
+        node.metadata.name = Some(node_name.clone());
+        node.metadata.uid = Some(format!("node-{node_name}"));
+        node.metadata.creation_timestamp = Some(self.clock.time(self.now));
+        let node_labels = node.metadata.labels.get_or_insert_with(Default::default);
+        node_labels.insert(labels::HOSTNAME.into(), node_name.clone());
+        node_labels.insert(labels::TOPOLOGY_ZONE.into(), instance.offering.zone.clone());
+        node_labels.insert(crate::clusterautoscaler::template::EBS_CSI_ZONE.into(), instance.offering.zone.clone());
+        node_labels.insert(labels::INSTANCE_TYPE.into(), instance.offering.instance_type.clone());
+        let spec = node.spec.get_or_insert_with(Default::default);
+        spec.provider_id = Some(id.to_string());
+        spec.taints.get_or_insert_with(Vec::new).push(not_ready_taint());
+        // A real node's allocatable: the kubelet's and the system's reservations off its capacity.
+        let types = self
+            .catalogue
+            .instance_types_shared(&self.region, &crate::api::ec2nodeclass::EC2NodeClassSpec::default())
+            .ok();
+        let allocatable = types
+            .as_ref()
+            .and_then(|t| t.iter().find(|t| t.name == instance.offering.instance_type))
+            .map(|t| super::lifecycle::k8s_resources(t.allocatable()));
+        let status = node.status.get_or_insert_with(Default::default);
+        if let Some(allocatable) = allocatable {
+            status.allocatable = Some(allocatable);
+        }
+        status.conditions = Some(vec![NodeCondition {
+            type_: "Ready".into(),
+            status: "False".into(),
+            reason: Some("KubeletNotReady".into()),
+            last_transition_time: Some(self.clock.time(self.now)),
+            ..Default::default()
+        }]);
+        self.objects.nodes.push(node);
+        if let Some(i) = self.ca.as_mut().and_then(|ca| ca.instances.get_mut(id)) {
+            i.node = Some(node_name.clone());
+        }
+        self.emit(Involved::node(&node_name), Reason::Registered { node: node_name.clone() });
+        self.place_daemon_pods(&node_name);
+        self.schedule_timer(self.now.plus(self.timings.initialization), Timer::CaReady(id.to_string()));
+    }
+
+    /// The kubelet reports Ready: the not-ready taint goes, kube-scheduler binds.
+    pub(super) fn ca_ready(&mut self, id: &str) {
+        let Some(node_name) = self.ca.as_ref().and_then(|ca| ca.instances.get(id)).and_then(|i| i.node.clone()) else {
+            return;
+        };
+        let Some(node) = self.objects.nodes.iter_mut().find(|n| n.metadata.name.as_deref() == Some(&node_name)) else {
+            return;
+        };
+        if let Some(taints) = node.spec.as_mut().and_then(|s| s.taints.as_mut()) {
+            taints.retain(|t| t.key != "node.kubernetes.io/not-ready");
+        }
+        node.status.get_or_insert_with(Default::default).conditions = Some(vec![NodeCondition {
+            type_: "Ready".into(),
+            status: "True".into(),
+            reason: Some("KubeletReady".into()),
+            message: Some("kubelet is posting ready status".into()),
+            last_transition_time: Some(self.clock.time(self.now)),
+            ..Default::default()
+        }]);
+        if let Some(i) = self.ca.as_mut().and_then(|ca| ca.instances.get_mut(id)) {
+            i.ready = Some(self.now);
+        }
+        self.emit(Involved::node(&node_name), Reason::Initialized { node: node_name.clone() });
+        self.kube_dirty = true;
+    }
+}
+
+/// kube-scheduler marked it `PodScheduled=False/Unschedulable`.
+fn unschedulable(pod: &Pod) -> bool {
+    pod.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|c| {
+        c.iter()
+            .any(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
+    })
+}
+
+use crate::manifest::Manifests;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::load;
+
+    fn group(max: i64) -> String {
+        format!(
+            "apiVersion: carpentry.dev/v1alpha1
+kind: NodeGroup
+metadata: {{name: general}}
+spec: {{minSize: 0, maxSize: {max}, instanceTypes: [m5.large], zones: [us-east-1a, us-east-1b]}}
+"
+        )
+    }
+
+    const INFLATE: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata: {name: inflate, namespace: default}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: inflate}}
+  template:
+    metadata: {labels: {app: inflate}}
+    spec:
+      containers: [{name: c, image: x, resources: {requests: {cpu: \"1\", memory: 256Mi}}}]
+";
+
+    fn sim(docs: &[&str]) -> Simulation {
+        let m = load(&docs.join("---\n")).unwrap_or_else(|e| panic!("{e}"));
+        Simulation::cluster_autoscaler(&m, None, Timings::default(), crate::catalogue::Catalogue::embedded()).unwrap()
+    }
+
+    fn at(s: &Simulation, name: &str) -> Vec<u64> {
+        s.events().iter().filter(|e| e.reason.name() == name).map(|e| e.at.millis() / 1000).collect()
+    }
+
+    #[test]
+    fn inflate_runs_after_the_loop_the_asg_and_the_node_each_take_their_time() {
+        let mut s = sim(&[&group(10), INFLATE]);
+        s.run_until(SimTime::from_secs(300));
+        // The pods are new at the first loop (0 s): CA waits one scan interval.
+        let loops = s.ca_loops();
+        assert_eq!((loops[0].at, loops[0].outcome.as_str()), (SimTime::ZERO, "InCooldown"));
+        assert_eq!((loops[1].at, loops[1].outcome.as_str()), (SimTime::from_secs(10), "Successful"));
+        assert_eq!(loops[1].targets, [("general".to_string(), 3)]);
+        // Two loops follow at once; the nodes on their way take the pods, nothing more is asked.
+        assert_eq!(
+            loops[2..4].iter().map(|l| (l.at.millis(), l.outcome.as_str())).collect::<Vec<_>>(),
+            [(10_000, "NotNeeded"); 2]
+        );
+        assert_eq!(at(&s, "ScaledUpGroup"), [10]);
+        assert_eq!(at(&s, "TriggeredScaleUp"), [10; 3]);
+        // 50 s of ASG, 3 s to launch, 40 s to register, 12 s to Ready.
+        assert_eq!(at(&s, "Launched"), [63; 3]);
+        assert_eq!(at(&s, "Registered"), [103; 3]);
+        assert_eq!(at(&s, "Scheduled"), [115; 3]);
+        assert!(at(&s, "NodeClaimCreated").is_empty(), "Karpenter provisions nothing");
+        let snapshot = s.snapshot();
+        assert_eq!((snapshot.running, snapshot.nodes.len()), (3, 3));
+        // Spread over the group's zones; paid from the launch.
+        let zones: Vec<&str> = snapshot.nodes.iter().filter_map(|n| n.zone.as_deref()).collect();
+        assert_eq!(zones.iter().filter(|z| **z == "us-east-1a").count(), 2);
+        let price = snapshot.nodes[0].price;
+        assert!((snapshot.price_per_hour - 3.0 * price).abs() < 1e-9 && price > 0.0);
+        let spent = s.cost().spent;
+        assert!((spent - 3.0 * price * (300.0 - 63.0) / 3600.0).abs() < 1e-6, "{spent}");
+    }
+
+    #[test]
+    fn a_group_at_its_max_leaves_the_rest_pending_and_says_why() {
+        let mut s = sim(&[&group(2), INFLATE]);
+        s.run_until(SimTime::from_secs(200));
+        assert_eq!(s.snapshot().running, 2);
+        let told: Vec<String> = s
+            .events()
+            .iter()
+            .filter(|e| e.reason.name() == "NotTriggerScaleUp")
+            .map(|e| e.reason.to_string())
+            .collect();
+        assert!(told.iter().all(|m| m == "pod didn't trigger scale-up: 1 max node group size reached"), "{told:?}");
+        assert!(!told.is_empty());
+    }
+
+    #[test]
+    fn nodes_that_never_register_time_out_and_the_group_backs_off() {
+        let scenario = "apiVersion: carpentry.dev/v1alpha1
+kind: Scenario
+spec:
+  timings: {registration: Never}
+";
+        let mut s = sim(&[scenario, &group(10), INFLATE]);
+        s.run_until(SimTime::from_secs(1000));
+        // Asked at 10 s, due by 910 s: the loop at 920 s finds it late.
+        assert_eq!(at(&s, "ScaleUpTimedOut"), [920]);
+        let loop_at = s.ca_loops().iter().find(|l| l.at == SimTime::from_secs(920)).unwrap();
+        assert_eq!(loop_at.targets, [("general".to_string(), 0)]);
+        assert_eq!(s.snapshot().price_per_hour, 0.0, "the instances that never joined are gone");
+        let last = s.events().iter().rev().find(|e| e.reason.name() == "NotTriggerScaleUp").unwrap();
+        assert_eq!(last.reason.to_string(), "pod didn't trigger scale-up: 1 in backoff after failed scale-up");
+    }
+}
