@@ -13,8 +13,9 @@
 //!    ([`super::filter`]), and what fits needs no node;
 //! 5. pods younger than `--new-pod-scale-up-delay` (or their own longer
 //!    `cluster-autoscaler.kubernetes.io/pod-scale-up-delay`) wait;
-//! 6. nothing left: no scale-up is needed; the oldest pod under 2 s old (30 s with a GPU): "in
-//!    cooldown", waiting one loop for more;
+//! 6. nothing left: no scale-up is needed; `--max-nodes-total` ready nodes: nothing is tried
+//!    (`MaxNodesTotalReached`); the oldest pod under 2 s old, or the oldest GPU pod under 30 s:
+//!    "in cooldown", waiting one loop for more;
 //! 7. [`super::scaleup::scale_up`]; each increase sets its group's target (`ScaledUpGroup`) and is
 //!    registered with the cluster state.
 //!
@@ -280,26 +281,27 @@ pub fn run_once(input: &LoopInput, state: &mut ClusterState, options: &ResolvedO
         }
     }
 
-    // 6. Nothing to do, or too soon.
+    // 6. Nothing to do, too many nodes, or too soon.
     if pending.is_empty() {
         out.scale_down_allowed = true;
         return out;
     }
-    let new = |pods: &[&Pod], gpu: bool, buffer: f64| {
-        let ages = pods.iter().filter(|p| requests_gpu(p) == gpu).filter_map(|p| created.get(&key(p)));
+    let ready_nodes = ReadyNodes::of(input.nodes.iter().filter(|n| ready(n.node)).map(|n| n.node));
+    let at_max_total = options.max_nodes_total > 0 && ready_nodes.count as i64 >= options.max_nodes_total;
+    // upstream `allPodsAreNew`: the oldest pod under 2 s old, or a GPU pod pending and the oldest
+    // of those under 30 s old.
+    let oldest = |gpu_only: bool| {
+        let ages = pending.iter().filter(|p| !gpu_only || requests_gpu(p)).filter_map(|p| created.get(&key(p)));
         ages.fold(None, |oldest: Option<f64>, c| Some(oldest.map_or(*c, |o| o.min(*c))))
-            .is_some_and(|oldest| oldest + buffer > now)
     };
-    let has_plain = pending.iter().any(|p| !requests_gpu(p));
-    let has_gpu = pending.iter().any(|p| requests_gpu(p));
-    if (!has_plain || new(&pending, false, NEW_POD_BUFFER_SECONDS))
-        && (!has_gpu || new(&pending, true, NEW_GPU_POD_BUFFER_SECONDS))
-    {
+    let all_new = oldest(false).is_some_and(|o| o + NEW_POD_BUFFER_SECONDS > now)
+        || oldest(true).is_some_and(|o| o + NEW_GPU_POD_BUFFER_SECONDS > now);
+    if all_new && !at_max_total {
         out.scale_up = ScaleUpOutcome::InCooldown;
         return out;
     }
 
-    // 7. The scale-up.
+    // 7. The scale-up (the max-nodes-total gate first, as upstream checks it before the age).
     let states: Vec<GroupState> = input
         .groups
         .iter()
@@ -312,7 +314,6 @@ pub fn run_once(input: &LoopInput, state: &mut ClusterState, options: &ResolvedO
             safety: state.safety(c, now),
         })
         .collect();
-    let ready_nodes = ReadyNodes::of(input.nodes.iter().filter(|n| ready(n.node)).map(|n| n.node));
     let status = scale_up(&pending, &states, &ready_nodes, options);
     for increase in &status.increases {
         let message = format!(
@@ -461,6 +462,32 @@ mod tests {
             (out.events[0].reason.as_str(), out.events[0].message.as_str()),
             ("ClusterUnhealthy", "Cluster is unhealthy")
         );
+    }
+
+    #[test]
+    fn a_new_gpu_pod_holds_the_loop_and_max_nodes_total_is_checked_before_the_age() {
+        let t = template();
+        let old = pod("old");
+        let mut gpu = pod("gpu");
+        let limits =
+            [("nvidia.com/gpu".to_string(), k8s_openapi::apimachinery::pkg::api::resource::Quantity("1".into()))];
+        gpu.spec.as_mut().unwrap().containers[0].resources.as_mut().unwrap().limits = Some(limits.into());
+        let groups = vec![GroupView { name: "general", target: 0, max: 10, template: Some(&t), long_unregistered: 0 }];
+        let pending = vec![PendingView { pod: &old, created: 0.0 }, PendingView { pod: &gpu, created: 95.0 }];
+        let (mut state, o) = (ClusterState::default(), options());
+        let input = LoopInput { now: 100.0, groups: groups.clone(), nodes: vec![], pending };
+        assert_eq!(run_once(&input, &mut state, &o).scale_up, ScaleUpOutcome::InCooldown, "the GPU pod is 5 s old");
+        // At the node limit the loop says so, however new the pods.
+        let full = node("full", true);
+        // Full: a 1-CPU pod on its 1.5 CPU.
+        let nodes = vec![NodeView { node: &full, group: None, created: 0.0, pods: vec![&gpu] }];
+        let fresh = vec![PendingView { pod: &old, created: 99.5 }];
+        let limited = ClusterAutoscalerOptions { max_nodes_total: Some(1), ..Default::default() }.resolved();
+        let out = run_once(&LoopInput { now: 100.0, groups, nodes, pending: fresh }, &mut state, &limited);
+        assert!(
+            matches!(&out.scale_up, ScaleUpOutcome::Tried(s) if s.result == super::super::ScaleUpResult::LimitedByMaxNodesTotal)
+        );
+        assert!(out.events.iter().any(|e| e.reason == "MaxNodesTotalReached"));
     }
 
     #[test]

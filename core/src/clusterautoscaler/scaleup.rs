@@ -181,7 +181,7 @@ pub struct ScaleUpStatus {
     pub skipped: BTreeMap<String, Skip>,
     /// Pods whose requests cannot be read: left out, as the provisioning round leaves them out.
     pub unreadable: Vec<String>,
-    /// The count was capped by `--max-nodes-total` (upstream's `MaxNodesTotalReached` event).
+    /// `--max-nodes-total` stopped or capped it (upstream's `MaxNodesTotalReached` event).
     pub max_nodes_total_reached: bool,
 }
 
@@ -308,6 +308,7 @@ pub fn scale_up(
     let max_total = options.max_nodes_total;
     if max_total > 0 && ready.count as i64 >= max_total {
         let mut status = ScaleUpStatus::of(ScaleUpResult::LimitedByMaxNodesTotal);
+        status.max_nodes_total_reached = true;
         status.remaining = remaining(&pod_groups, &BTreeMap::new());
         status.unreadable = unreadable;
         return status;
