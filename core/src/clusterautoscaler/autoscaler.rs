@@ -27,6 +27,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 
 use crate::api::clusterautoscaler::ResolvedOptions;
 use crate::api::duration::parse_go_duration;
+use crate::nodeclaim::garbagecollection::node_ready;
 
 use super::clusterstate::{
     ClusterState, GroupCounts, Readiness, TimedOut, MAX_TOTAL_UNREADY_PERCENTAGE, OK_TOTAL_UNREADY_COUNT,
@@ -121,13 +122,6 @@ pub struct LoopOutput {
     pub scale_down_allowed: bool,
 }
 
-fn ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
 fn key(pod: &Pod) -> String {
     format!(
         "{}/{}",
@@ -171,7 +165,7 @@ pub fn run_once(input: &LoopInput, state: &mut ClusterState, options: &ResolvedO
     for n in &input.nodes {
         let name = n.node.metadata.name.as_deref().unwrap_or_default();
         let deleted = n.node.metadata.deletion_timestamp.is_some();
-        let is_ready = ready(n.node);
+        let is_ready = node_ready(n.node);
         let starting = !deleted && !is_ready && n.created + MAX_NODE_STARTUP_SECONDS > now;
         if !deleted && !is_ready && !starting {
             total_unready += 1;
@@ -286,7 +280,7 @@ pub fn run_once(input: &LoopInput, state: &mut ClusterState, options: &ResolvedO
         out.scale_down_allowed = true;
         return out;
     }
-    let ready_nodes = ReadyNodes::of(input.nodes.iter().filter(|n| ready(n.node)).map(|n| n.node));
+    let ready_nodes = ReadyNodes::of(input.nodes.iter().filter(|n| node_ready(n.node)).map(|n| n.node));
     let at_max_total = options.max_nodes_total > 0 && ready_nodes.count as i64 >= options.max_nodes_total;
     // upstream `allPodsAreNew`: the oldest pod under 2 s old, or a GPU pod pending and the oldest
     // of those under 30 s old.

@@ -25,7 +25,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod, Taint};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod};
 use serde::Serialize;
 
 use crate::api::clusterautoscaler::{NodeGroup, ResolvedOptions};
@@ -111,10 +111,6 @@ impl Driver {
     pub(super) fn owns(&self, node: &str) -> bool {
         self.nodes.contains(node)
     }
-}
-
-fn not_ready_taint() -> Taint {
-    Taint { key: "node.kubernetes.io/not-ready".into(), value: None, effect: "NoSchedule".into(), time_added: None }
 }
 
 impl Simulation {
@@ -407,7 +403,7 @@ impl Simulation {
         node_labels.insert(labels::INSTANCE_TYPE.into(), instance.offering.instance_type.clone());
         let spec = node.spec.get_or_insert_with(Default::default);
         spec.provider_id = Some(id.to_string());
-        spec.taints.get_or_insert_with(Vec::new).push(not_ready_taint());
+        spec.taints.get_or_insert_with(Vec::new).push(super::lifecycle::not_ready_taint());
         // A real node's allocatable: the kubelet's and the system's reservations off its capacity.
         let types = self
             .catalogue

@@ -98,7 +98,7 @@ pub(super) fn k8s_resources(list: &ResourceList) -> BTreeMap<String, K8sQuantity
 }
 
 /// The taint a Node carries until its kubelet reports Ready.
-fn not_ready_taint() -> Taint {
+pub(super) fn not_ready_taint() -> Taint {
     Taint { key: "node.kubernetes.io/not-ready".into(), value: None, effect: "NoSchedule".into(), time_added: None }
 }
 
