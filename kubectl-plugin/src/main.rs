@@ -3,6 +3,7 @@
 
 mod cluster;
 mod common;
+mod compare;
 mod convert;
 mod explain;
 mod input;
@@ -54,6 +55,11 @@ enum Command {
     /// Write the cluster state Karpenter looks at as a scenario file (redacted), for --from-file
     /// and the playground.
     Snapshot(snapshot::SnapshotArgs),
+    /// Run the cluster in the files twice over the same simulated time, once with Karpenter's
+    /// NodePools and once with Cluster Autoscaler (1.36.1) on the NodeGroups, and print them side
+    /// by side: time until every pod is Running after the start and each step, pending
+    /// pod-seconds, nodes, cost, requested/allocatable, disruptions, and the events behind them.
+    Compare(compare::CompareArgs),
 }
 
 /// How a command failed: bad input (exit 2) or anything else (exit 1).
@@ -87,6 +93,7 @@ fn main() -> ExitCode {
         Command::Explain(args) => explain::run(args),
         Command::Whatif(args) => whatif::run(args),
         Command::Snapshot(args) => snapshot::run(args),
+        Command::Compare(args) => compare::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -241,3 +241,80 @@ fn a_balanced_nodepool_scores_the_node_it_keeps() {
     assert!(balanced["detail"].as_str().unwrap().starts_with("score 0.11 is below threshold 0.50"), "{balanced}");
     assert_eq!(e["disruptable"], false);
 }
+
+const COMPARE_INFLATE: &str = "tests/data/compare-inflate.yaml";
+
+#[test]
+fn compare_runs_both_autoscalers_over_the_same_steps() {
+    let out = plugin(&["compare", "-f", COMPARE_INFLATE, "--until", "15m", "-o", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let c: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(c["kind"], "Comparison");
+    assert_eq!(c["until"], "15m0s");
+    let settled = |side: &str| -> Vec<(String, u64, String)> {
+        c[side]["timeToAllRunning"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (s["at"].as_str().unwrap().into(), s["pending"].as_u64().unwrap(), s["after"].as_str().unwrap().into())
+            })
+            .collect()
+    };
+    let step = |at: &str, pending, after: &str| (at.to_string(), pending, after.to_string());
+    // Karpenter: a round a second after the pods, CreateFleet, the join and Ready.
+    assert_eq!(settled("karpenter"), [step("0s", 3, "56s"), step("5m0s", 2, "56s"), step("8m0s", 0, "0s")]);
+    // CA: a scan interval of new-pod delay, the calibrated ASG delay, then the same node life.
+    assert_eq!(settled("clusterAutoscaler"), [step("0s", 3, "1m55s"), step("5m0s", 2, "1m55s"), step("8m0s", 0, "0s")]);
+    assert_eq!(c["karpenter"]["pendingPodSeconds"], 3.0 * 56.0 + 2.0 * 56.0);
+    assert_eq!(c["clusterAutoscaler"]["pendingPodSeconds"], 5.0 * 115.0);
+    // Karpenter consolidates the node the scale-in emptied; CA's scale-down is not modelled yet.
+    assert_eq!(c["karpenter"]["nodes"].as_array().unwrap().len(), 4);
+    assert_eq!(c["karpenter"]["disruptions"], 1);
+    let ca_nodes = c["clusterAutoscaler"]["nodes"].as_array().unwrap();
+    assert_eq!(ca_nodes.len(), 5);
+    assert!(ca_nodes.iter().all(|n| n["nodeGroup"] == "general" && n["instanceType"] == "m5.large"));
+    let per_hour = c["clusterAutoscaler"]["costPerHour"].as_f64().unwrap();
+    assert!((per_hour - 5.0 * ca_nodes[0]["price"].as_f64().unwrap()).abs() < 1e-9);
+    assert!(c["clusterAutoscaler"]["costTotal"].as_f64().unwrap() > c["karpenter"]["costTotal"].as_f64().unwrap());
+    assert!(c["karpenter"]["cpuRequestedFraction"].as_f64().unwrap() > 0.5);
+    assert_eq!(c["karpenter"]["nodePools"], serde_json::json!(["default"]));
+    assert_eq!(c["clusterAutoscaler"]["nodeGroups"][0]["metadata"]["name"], "general");
+
+    let out = plugin(&["compare", "-f", COMPARE_INFLATE, "--until", "15m"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0));
+    let start = stdout.lines().find(|l| l.starts_with("all Running after the start")).unwrap_or_default();
+    assert_eq!(start.split_whitespace().rev().take(2).collect::<Vec<_>>(), ["1m55s", "56s"], "{stdout}");
+    assert!(stdout.contains("TriggeredScaleUp") && stdout.contains("NodeClaimCreated"), "{stdout}");
+    assert!(text(&out.stderr).contains("scale-down is not modelled yet"));
+}
+
+#[test]
+fn compare_says_what_is_missing_or_misplaced() {
+    let out = plugin(&["compare", "-f", "../tests/scenarios/inflate-2vcpu.yaml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("no NodeGroup for Cluster Autoscaler to scale"), "{}", text(&out.stderr));
+    let out = plugin(&["compare", "-f", "../tests/scenarios/inflate-2vcpu.yaml", "--node-groups", COMPARE_INFLATE]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("holds objects other than NodeGroups"), "{}", text(&out.stderr));
+    // Groups from their own file take the place of the files' groups.
+    let groups = std::env::temp_dir().join(format!("carpentry-groups-{}.yaml", std::process::id()));
+    std::fs::write(
+        &groups,
+        "apiVersion: carpentry.dev/v1alpha1\nkind: NodeGroup\nmetadata: {name: small}\n\
+         spec: {minSize: 0, maxSize: 2, instanceTypes: [m5.large], zones: [us-east-1a]}\n",
+    )
+    .unwrap();
+    let out = plugin(&["compare", "-f", COMPARE_INFLATE, "--node-groups", groups.to_str().unwrap(), "-o", "json"]);
+    let _ = std::fs::remove_file(&groups);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let c: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(c["clusterAutoscaler"]["nodeGroups"].as_array().unwrap().len(), 1);
+    assert_eq!(c["clusterAutoscaler"]["nodeGroups"][0]["metadata"]["name"], "small");
+    assert_eq!(c["clusterAutoscaler"]["pending"].as_array().unwrap().len(), 2, "two nodes for four pods");
+    assert_eq!(c["clusterAutoscaler"]["timeToAllRunning"][0]["after"], serde_json::Value::Null);
+    let out = plugin(&["compare", "-f", COMPARE_INFLATE, "--until", "soon"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--until \"soon\""));
+}

@@ -10,7 +10,8 @@
 //! binding, modelled], `workloads` [the ReplicaSet, StatefulSet and DaemonSet controllers],
 //! `termination` [node/termination, terminator, eviction; interruption], `cost` [$/hour over
 //! time], `steps` [the Scenario's timed actions], `cluster_autoscaler` [Cluster Autoscaler's
-//! loop and the node groups' Auto Scaling groups, in Karpenter's place: the comparison mode].
+//! loop and the node groups' Auto Scaling groups, in Karpenter's place: the comparison mode],
+//! `compare` [both runs of one cluster, measured alike].
 //!
 //! The decisions are core's, shared with the live controller: a round is
 //! [`crate::scheduling::schedule`], its batch window and the NodeClaims it creates are
@@ -20,6 +21,7 @@
 
 pub(crate) mod clock;
 mod cluster_autoscaler;
+mod compare;
 pub(crate) mod cost;
 mod disruption;
 pub(crate) mod events;
@@ -46,6 +48,7 @@ use crate::scheduling::cloudprovider::Launch;
 
 pub use clock::{Clock, Duration, SimTime, DEFAULT_START};
 pub use cluster_autoscaler::{CaLoopSummary, STATUS_CONFIGMAP};
+pub use compare::{compare, AutoscalerRun, CompareError, Comparison, NodeCount, Settling};
 pub use cost::{CostPoint, CostSummary};
 pub use disruption::Disruption;
 pub use events::{Event, EventType, Involved, OfferingRef, Reason, RemovalCause};
@@ -257,11 +260,15 @@ pub struct NodeView {
     pub nodeclaim: Option<String>,
     #[serde(rename = "nodePool", skip_serializing_if = "Option::is_none")]
     pub nodepool: Option<String>,
+    /// The node group whose Auto Scaling group launched it (Cluster Autoscaler's side).
+    #[serde(rename = "nodeGroup", skip_serializing_if = "Option::is_none")]
+    pub node_group: Option<String>,
     pub state: NodeState,
     /// Why it is terminating.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub terminating: Option<String>,
-    /// When its NodeClaim was created (the start for capacity that was there before).
+    /// When its NodeClaim was created, or a node group asked for its instance (the start for
+    /// capacity that was there before).
     #[serde(rename = "createdAt")]
     pub since: SimTime,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -739,6 +746,7 @@ impl Simulation {
                 name: shown,
                 nodeclaim: Some(name.clone()),
                 nodepool: Some(m.nodepool.clone()),
+                node_group: None,
                 state,
                 terminating: m.terminating.as_ref().map(|t| t.why.clone()),
                 since: m.created,
@@ -750,6 +758,7 @@ impl Simulation {
                 pods,
             });
         }
+        let grouped = self.ca.as_ref().map(cluster_autoscaler::Driver::registered).unwrap_or_default();
         for node in &self.objects.nodes {
             let name = node.metadata.name.clone().unwrap_or_default();
             if claimed.contains(&name) {
@@ -757,6 +766,7 @@ impl Simulation {
             }
             let labels = node.metadata.labels.clone().unwrap_or_default();
             let price = cost::node_price(self.catalogue, &self.region, &labels);
+            let instance = grouped.get(name.as_str());
             let allocatable = node
                 .status
                 .as_ref()
@@ -771,19 +781,25 @@ impl Simulation {
                 name,
                 nodeclaim: None,
                 nodepool: labels.get(crate::labels::NODEPOOL).cloned(),
+                node_group: instance.map(|i| i.group.to_string()),
                 state: if node.metadata.deletion_timestamp.is_some() {
                     NodeState::Terminating
+                } else if instance.is_some_and(|i| !i.ready) {
+                    NodeState::Registered
                 } else {
                     NodeState::Ready
                 },
                 terminating: None,
-                since: SimTime::ZERO,
+                since: instance.map_or(SimTime::ZERO, |i| i.requested),
                 instance_type: labels.get(crate::labels::INSTANCE_TYPE).cloned(),
                 zone: labels.get(crate::labels::TOPOLOGY_ZONE).cloned(),
                 capacity_type: labels.get(crate::labels::CAPACITY_TYPE).cloned(),
                 price: price.map_or(0.0, |p| p.0),
                 price_synthetic: price.is_some_and(|p| p.1),
             });
+        }
+        if let Some(ca) = &self.ca {
+            nodes.extend(ca.unregistered());
         }
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
         let price_per_hour = 0.0 + self.running_prices().values().sum::<f64>();

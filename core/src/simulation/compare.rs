@@ -1,0 +1,350 @@
+//! The same cluster run twice over the same simulated time, once with Karpenter's NodePools and
+//! once with Cluster Autoscaler on the node groups ([`Simulation::cluster_autoscaler`]), measured
+//! the same way: how long after the start and after each step every pod was Running, pending
+//! pod-seconds, the nodes over time and at the end, the cost, how much of the nodes' allocatable
+//! the pods request, disruptions and evictions. Both runs share kube-scheduler, the workload
+//! controllers, the steps and the timings; only the autoscaler differs.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::api::clusterautoscaler::NodeGroup;
+use crate::catalogue::Catalogue;
+use crate::manifest::Manifests;
+
+use super::clock::{Duration, SimTime};
+use super::events::{Event, Reason, RemovalCause};
+use super::{NodeView, Simulation, SimulationError, Timings};
+
+/// Why a comparison cannot run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CompareError {
+    #[error(
+        "no NodeGroup for Cluster Autoscaler to scale: add carpentry.dev/v1alpha1 NodeGroups (docs/scenario.md) \
+         to the files or give them with --node-groups"
+    )]
+    NoNodeGroups,
+    #[error("the Karpenter run: {0}")]
+    Karpenter(SimulationError),
+    #[error("the Cluster Autoscaler run: {0}")]
+    ClusterAutoscaler(SimulationError),
+}
+
+/// Both runs (`kind: Comparison`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Comparison {
+    pub kind: &'static str,
+    pub region: String,
+    /// How long both ran.
+    pub until: SimTime,
+    pub karpenter: AutoscalerRun,
+    pub cluster_autoscaler: AutoscalerRun,
+}
+
+/// A moment that can make pods pending (the start, each step) and how long it took until no
+/// pod was.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Settling {
+    pub at: SimTime,
+    /// Pods pending once the moment had happened.
+    pub pending: usize,
+    /// Until every pod was Running (bound) again; `None` when that did not happen in the run.
+    pub after: Option<Duration>,
+}
+
+/// The Nodes at a moment (registered, whether Ready or not), by instance type.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeCount {
+    pub at: SimTime,
+    pub total: usize,
+    pub by_type: BTreeMap<String, usize>,
+}
+
+/// One autoscaler's run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AutoscalerRun {
+    /// The start, then each step, in time order.
+    pub time_to_all_running: Vec<Settling>,
+    /// Pending pods integrated over the run (a pod pending for a minute counts 60).
+    pub pending_pod_seconds: f64,
+    /// Pods pending at the end.
+    pub pending: Vec<String>,
+    /// The nodes at the end, with instances not registered yet.
+    pub nodes: Vec<NodeView>,
+    /// Every change in the Nodes.
+    pub nodes_over_time: Vec<NodeCount>,
+    /// USD per hour at the end.
+    pub cost_per_hour: f64,
+    /// USD spent over the run.
+    pub cost_total: f64,
+    /// Whether a spot price in the figures is synthetic (core/data/PROVENANCE.md).
+    pub price_synthetic: bool,
+    /// What the pods on the nodes request over what the nodes can allocate, at the end (0 with
+    /// no nodes).
+    pub cpu_requested_fraction: f64,
+    pub memory_requested_fraction: f64,
+    /// Karpenter's NodePools (empty on Cluster Autoscaler's side).
+    pub node_pools: Vec<String>,
+    /// The node groups Cluster Autoscaler scaled (empty on Karpenter's side).
+    pub node_groups: Vec<NodeGroup>,
+    /// Disruptions carried out (Karpenter's consolidation, drift, expiration…).
+    pub disruptions: usize,
+    /// Pods evicted through the Eviction API.
+    pub evictions: usize,
+    pub events: Vec<Event>,
+    pub notes: Vec<String>,
+}
+
+/// Runs `manifests` through both autoscalers for `until` of simulated time. The node groups are
+/// the manifests' NodeGroups.
+pub fn compare(
+    manifests: &Manifests,
+    region: Option<&str>,
+    until: SimTime,
+    catalogue: &'static Catalogue,
+) -> Result<Comparison, CompareError> {
+    if manifests.nodegroups.is_empty() {
+        return Err(CompareError::NoNodeGroups);
+    }
+    let karpenter = Simulation::with_catalogue(manifests, region, Timings::default(), catalogue)
+        .map_err(CompareError::Karpenter)?;
+    let ca = Simulation::cluster_autoscaler(manifests, region, Timings::default(), catalogue)
+        .map_err(CompareError::ClusterAutoscaler)?;
+    let marks = marks(manifests, until);
+    let region = karpenter.region().to_string();
+    let mut karpenter = measure(karpenter, until, &marks);
+    karpenter.node_pools = manifests.nodepools.iter().map(|np| np.name().to_string()).collect();
+    let mut cluster_autoscaler = measure(ca, until, &marks);
+    cluster_autoscaler.node_groups = manifests.nodegroups.clone();
+    Ok(Comparison { kind: "Comparison", region, until, karpenter, cluster_autoscaler })
+}
+
+/// The start and every step at or before `until`, in time order.
+fn marks(manifests: &Manifests, until: SimTime) -> Vec<SimTime> {
+    let mut marks = vec![SimTime::ZERO];
+    if let Some(s) = &manifests.scenario {
+        marks.extend(s.spec.steps.iter().filter_map(|step| step.at_millis()).map(SimTime).filter(|t| *t <= until));
+    }
+    marks.sort();
+    marks.dedup();
+    marks
+}
+
+/// Runs `sim` to `until`, looking at it after every instant at which something happened.
+fn measure(mut sim: Simulation, until: SimTime, marks: &[SimTime]) -> AutoscalerRun {
+    let mut watch = Watch::new(marks);
+    watch.look(&sim);
+    while let Some(t) = sim.next_event_time().filter(|t| *t <= until) {
+        watch.accrue(sim.now(), t);
+        sim.step();
+        watch.look(&sim);
+    }
+    watch.accrue(sim.now(), until);
+    sim.run_until(until);
+    let snapshot = sim.snapshot();
+    let cost = sim.cost();
+    let (mut requested, mut allocatable) = (super::NodeResources::default(), super::NodeResources::default());
+    for n in &snapshot.nodes {
+        requested.cpu += n.requested.cpu;
+        requested.memory += n.requested.memory;
+        allocatable.cpu += n.allocatable.cpu;
+        allocatable.memory += n.allocatable.memory;
+    }
+    let fraction = |used: f64, of: f64| if of > 0.0 { used / of } else { 0.0 };
+    let evictions = sim
+        .events()
+        .iter()
+        .filter(|e| matches!(e.reason, Reason::PodRemoved { cause: RemovalCause::Evicted, .. }))
+        .count();
+    AutoscalerRun {
+        time_to_all_running: watch.settlings,
+        pending_pod_seconds: watch.pending_millis as f64 / 1000.0,
+        pending: snapshot.pending,
+        price_synthetic: snapshot.nodes.iter().any(|n| n.price_synthetic),
+        nodes: snapshot.nodes,
+        nodes_over_time: watch.nodes,
+        cost_per_hour: cost.per_hour,
+        cost_total: cost.spent,
+        cpu_requested_fraction: fraction(requested.cpu, allocatable.cpu),
+        memory_requested_fraction: fraction(requested.memory, allocatable.memory),
+        node_pools: Vec::new(),
+        node_groups: Vec::new(),
+        disruptions: sim.disruptions().len(),
+        evictions,
+        events: sim.events().to_vec(),
+        notes: sim.notes().map(str::to_string).collect(),
+    }
+}
+
+/// What is measured while a run goes.
+struct Watch {
+    settlings: Vec<Settling>,
+    /// Pods pending since the last look.
+    pending: usize,
+    pending_millis: u128,
+    nodes: Vec<NodeCount>,
+}
+
+impl Watch {
+    fn new(marks: &[SimTime]) -> Watch {
+        Watch {
+            settlings: marks.iter().map(|at| Settling { at: *at, pending: 0, after: None }).collect(),
+            pending: 0,
+            pending_millis: 0,
+            nodes: Vec::new(),
+        }
+    }
+
+    /// The pods pending at the last look stayed pending over `[from, to)`.
+    fn accrue(&mut self, from: SimTime, to: SimTime) {
+        self.pending_millis += self.pending as u128 * u128::from(to.since(from).0);
+    }
+
+    fn look(&mut self, sim: &Simulation) {
+        let now = sim.now();
+        let pending = sim
+            .objects
+            .pods
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_none())
+            .count();
+        self.pending = pending;
+        for s in &mut self.settlings {
+            if s.at == now {
+                // The last look at the instant sees everything that happened at it.
+                s.pending = pending;
+                s.after = (pending == 0).then_some(Duration(0));
+            } else if s.at < now && s.after.is_none() && pending == 0 {
+                s.after = Some(now.since(s.at));
+            }
+        }
+        let mut by_type: BTreeMap<String, usize> = BTreeMap::new();
+        for n in &sim.objects.nodes {
+            let t = n.metadata.labels.as_ref().and_then(|l| l.get(crate::labels::INSTANCE_TYPE));
+            *by_type.entry(t.cloned().unwrap_or_default()).or_default() += 1;
+        }
+        if self.nodes.last().is_none_or(|last| last.by_type != by_type) {
+            let total = sim.objects.nodes.len();
+            match self.nodes.last_mut() {
+                Some(last) if last.at == now => *last = NodeCount { at: now, total, by_type },
+                _ => self.nodes.push(NodeCount { at: now, total, by_type }),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::load;
+
+    const CLUSTER: &str = "apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+      - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}
+      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  amiSelectorTerms: [{alias: al2023@latest}]
+  role: KarpenterNodeRole
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+---
+apiVersion: carpentry.dev/v1alpha1
+kind: NodeGroup
+metadata: {name: general}
+spec: {minSize: 0, maxSize: 10, instanceTypes: [m5.large], zones: [us-east-1a, us-east-1b]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: inflate, namespace: default}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: inflate}}
+  template:
+    metadata: {labels: {app: inflate}}
+    spec:
+      containers: [{name: c, image: x, resources: {requests: {cpu: \"1\", memory: 256Mi}}}]
+---
+apiVersion: carpentry.dev/v1alpha1
+kind: Scenario
+spec:
+  steps:
+  - {at: 5m, scale: {kind: Deployment, name: inflate, replicas: 5}}
+  - {at: 8m, scale: {kind: Deployment, name: inflate, replicas: 4}}
+";
+
+    fn run(docs: &str, until: u64) -> Comparison {
+        let m = load(docs).unwrap_or_else(|e| panic!("{e}"));
+        compare(&m, None, SimTime::from_secs(until), Catalogue::embedded()).unwrap()
+    }
+
+    #[test]
+    fn inflate_through_both_with_the_same_steps() {
+        let c = run(CLUSTER, 900);
+        let secs = |s: &Settling| s.after.map(|d| d.0 / 1000);
+        let k: Vec<_> = c.karpenter.time_to_all_running.iter().map(|s| (s.at.0 / 1000, s.pending, secs(s))).collect();
+        let ca: Vec<_> =
+            c.cluster_autoscaler.time_to_all_running.iter().map(|s| (s.at.0 / 1000, s.pending, secs(s))).collect();
+        // The start, then each step; the scale-in makes nothing pending.
+        assert_eq!(k.iter().map(|x| (x.0, x.1)).collect::<Vec<_>>(), [(0, 3), (300, 2), (480, 0)]);
+        assert_eq!(ca.iter().map(|x| (x.0, x.1)).collect::<Vec<_>>(), [(0, 3), (300, 2), (480, 0)]);
+        assert_eq!(k[2].2, Some(0));
+        // CA: a scan interval of new-pod delay, then the ASG, the launch, the join, Ready.
+        assert_eq!(ca[0].2, Some(115));
+        let karpenter_start = k[0].2.unwrap();
+        assert!(karpenter_start < 115, "{k:?}");
+        // Pending pod-seconds: 3 pods for 115 s, then 2 for however long the step took.
+        let expected = 3.0 * 115.0 + 2.0 * ca[1].2.unwrap() as f64;
+        assert!((c.cluster_autoscaler.pending_pod_seconds - expected).abs() < 1e-9, "{}", expected);
+        let expected = 3.0 * karpenter_start as f64 + 2.0 * k[1].2.unwrap() as f64;
+        assert!((c.karpenter.pending_pod_seconds - expected).abs() < 1e-9);
+        // One pod per m5.large on both sides; CA keeps its 5 nodes (no scale-down modelled yet).
+        let ca_nodes = &c.cluster_autoscaler.nodes;
+        assert_eq!(ca_nodes.len(), 5);
+        assert!(ca_nodes.iter().all(|n| n.node_group.as_deref() == Some("general")));
+        assert_eq!(c.cluster_autoscaler.nodes_over_time.last().unwrap().by_type["m5.large"], 5);
+        assert_eq!(c.cluster_autoscaler.nodes_over_time[0].total, 0);
+        let price = ca_nodes[0].price;
+        assert!((c.cluster_autoscaler.cost_per_hour - 5.0 * price).abs() < 1e-9);
+        // 4 CPUs requested over 5 nodes' allocatable (1930m each).
+        let fraction = c.cluster_autoscaler.cpu_requested_fraction;
+        assert!((fraction - 4.0 / (5.0 * 1.93)).abs() < 1e-6, "{fraction}");
+        assert_eq!(c.karpenter.node_pools, ["default"]);
+        assert_eq!(c.cluster_autoscaler.node_groups.len(), 1);
+        let json = serde_json::to_value(&c).unwrap();
+        assert_eq!(json["kind"], "Comparison");
+        assert_eq!(json["clusterAutoscaler"]["timeToAllRunning"][0]["after"], "1m55s");
+    }
+
+    #[test]
+    fn a_run_that_never_settles_says_so() {
+        let big = CLUSTER.replace("cpu: \"1\"", "cpu: \"64\"");
+        assert_ne!(big, CLUSTER);
+        let c = run(&big, 600);
+        assert!(c.cluster_autoscaler.time_to_all_running.iter().all(|s| s.after.is_none() && s.pending > 0));
+        assert_eq!(c.cluster_autoscaler.pending.len(), 4);
+        assert!((c.cluster_autoscaler.pending_pod_seconds - (3.0 * 300.0 + 5.0 * 180.0 + 4.0 * 120.0)).abs() < 1e-9);
+        assert_eq!(c.cluster_autoscaler.cost_total, 0.0);
+    }
+
+    #[test]
+    fn without_node_groups_there_is_nothing_to_compare() {
+        let only_karpenter = CLUSTER.split("---\napiVersion: carpentry.dev/v1alpha1\nkind: NodeGroup").next().unwrap();
+        let m = load(only_karpenter).unwrap();
+        assert_eq!(compare(&m, None, SimTime::from_secs(60), Catalogue::embedded()), Err(CompareError::NoNodeGroups));
+    }
+}

@@ -1,0 +1,219 @@
+//! `kubectl karpenter compare -f FILE [--node-groups FILE] [--until 1h] [-o text|json]`: the
+//! cluster in the files run once with Karpenter's NodePools and once with Cluster Autoscaler on
+//! the node groups, side by side. Adapter only: loading and rendering; both runs and what is
+//! measured come from `carpentry_core::simulation::compare`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use carpentry_core::catalogue::Catalogue;
+use carpentry_core::manifest::Manifests;
+use carpentry_core::simulation::{self, AutoscalerRun, Comparison, Event, SimTime};
+
+use crate::{input, Failure};
+
+#[derive(clap::Args)]
+pub struct CompareArgs {
+    /// Manifests (NodePools, EC2NodeClasses, NodeGroups, pods and workloads, DaemonSets, a
+    /// Scenario with its steps); repeat for several files; `-` reads stdin.
+    #[arg(short = 'f', long = "filename", required = true)]
+    files: Vec<String>,
+    /// A file of `carpentry.dev/v1alpha1 NodeGroup`s for Cluster Autoscaler, in place of any
+    /// NodeGroups in the other files.
+    #[arg(long, value_name = "FILE")]
+    node_groups: Option<String>,
+    /// AWS region (default: the Scenario's, else us-east-1).
+    #[arg(long)]
+    region: Option<String>,
+    /// How long both runs last, after the start (e.g. 30m, 2h).
+    #[arg(long, value_name = "DURATION", default_value = "1h")]
+    until: String,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Text)]
+    output: Output,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Output {
+    Text,
+    Json,
+}
+
+/// Event lines shown per autoscaler in the text; JSON has them all.
+const EVENT_LINES: usize = 25;
+
+pub fn run(args: CompareArgs) -> Result<(), Failure> {
+    let mut manifests = Manifests::default();
+    for file in &args.files {
+        let m = input::load(file)?;
+        manifests.merge(m).map_err(|e| Failure::Input(format!("{file}: {e}")))?;
+    }
+    if let Some(file) = &args.node_groups {
+        let mut groups = input::load(file)?;
+        let nodegroups = std::mem::take(&mut groups.nodegroups);
+        groups.origins.clear();
+        groups.warnings.clear();
+        if !groups.is_empty() {
+            return Err(Failure::Input(format!(
+                "--node-groups {file}: holds objects other than NodeGroups (give those with -f)"
+            )));
+        }
+        if nodegroups.is_empty() {
+            return Err(Failure::Input(format!("--node-groups {file}: no NodeGroup in it")));
+        }
+        manifests.nodegroups = nodegroups;
+    }
+    let notes: Vec<String> = manifests.convert_legacy().into_iter().map(|n| n.on_load()).collect();
+    let until =
+        carpentry_core::manifest::scenario::parse_offset(&args.until).filter(|ms| *ms > 0).ok_or_else(|| {
+            Failure::Input(format!("--until {:?} is not a duration after the start (e.g. 30m, 2h)", args.until))
+        })?;
+    let comparison = simulation::compare(&manifests, args.region.as_deref(), SimTime(until), Catalogue::embedded())
+        .map_err(|e| Failure::Input(carpentry_core::error_chain(&e)))?;
+    match args.output {
+        Output::Json => {
+            println!("{}", serde_json::to_string_pretty(&comparison).map_err(|e| Failure::Other(e.into()))?);
+        }
+        Output::Text => {
+            for n in &notes {
+                eprintln!("note: {n}");
+            }
+            for (side, run) in
+                [("Karpenter", &comparison.karpenter), ("Cluster Autoscaler", &comparison.cluster_autoscaler)]
+            {
+                for n in &run.notes {
+                    eprintln!("note: {side}: {n}");
+                }
+            }
+            print!("{}", text(&comparison));
+        }
+    }
+    Ok(())
+}
+
+fn text(c: &Comparison) -> String {
+    let (k, ca) = (&c.karpenter, &c.cluster_autoscaler);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<46} {:<24} CLUSTER AUTOSCALER",
+        format!("SAME CLUSTER, {} ({})", span(c.until.0), c.region),
+        "KARPENTER",
+    );
+    let mut row = |label: String, a: String, b: String| {
+        let _ = writeln!(out, "{label:<46} {a:<24} {b}");
+    };
+    for (i, (a, b)) in k.time_to_all_running.iter().zip(&ca.time_to_all_running).enumerate() {
+        let moment = if i == 0 { "the start".to_string() } else { a.at.to_string() };
+        let pending = if a.pending == b.pending {
+            format!("{} pending", a.pending)
+        } else {
+            format!("{}/{} pending", a.pending, b.pending)
+        };
+        let after =
+            |s: &simulation::Settling| s.after.map_or_else(|| format!("not by {}", span(c.until.0)), |d| span(d.0));
+        row(format!("all Running after {moment} ({pending})"), after(a), after(b));
+    }
+    row(
+        "pending pod-seconds".into(),
+        format!("{:.0}", k.pending_pod_seconds),
+        format!("{:.0}", ca.pending_pod_seconds),
+    );
+    row("pods pending at the end".into(), k.pending.len().to_string(), ca.pending.len().to_string());
+    row("nodes at the end".into(), nodes(k), nodes(ca));
+    let mark = |run: &AutoscalerRun| if run.price_synthetic { "*" } else { "" };
+    row(
+        "$/hour at the end".into(),
+        format!("{:.4}{}", k.cost_per_hour, mark(k)),
+        format!("{:.4}{}", ca.cost_per_hour, mark(ca)),
+    );
+    row("$ spent".into(), format!("{:.4}{}", k.cost_total, mark(k)), format!("{:.4}{}", ca.cost_total, mark(ca)));
+    let percent = |f: f64| format!("{:.0}%", f * 100.0);
+    row("CPU requested / allocatable".into(), percent(k.cpu_requested_fraction), percent(ca.cpu_requested_fraction));
+    row(
+        "memory requested / allocatable".into(),
+        percent(k.memory_requested_fraction),
+        percent(ca.memory_requested_fraction),
+    );
+    let names = |n: Vec<&str>| format!("{} ({})", n.len(), n.join(", "));
+    row(
+        "NodePools / node groups".into(),
+        names(k.node_pools.iter().map(String::as_str).collect()),
+        names(ca.node_groups.iter().map(|g| g.metadata.name.as_deref().unwrap_or_default()).collect()),
+    );
+    row("disruptions".into(), k.disruptions.to_string(), ca.disruptions.to_string());
+    row("evictions".into(), k.evictions.to_string(), ca.evictions.to_string());
+    if k.price_synthetic || ca.price_synthetic {
+        let _ = writeln!(out, "* includes a synthetic spot price (core/data/PROVENANCE.md)");
+    }
+    for (side, run) in [("KARPENTER", k), ("CLUSTER AUTOSCALER", ca)] {
+        let _ = writeln!(out, "\n{side}: what happened");
+        out.push_str(&milestones(&run.events));
+    }
+    out
+}
+
+/// `3: 2×m5.large, 1×c5.xlarge` (not registered yet counted in).
+fn nodes(run: &AutoscalerRun) -> String {
+    let mut by_type: BTreeMap<&str, usize> = BTreeMap::new();
+    for n in &run.nodes {
+        *by_type.entry(n.instance_type.as_deref().unwrap_or("?")).or_default() += 1;
+    }
+    let mut parts: Vec<(usize, &str)> = by_type.into_iter().map(|(t, n)| (n, t)).collect();
+    parts.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+    let parts: Vec<String> = parts.iter().map(|(n, t)| format!("{n}×{t}")).collect();
+    if parts.is_empty() {
+        "0".into()
+    } else {
+        format!("{}: {}", run.nodes.len(), parts.join(", "))
+    }
+}
+
+/// The events that shape the figures: capacity asked for, launched, joined, Ready, taken away,
+/// and the autoscalers' own verdicts; the same reason at the same instant once, with a count.
+fn milestones(events: &[Event]) -> String {
+    const SHOWN: &[&str] = &[
+        "NodeClaimCreated",
+        "Launched",
+        "InsufficientCapacityError",
+        "LaunchFailed",
+        "Registered",
+        "Initialized",
+        "Disrupting",
+        "Terminated",
+        "Evicted",
+        "SpotInterrupted",
+        "StepApplied",
+        "TriggeredScaleUp",
+        "NotTriggerScaleUp",
+        "ScaledUpGroup",
+        "ScaleUpTimedOut",
+        "FailedToScaleUpGroup",
+        "ScaleDown",
+        "ScaleDownEmpty",
+    ];
+    let mut lines: Vec<(SimTime, &str, usize, &Event)> = Vec::new();
+    for e in events.iter().filter(|e| SHOWN.contains(&e.reason.name())) {
+        match lines.last_mut() {
+            Some(last) if last.0 == e.at && last.1 == e.reason.name() => last.2 += 1,
+            _ => lines.push((e.at, e.reason.name(), 1, e)),
+        }
+    }
+    let mut out = String::new();
+    for (_, _, count, e) in lines.iter().take(EVENT_LINES) {
+        let times = if *count > 1 { format!(" (×{count})") } else { String::new() };
+        let _ = writeln!(out, "{e}{times}");
+    }
+    if lines.len() > EVENT_LINES {
+        let _ = writeln!(out, "… {} more (-o json has every event)", lines.len() - EVENT_LINES);
+    }
+    if lines.is_empty() {
+        let _ = writeln!(out, "(nothing launched or taken away)");
+    }
+    out
+}
+
+/// A duration as Go prints it (`1m55s`).
+fn span(millis: u64) -> String {
+    simulation::Duration(millis).to_string()
+}
