@@ -1,6 +1,6 @@
 //! `kubectl karpenter compare -f FILE [--node-groups FILE] [--until 1h] [-o text|json]`: the
 //! cluster in the files run once with Karpenter's NodePools and once with Cluster Autoscaler on
-//! the node groups, side by side. Adapter only: loading and rendering; both runs and what is
+//! the node groups (given, else derived from Karpenter's run), side by side. Adapter only: loading and rendering; both runs and what is
 //! measured come from `carpentry_core::simulation::compare`.
 
 use std::collections::BTreeMap;
@@ -19,7 +19,8 @@ pub struct CompareArgs {
     #[arg(short = 'f', long = "filename", required = true)]
     files: Vec<String>,
     /// A file of `carpentry.dev/v1alpha1 NodeGroup`s for Cluster Autoscaler, in place of any
-    /// NodeGroups in the other files.
+    /// NodeGroups in the other files. Without any, the groups are derived from where Karpenter's
+    /// nodes landed: one per NodePool, instance type and capacity type.
     #[arg(long, value_name = "FILE")]
     node_groups: Option<String>,
     /// AWS region (default: the Scenario's, else us-east-1).
@@ -96,12 +97,12 @@ fn text(c: &Comparison) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<46} {:<24} CLUSTER AUTOSCALER",
+        "{:<46} {:<30} CLUSTER AUTOSCALER",
         format!("SAME CLUSTER, {} ({})", span(c.until.0), c.region),
         "KARPENTER",
     );
     let mut row = |label: String, a: String, b: String| {
-        let _ = writeln!(out, "{label:<46} {a:<24} {b}");
+        let _ = writeln!(out, "{label:<46} {a:<30} {b}");
     };
     for (i, (a, b)) in k.time_to_all_running.iter().zip(&ca.time_to_all_running).enumerate() {
         let moment = if i == 0 { "the start".to_string() } else { a.at.to_string() };
@@ -136,8 +137,9 @@ fn text(c: &Comparison) -> String {
         percent(ca.memory_requested_fraction),
     );
     let names = |n: Vec<&str>| format!("{} ({})", n.len(), n.join(", "));
+    let derived = if ca.node_groups_derived.is_empty() { "" } else { ", derived" };
     row(
-        "NodePools / node groups".into(),
+        format!("NodePools / node groups{derived}"),
         names(k.node_pools.iter().map(String::as_str).collect()),
         names(ca.node_groups.iter().map(|g| g.metadata.name.as_deref().unwrap_or_default()).collect()),
     );
@@ -145,6 +147,13 @@ fn text(c: &Comparison) -> String {
     row("evictions".into(), k.evictions.to_string(), ca.evictions.to_string());
     if k.price_synthetic || ca.price_synthetic {
         let _ = writeln!(out, "* includes a synthetic spot price (core/data/PROVENANCE.md)");
+    }
+    if !ca.node_groups_derived.is_empty() {
+        let _ =
+            writeln!(out, "\nNODE GROUPS DERIVED FROM WHERE KARPENTER'S NODES LANDED (-o json has them as NodeGroups)");
+        for d in &ca.node_groups_derived {
+            let _ = writeln!(out, "{d}");
+        }
     }
     for (side, run) in [("KARPENTER", k), ("CLUSTER AUTOSCALER", ca)] {
         let _ = writeln!(out, "\n{side}: what happened");
@@ -192,15 +201,23 @@ fn milestones(events: &[Event]) -> String {
         "ScaleDown",
         "ScaleDownEmpty",
     ];
-    let mut lines: Vec<(SimTime, &str, usize, &Event)> = Vec::new();
+    // Events about pods, nodes and NodeClaims collapse; a group's or CA's status only with its twin.
+    let alike = |a: &Event, b: &Event| {
+        a.at == b.at
+            && a.reason.name() == b.reason.name()
+            && a.object.kind == b.object.kind
+            && (matches!(a.object.kind.as_str(), "Pod" | "Node" | "NodeClaim")
+                || (a.object == b.object && a.message == b.message))
+    };
+    let mut lines: Vec<(&Event, usize)> = Vec::new();
     for e in events.iter().filter(|e| SHOWN.contains(&e.reason.name())) {
         match lines.last_mut() {
-            Some(last) if last.0 == e.at && last.1 == e.reason.name() => last.2 += 1,
-            _ => lines.push((e.at, e.reason.name(), 1, e)),
+            Some((first, count)) if alike(first, e) => *count += 1,
+            _ => lines.push((e, 1)),
         }
     }
     let mut out = String::new();
-    for (_, _, count, e) in lines.iter().take(EVENT_LINES) {
+    for (e, count) in lines.iter().take(EVENT_LINES) {
         let times = if *count > 1 { format!(" (×{count})") } else { String::new() };
         let _ = writeln!(out, "{e}{times}");
     }

@@ -291,10 +291,7 @@ fn compare_runs_both_autoscalers_over_the_same_steps() {
 }
 
 #[test]
-fn compare_says_what_is_missing_or_misplaced() {
-    let out = plugin(&["compare", "-f", "../tests/scenarios/inflate-2vcpu.yaml"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("no NodeGroup for Cluster Autoscaler to scale"), "{}", text(&out.stderr));
+fn compare_takes_groups_from_their_own_file_and_says_what_is_misplaced() {
     let out = plugin(&["compare", "-f", "../tests/scenarios/inflate-2vcpu.yaml", "--node-groups", COMPARE_INFLATE]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("holds objects other than NodeGroups"), "{}", text(&out.stderr));
@@ -317,4 +314,40 @@ fn compare_says_what_is_missing_or_misplaced() {
     let out = plugin(&["compare", "-f", COMPARE_INFLATE, "--until", "soon"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("--until \"soon\""));
+}
+
+#[test]
+fn compare_derives_a_group_per_nodepool_shape_and_purchase_option_when_none_is_given() {
+    let out =
+        plugin(&["compare", "-f", "../tests/scenarios/resident-and-batch-spot.yaml", "--until", "30m", "-o", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let c: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let ca = &c["clusterAutoscaler"];
+    let names: Vec<&str> =
+        ca["nodeGroups"].as_array().unwrap().iter().map(|g| g["metadata"]["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["batch-spot-c6g-2xlarge-spot", "resident-m6g-large-on-demand"]);
+    let batch = &ca["nodeGroups"][0]["spec"];
+    assert_eq!(batch["capacityType"], "spot");
+    assert_eq!(batch["labels"]["karpenter.sh/nodepool"], "batch-spot");
+    assert_eq!(batch["taints"].as_array().unwrap().len(), 1, "the NodePool's taint");
+    assert_eq!(ca["nodeGroupsDerived"][0]["nodes"], 1);
+    assert_eq!(ca["nodeGroupsDerived"][0]["maxSizeFrom"]["from"], "unlimited");
+    // The derived groups run every pod, each on the type Karpenter chose.
+    assert_eq!(ca["pending"], serde_json::json!([]));
+    let types = |side: &serde_json::Value| -> Vec<String> {
+        let mut t: Vec<String> =
+            side["nodes"].as_array().unwrap().iter().map(|n| n["instanceType"].as_str().unwrap().into()).collect();
+        t.sort();
+        t
+    };
+    assert_eq!(types(ca), types(&c["karpenter"]));
+    assert_eq!(ca["timeToAllRunning"][0]["after"], "1m55s");
+
+    let out = plugin(&["compare", "-f", "../tests/scenarios/resident-and-batch-spot.yaml", "--until", "30m"]);
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("NodePools / node groups, derived"), "{stdout}");
+    assert!(
+        stdout.contains("batch-spot-c6g-2xlarge-spot: NodePool batch-spot ran 1 spot c6g.2xlarge node(s)"),
+        "{stdout}"
+    );
 }

@@ -12,6 +12,7 @@
 //! | [`estimator`] | `estimator/binpacking_estimator.go`, `estimator/decreasing_pod_orderer.go` |
 //! | [`expander`] | `expander/factory/chain.go`, `expander/waste`, `expander/mostpods`, `expander/leastnodes`, `expander/random` |
 //! | [`filter`] | `core/podlistprocessor/filter_out_schedulable.go` |
+//! | [`from_nodepools`] | none: NodePools → the node groups a CA user would need (a group's one shape: `cloudprovider/aws/aws_manager.go`) |
 //! | [`predicates`] | `simulator/clustersnapshot` `CheckPredicates` (kube-scheduler's NodeUnschedulable, TaintToleration, NodeAffinity, NodeResourcesFit filters) |
 //! | [`scaleup`] | `core/scaleup/orchestrator/orchestrator.go`, `resourcequotas/tracker.go`, `processors/status/eventing_scale_up_processor.go`; the max-nodes-total gate of `core/static_autoscaler.go` |
 //! | [`template`](mod@template) | `cloudprovider/aws/aws_manager.go` `buildNodeFromTemplate`, `buildGenericLabels`; `cloudprovider/utils.go` `BuildKubeProxy`; `simulator/node_info_utils.go` `podsExpectedOnFreshNode` |
@@ -23,6 +24,7 @@ pub mod equivalence;
 pub mod estimator;
 pub mod expander;
 pub mod filter;
+pub mod from_nodepools;
 pub mod predicates;
 pub mod scaleup;
 pub mod template;
@@ -32,6 +34,7 @@ pub use clusterstate::ClusterState;
 pub use estimator::{estimate, Estimate};
 pub use expander::{choose, Expansion, ScaleUpOption};
 pub use filter::{filter_out_schedulable, Filtered, Room};
+pub use from_nodepools::{node_groups_for, Derivation, DerivedGroup, Landed};
 pub use predicates::{PendingPod, SchedulingNode, Unfit};
 pub use scaleup::{scale_up, GroupState, ScaleUpResult, ScaleUpStatus};
 pub use template::{template, Template, TemplateError, TemplatePod};

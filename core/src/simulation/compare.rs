@@ -4,13 +4,18 @@
 //! pod-seconds, the nodes over time and at the end, the cost, how much of the nodes' allocatable
 //! the pods request, disruptions and evictions. Both runs share kube-scheduler, the workload
 //! controllers, the steps and the timings; only the autoscaler differs.
+//!
+//! Without NodeGroups in the input, Cluster Autoscaler's groups are derived from Karpenter's run
+//! ([`crate::clusterautoscaler::from_nodepools`]): one per NodePool, instance type and capacity
+//! type its nodes landed on.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
 use crate::api::clusterautoscaler::NodeGroup;
 use crate::catalogue::Catalogue;
+use crate::clusterautoscaler::{node_groups_for, Derivation, Landed};
 use crate::manifest::Manifests;
 
 use super::clock::{Duration, SimTime};
@@ -20,11 +25,6 @@ use super::{NodeView, Simulation, SimulationError, Timings};
 /// Why a comparison cannot run.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CompareError {
-    #[error(
-        "no NodeGroup for Cluster Autoscaler to scale: add carpentry.dev/v1alpha1 NodeGroups (docs/scenario.md) \
-         to the files or give them with --node-groups"
-    )]
-    NoNodeGroups,
     #[error("the Karpenter run: {0}")]
     Karpenter(SimulationError),
     #[error("the Cluster Autoscaler run: {0}")]
@@ -89,8 +89,10 @@ pub struct AutoscalerRun {
     pub memory_requested_fraction: f64,
     /// Karpenter's NodePools (empty on Cluster Autoscaler's side).
     pub node_pools: Vec<String>,
-    /// The node groups Cluster Autoscaler scaled (empty on Karpenter's side).
+    /// The node groups Cluster Autoscaler scaled, given or derived (empty on Karpenter's side).
     pub node_groups: Vec<NodeGroup>,
+    /// Why each derived group is there (empty when the groups were given).
+    pub node_groups_derived: Vec<Derivation>,
     /// Disruptions carried out (Karpenter's consolidation, drift, expiration…).
     pub disruptions: usize,
     /// Pods evicted through the Eviction API.
@@ -100,26 +102,37 @@ pub struct AutoscalerRun {
 }
 
 /// Runs `manifests` through both autoscalers for `until` of simulated time. The node groups are
-/// the manifests' NodeGroups.
+/// the manifests' NodeGroups, else derived from Karpenter's run.
 pub fn compare(
     manifests: &Manifests,
     region: Option<&str>,
     until: SimTime,
     catalogue: &'static Catalogue,
 ) -> Result<Comparison, CompareError> {
-    if manifests.nodegroups.is_empty() {
-        return Err(CompareError::NoNodeGroups);
-    }
     let karpenter = Simulation::with_catalogue(manifests, region, Timings::default(), catalogue)
         .map_err(CompareError::Karpenter)?;
-    let ca = Simulation::cluster_autoscaler(manifests, region, Timings::default(), catalogue)
-        .map_err(CompareError::ClusterAutoscaler)?;
     let marks = marks(manifests, until);
+    // Both run in the region the first resolved (the flag's, else the Scenario's).
     let region = karpenter.region().to_string();
-    let mut karpenter = measure(karpenter, until, &marks);
+    let (mut karpenter, landed) = measure(karpenter, until, &marks);
     karpenter.node_pools = manifests.nodepools.iter().map(|np| np.name().to_string()).collect();
-    let mut cluster_autoscaler = measure(ca, until, &marks);
-    cluster_autoscaler.node_groups = manifests.nodegroups.clone();
+    let mut derived = Vec::new();
+    let ca = if manifests.nodegroups.is_empty() {
+        let groups = node_groups_for(&manifests.nodepools, &landed, catalogue);
+        let mut with_groups = manifests.clone();
+        for g in groups {
+            with_groups.nodegroups.push(g.group);
+            derived.push(g.why);
+        }
+        Simulation::cluster_autoscaler(&with_groups, Some(&region), Timings::default(), catalogue)
+    } else {
+        Simulation::cluster_autoscaler(manifests, Some(&region), Timings::default(), catalogue)
+    }
+    .map_err(CompareError::ClusterAutoscaler)?;
+    let node_groups = ca.objects.nodegroups.clone();
+    let (mut cluster_autoscaler, _) = measure(ca, until, &marks);
+    cluster_autoscaler.node_groups = node_groups;
+    cluster_autoscaler.node_groups_derived = derived;
     Ok(Comparison { kind: "Comparison", region, until, karpenter, cluster_autoscaler })
 }
 
@@ -134,8 +147,9 @@ fn marks(manifests: &Manifests, until: SimTime) -> Vec<SimTime> {
     marks
 }
 
-/// Runs `sim` to `until`, looking at it after every instant at which something happened.
-fn measure(mut sim: Simulation, until: SimTime, marks: &[SimTime]) -> AutoscalerRun {
+/// Runs `sim` to `until`, looking at it after every instant at which something happened; also
+/// where Karpenter's nodes landed.
+fn measure(mut sim: Simulation, until: SimTime, marks: &[SimTime]) -> (AutoscalerRun, Vec<Landed>) {
     let mut watch = Watch::new(marks);
     watch.look(&sim);
     while let Some(t) = sim.next_event_time().filter(|t| *t <= until) {
@@ -160,7 +174,7 @@ fn measure(mut sim: Simulation, until: SimTime, marks: &[SimTime]) -> Autoscaler
         .iter()
         .filter(|e| matches!(e.reason, Reason::PodRemoved { cause: RemovalCause::Evicted, .. }))
         .count();
-    AutoscalerRun {
+    let run = AutoscalerRun {
         time_to_all_running: watch.settlings,
         pending_pod_seconds: watch.pending_millis as f64 / 1000.0,
         pending: snapshot.pending,
@@ -173,11 +187,13 @@ fn measure(mut sim: Simulation, until: SimTime, marks: &[SimTime]) -> Autoscaler
         memory_requested_fraction: fraction(requested.memory, allocatable.memory),
         node_pools: Vec::new(),
         node_groups: Vec::new(),
+        node_groups_derived: Vec::new(),
         disruptions: sim.disruptions().len(),
         evictions,
         events: sim.events().to_vec(),
         notes: sim.notes().map(str::to_string).collect(),
-    }
+    };
+    (run, watch.landed.into_values().collect())
 }
 
 /// What is measured while a run goes.
@@ -187,6 +203,10 @@ struct Watch {
     pending: usize,
     pending_millis: u128,
     nodes: Vec<NodeCount>,
+    /// Karpenter's nodes by NodePool, instance type and capacity type.
+    landed: BTreeMap<(String, String, String), Landed>,
+    /// Nodes already counted in `landed`.
+    seen: BTreeSet<String>,
 }
 
 impl Watch {
@@ -196,6 +216,8 @@ impl Watch {
             pending: 0,
             pending_millis: 0,
             nodes: Vec::new(),
+            landed: BTreeMap::new(),
+            seen: BTreeSet::new(),
         }
     }
 
@@ -228,12 +250,39 @@ impl Watch {
             let t = n.metadata.labels.as_ref().and_then(|l| l.get(crate::labels::INSTANCE_TYPE));
             *by_type.entry(t.cloned().unwrap_or_default()).or_default() += 1;
         }
+        self.land(sim);
         if self.nodes.last().is_none_or(|last| last.by_type != by_type) {
             let total = sim.objects.nodes.len();
             match self.nodes.last_mut() {
                 Some(last) if last.at == now => *last = NodeCount { at: now, total, by_type },
                 _ => self.nodes.push(NodeCount { at: now, total, by_type }),
             }
+        }
+    }
+}
+
+impl Watch {
+    /// Counts Karpenter's Nodes not seen before where they landed.
+    fn land(&mut self, sim: &Simulation) {
+        for n in &sim.objects.nodes {
+            let (Some(name), Some(node_labels)) = (n.metadata.name.as_deref(), n.metadata.labels.as_ref()) else {
+                continue;
+            };
+            if self.seen.contains(name) {
+                continue;
+            }
+            let get = |k: &str| node_labels.get(k).cloned();
+            let (Some(node_pool), Some(instance_type), Some(capacity_type)) =
+                (get(crate::labels::NODEPOOL), get(crate::labels::INSTANCE_TYPE), get(crate::labels::CAPACITY_TYPE))
+            else {
+                continue;
+            };
+            self.seen.insert(name.to_string());
+            let key = (node_pool.clone(), instance_type.clone(), capacity_type.clone());
+            self.landed
+                .entry(key)
+                .or_insert_with(|| Landed { node_pool, instance_type, capacity_type, ..Landed::default() })
+                .add(name, node_labels.get(crate::labels::TOPOLOGY_ZONE).map(String::as_str), node_labels);
         }
     }
 }
@@ -325,6 +374,7 @@ spec:
         assert!((fraction - 4.0 / (5.0 * 1.93)).abs() < 1e-6, "{fraction}");
         assert_eq!(c.karpenter.node_pools, ["default"]);
         assert_eq!(c.cluster_autoscaler.node_groups.len(), 1);
+        assert!(c.cluster_autoscaler.node_groups_derived.is_empty(), "given, not derived");
         let json = serde_json::to_value(&c).unwrap();
         assert_eq!(json["kind"], "Comparison");
         assert_eq!(json["clusterAutoscaler"]["timeToAllRunning"][0]["after"], "1m55s");
@@ -342,9 +392,23 @@ spec:
     }
 
     #[test]
-    fn without_node_groups_there_is_nothing_to_compare() {
-        let only_karpenter = CLUSTER.split("---\napiVersion: carpentry.dev/v1alpha1\nkind: NodeGroup").next().unwrap();
-        let m = load(only_karpenter).unwrap();
-        assert_eq!(compare(&m, None, SimTime::from_secs(60), Catalogue::embedded()), Err(CompareError::NoNodeGroups));
+    fn without_node_groups_they_are_derived_from_where_karpenter_landed() {
+        let group = "---\napiVersion: carpentry.dev/v1alpha1\nkind: NodeGroup\nmetadata: {name: general}\n\
+                     spec: {minSize: 0, maxSize: 10, instanceTypes: [m5.large], zones: [us-east-1a, us-east-1b]}\n";
+        assert!(CLUSTER.contains(group));
+        let c = run(&CLUSTER.replace(group, ""), 900);
+        let ca = &c.cluster_autoscaler;
+        assert_eq!(ca.node_groups.len(), 1);
+        let g = &ca.node_groups[0];
+        assert_eq!(g.metadata.name.as_deref(), Some("default-m5-large-on-demand"));
+        assert_eq!(g.spec.instance_types, ["m5.large"]);
+        assert_eq!(ca.node_groups_derived.len(), 1);
+        // All five nodes Karpenter ran over the run, the consolidated one too.
+        assert_eq!(ca.node_groups_derived[0].nodes, 5);
+        assert_eq!(ca.node_groups_derived[0].zones, g.spec.zones);
+        // The derived group runs the same pods as the given one did.
+        assert_eq!(ca.time_to_all_running[0].after, Some(Duration::secs(115)));
+        assert!(ca.pending.is_empty());
+        assert!(c.karpenter.node_groups_derived.is_empty());
     }
 }

@@ -15,9 +15,13 @@ use crate::labels;
 use super::events::{Involved, Reason};
 use super::Simulation;
 
-fn is_initialized(node: &k8s_openapi::api::core::v1::Node) -> bool {
+/// Karpenter's nodes take pods once initialized; others (Cluster Autoscaler's groups' nodes too,
+/// even labelled with a NodePool so that the pods selecting it land alike) once they are there
+/// (their not-ready taint keeps pods off until Ready).
+fn is_initialized(node: &k8s_openapi::api::core::v1::Node, ca: Option<&super::cluster_autoscaler::Driver>) -> bool {
     let labels = node.metadata.labels.as_ref();
-    let managed = labels.is_some_and(|l| l.contains_key(labels::NODEPOOL));
+    let managed = labels.is_some_and(|l| l.contains_key(labels::NODEPOOL))
+        && !ca.is_some_and(|ca| ca.owns(node.metadata.name.as_deref().unwrap_or_default()));
     !managed || labels.and_then(|l| l.get(labels::NODE_INITIALIZED)).map(String::as_str) == Some("true")
 }
 
@@ -33,8 +37,9 @@ impl Simulation {
         if pending.is_empty() {
             return 0;
         }
+        let ca = self.ca.as_ref();
         let any_ready = self.objects.nodes.iter().any(|n| {
-            is_initialized(n)
+            is_initialized(n, ca)
                 && n.metadata.deletion_timestamp.is_none()
                 && !n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false)
         });
@@ -44,7 +49,7 @@ impl Simulation {
         let mut view = self.objects.clone();
         view.nodepools.clear();
         view.nodes.retain(|n| {
-            is_initialized(n)
+            is_initialized(n, ca)
                 && n.metadata.deletion_timestamp.is_none()
                 && !n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false)
         });

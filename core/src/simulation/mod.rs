@@ -780,7 +780,8 @@ impl Simulation {
                 pods: by_node.get(name.as_str()).cloned().unwrap_or_default(),
                 name,
                 nodeclaim: None,
-                nodepool: labels.get(crate::labels::NODEPOOL).cloned(),
+                // A group's node labelled with a NodePool for the pods that select it is still not Karpenter's.
+                nodepool: labels.get(crate::labels::NODEPOOL).filter(|_| instance.is_none()).cloned(),
                 node_group: instance.map(|i| i.group.to_string()),
                 state: if node.metadata.deletion_timestamp.is_some() {
                     NodeState::Terminating
