@@ -14,6 +14,8 @@
 //! | [`filter`] | `core/podlistprocessor/filter_out_schedulable.go` |
 //! | [`from_nodepools`] | none: NodePools → the node groups a CA user would need (a group's one shape: `cloudprovider/aws/aws_manager.go`) |
 //! | [`predicates`] | `simulator/clustersnapshot` `CheckPredicates` (kube-scheduler's NodeUnschedulable, TaintToleration, NodeAffinity, NodeResourcesFit filters) |
+//! | [`scaledown`] | `core/scaledown/planner/planner.go`, `eligibility/eligibility.go`, `unneeded/nodes.go`, `unremovable/nodes.go`, `budgets/budgets.go`; `simulator/cluster.go`, `simulator/drain.go`, `simulator/utilization/info.go`; `isScaleDownInCooldown` of `core/static_autoscaler.go` |
+//! | [`scaledown::drainability`](mod@scaledown::drainability) | `simulator/drainability/rules/*`, `utils/drain/drain.go` |
 //! | [`scaleup`] | `core/scaleup/orchestrator/orchestrator.go`, `resourcequotas/tracker.go`, `processors/status/eventing_scale_up_processor.go`; the max-nodes-total gate of `core/static_autoscaler.go` |
 //! | [`template`](mod@template) | `cloudprovider/aws/aws_manager.go` `buildNodeFromTemplate`, `buildGenericLabels`; `cloudprovider/utils.go` `BuildKubeProxy`; `simulator/node_info_utils.go` `podsExpectedOnFreshNode` |
 
@@ -26,6 +28,7 @@ pub mod expander;
 pub mod filter;
 pub mod from_nodepools;
 pub mod predicates;
+pub mod scaledown;
 pub mod scaleup;
 pub mod template;
 
@@ -36,5 +39,6 @@ pub use expander::{choose, Expansion, ScaleUpOption};
 pub use filter::{filter_out_schedulable, Filtered, Room};
 pub use from_nodepools::{node_groups_for, Derivation, DerivedGroup, Landed};
 pub use predicates::{PendingPod, SchedulingNode, Unfit};
+pub use scaledown::{plan as plan_scale_down, ScaleDownInput, ScaleDownPlan, ScaleDownState, Unremovable};
 pub use scaleup::{scale_up, GroupState, ScaleUpResult, ScaleUpStatus};
 pub use template::{template, Template, TemplateError, TemplatePod};
