@@ -200,6 +200,7 @@ fn milestones(events: &[Event]) -> String {
         "FailedToScaleUpGroup",
         "ScaleDown",
         "ScaleDownEmpty",
+        "ScaleDownFailed",
     ];
     // Events about pods, nodes and NodeClaims collapse; a group's or CA's status only with its twin.
     let alike = |a: &Event, b: &Event| {

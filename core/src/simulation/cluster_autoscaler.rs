@@ -16,25 +16,36 @@
 //!   DaemonSet pods placed) and is Ready after the initialization time.
 //! - **A target lowered** (a scale-up that timed out) takes away the instances not registered
 //!   yet, newest first.
+//! - **Scale-down** ([`crate::clusterautoscaler::scaledown`]) runs every loop; a node it removes
+//!   is tainted `ToBeDeletedByClusterAutoscaler` and cordoned, and 5 s later
+//!   (`--node-delete-delay-after-taint`) its pods are evicted (a PDB that refuses is retried every
+//!   10 s for up to 2 minutes, `--max-pod-eviction-time`, then the deletion fails and the taint
+//!   goes) and its instance is terminated with the group's desired capacity lowered by one. An
+//!   empty node that gained pods meanwhile is kept. Pods leave at once (their termination grace
+//!   is not simulated); the soft `DeletionCandidateOfClusterAutoscaler` taint is not put on.
 //!
 //! The groups' nodes are the template's: its labels (the zone and instance type the instance
 //! launched in), its taints, and the catalogue's allocatable for the type (kubelet and system
 //! reserved taken off, as on a real node), not the template's (capacity).
 //!
-//! Not yet: scale-down, launch failures, spot interruptions of groups' instances.
+//! Not yet: launch failures, spot interruptions of groups' instances.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod, Taint};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use serde::Serialize;
 
 use crate::api::clusterautoscaler::{NodeGroup, ResolvedOptions};
 use crate::clusterautoscaler::autoscaler::{GroupView, LoopInput, NodeView, PendingView};
-use crate::clusterautoscaler::{run_once, ClusterState, ScaleUpOutcome, SchedulingNode, Template};
+use crate::clusterautoscaler::scaledown::{drainability, Drain, GroupScaleDown, InFlight, TO_BE_DELETED_TAINT};
+use crate::clusterautoscaler::{
+    plan_scale_down, run_once, ClusterState, ScaleDownInput, ScaleDownState, ScaleUpOutcome, SchedulingNode, Template,
+};
 use crate::labels;
 
 use super::clock::{Duration, SimTime};
-use super::events::{Involved, OfferingRef, Reason};
+use super::events::{Involved, OfferingRef, Reason, RemovalCause};
 use super::{Simulation, SimulationError, Timer, Timings};
 
 /// The ConfigMap CA writes its status to, where its cluster-wide events go.
@@ -46,6 +57,21 @@ const FOLLOW_UP_LOOPS: u32 = 2;
 const EVENT_DEDUPE: Duration = Duration::mins(5);
 /// The shortest wait between loops (a scan interval under a millisecond would loop in place).
 const MIN_SCAN_INTERVAL_MS: u64 = 1;
+/// `--node-delete-delay-after-taint`.
+const DELETE_DELAY_AFTER_TAINT: Duration = Duration::secs(5);
+/// How often a refused eviction is retried, and for how long (`--max-pod-eviction-time`).
+const EVICTION_RETRY: Duration = Duration::secs(10);
+const MAX_POD_EVICTION: Duration = Duration::mins(2);
+
+/// A node Cluster Autoscaler is deleting.
+#[derive(Debug, Clone)]
+struct Deletion {
+    group: String,
+    /// It had pods to move (not an empty node).
+    drain: bool,
+    /// When the evictions began.
+    draining_since: Option<SimTime>,
+}
 
 #[derive(Debug, Clone)]
 struct Group {
@@ -97,6 +123,10 @@ pub(super) struct Driver {
     /// When each event (object, reason, message) was last recorded: CA's recorder collapses
     /// identical events within 5 minutes (`utils/kubernetes/factory.go`).
     recorded: BTreeMap<(Involved, String, String), SimTime>,
+    scale_down: ScaleDownState,
+    deleting: BTreeMap<String, Deletion>,
+    /// Nodes scale-down removed, with when.
+    removed: Vec<(SimTime, String)>,
 }
 
 impl Driver {
@@ -182,10 +212,6 @@ impl Simulation {
             groups.push(Group { name, max: spec.spec.max_size, target, spec: spec.clone(), template, scheduling });
         }
         groups.sort_by(|a, b| a.name.cmp(&b.name));
-        sim.notes.insert(
-            "Cluster Autoscaler's scale-down is not modelled yet: the node groups' nodes stay until a step removes them"
-                .into(),
-        );
         let starting: Vec<(String, i64)> = groups.iter().map(|g| (g.name.clone(), g.target)).collect();
         sim.ca = Some(Driver {
             options,
@@ -196,6 +222,9 @@ impl Simulation {
             loops: Vec::new(),
             follow_ups: 0,
             recorded: BTreeMap::new(),
+            scale_down: ScaleDownState::default(),
+            deleting: BTreeMap::new(),
+            removed: Vec::new(),
         });
         // The groups' nodes at the start: launched, registered and Ready.
         for (group, n) in starting {
@@ -210,6 +239,11 @@ impl Simulation {
         sim.schedule_timer(SimTime::ZERO, Timer::CaLoop);
         sim.settle();
         Ok(sim)
+    }
+
+    /// The nodes CA's scale-down removed so far, with when (empty when Karpenter runs).
+    pub fn ca_scale_downs(&self) -> &[(SimTime, String)] {
+        self.ca.as_ref().map_or(&[], |ca| ca.removed.as_slice())
     }
 
     /// CA's loops so far (empty when Karpenter runs).
@@ -289,6 +323,45 @@ impl Simulation {
         let input = LoopInput { now, groups, nodes, pending };
         let out = run_once(&input, &mut ca.state, &ca.options);
         let pending_count = input.pending.len();
+        if out.targets.iter().any(|(g, to)| ca.groups.iter().any(|x| &x.name == g && *to > x.target)) {
+            ca.scale_down.last_scale_up = Some(now);
+        }
+        let scales = self.pdb_scales();
+        let pdbs: Vec<(&PodDisruptionBudget, i64)> = self
+            .objects
+            .pdbs
+            .iter()
+            .map(|pdb| (pdb, crate::disruption::pdb::disruptions_allowed(pdb, &self.objects.pods, &scales)))
+            .collect();
+        let in_flight: Vec<InFlight> = ca
+            .deleting
+            .iter()
+            .map(|(node, d)| InFlight { group: d.group.clone(), node: node.clone(), drain: d.drain })
+            .collect();
+        let scale_down_groups = ca
+            .groups
+            .iter()
+            .map(|g| {
+                let spec = &g.spec.spec;
+                GroupScaleDown::new(&g.name, g.target, spec.min_size, &spec.autoscaling_options, &ca.options)
+            })
+            .collect();
+        let scale_down = plan_scale_down(
+            &ScaleDownInput {
+                now,
+                start_epoch: start,
+                groups: scale_down_groups,
+                nodes: &input.nodes,
+                pdbs: &pdbs,
+                in_flight: &in_flight,
+                allowed: out.scale_down_allowed,
+            },
+            &mut ca.scale_down,
+            &ca.options,
+        );
+        let utilization: BTreeMap<String, (f64, Vec<String>)> =
+            scale_down.unneeded.iter().map(|u| (u.node.clone(), (u.utilization, u.pods_to_move.clone()))).collect();
+        drop(pdbs);
         drop(input);
         let outcome = match &out.scale_up {
             ScaleUpOutcome::ClusterUnhealthy => "ClusterUnhealthy".to_string(),
@@ -324,10 +397,25 @@ impl Simulation {
         for (group, to) in &out.targets {
             self.ca_set_target(group, *to);
         }
+        let started = !scale_down.empty.is_empty() || !scale_down.drain.is_empty();
+        for node in &scale_down.empty {
+            self.ca_start_deletion(node, false, &utilization);
+        }
+        for node in &scale_down.drain {
+            self.ca_start_deletion(node, true, &utilization);
+        }
+        if started {
+            if let Some(ca) = self.ca.as_mut() {
+                ca.scale_down.last_delete = Some(now);
+            }
+        }
         // The next loop (upstream `LoopTrigger.Wait`).
         let Some(ca) = self.ca.as_mut() else { return };
         if scaled_up {
             ca.follow_ups = FOLLOW_UP_LOOPS;
+        } else if started {
+            // Once a deletion starts the next loop runs at once (`static_autoscaler.go`).
+            ca.follow_ups = ca.follow_ups.max(1);
         }
         let next = if ca.follow_ups > 0 {
             ca.follow_ups -= 1;
@@ -506,6 +594,151 @@ impl Simulation {
     }
 }
 
+impl Simulation {
+    /// Records a Cluster Autoscaler event on `object`.
+    fn ca_event(&mut self, object: Involved, reason: &str, message: String, warning: bool) {
+        let reason = Reason::ClusterAutoscaler { ca_reason: reason.into(), message, warning };
+        self.emit(object, reason);
+    }
+
+    fn status_configmap() -> Involved {
+        Involved { kind: "ConfigMap".into(), namespace: Some("kube-system".into()), name: STATUS_CONFIGMAP.into() }
+    }
+
+    /// Taints and cordons a node scale-down removes; it is drained after the delay.
+    fn ca_start_deletion(&mut self, node: &str, drain: bool, unneeded: &BTreeMap<String, (f64, Vec<String>)>) {
+        let Some(ca) = self.ca.as_mut() else { return };
+        let Some(group) = ca.instances.values().find(|i| i.node.as_deref() == Some(node)).map(|i| i.group.clone())
+        else {
+            return;
+        };
+        ca.deleting.insert(node.to_string(), Deletion { group, drain, draining_since: None });
+        let epoch = self.clock.epoch_seconds(self.now);
+        if let Some(n) = self.objects.nodes.iter_mut().find(|n| n.metadata.name.as_deref() == Some(node)) {
+            let spec = n.spec.get_or_insert_with(Default::default);
+            spec.unschedulable = Some(true);
+            spec.taints.get_or_insert_with(Vec::new).push(Taint {
+                key: TO_BE_DELETED_TAINT.into(),
+                value: Some(epoch.to_string()),
+                effect: "NoSchedule".into(),
+                time_added: None,
+            });
+        }
+        self.kube_dirty = true;
+        self.ca_event(Involved::node(node), "ScaleDown", "marked the node as toBeDeleted/unschedulable".into(), false);
+        let (utilization, pods) = unneeded.get(node).cloned().unwrap_or_default();
+        let (reason, message) = if drain {
+            (
+                "ScaleDown",
+                format!(
+                    "Scale-down: removing node {node}, utilization: {{{utilization:.2}}}, pods to reschedule: {}",
+                    pods.join(",")
+                ),
+            )
+        } else {
+            ("ScaleDownEmpty", format!("Scale-down: removing empty node {node:?}"))
+        };
+        self.ca_event(Self::status_configmap(), reason, message, false);
+        self.schedule_timer(self.now.plus(DELETE_DELAY_AFTER_TAINT), Timer::CaDrain(node.to_string()));
+    }
+
+    /// Evicts the pods of a node being deleted, then terminates its instance.
+    pub(super) fn ca_drain(&mut self, node: &str) {
+        let Some(deletion) = self.ca.as_ref().and_then(|ca| ca.deleting.get(node)).cloned() else { return };
+        let start = self.clock.epoch_seconds(SimTime::ZERO);
+        let now = self.now.secs_f64();
+        let on_node: Vec<(String, String, Drain)> = self
+            .objects
+            .pods
+            .iter()
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+            .map(|p| {
+                let namespace = p.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+                // Blocking rules were the planner's; here only what moves matters.
+                let drain = match drainability(p, &[], now, start) {
+                    Drain::Skip => Drain::Skip,
+                    _ => Drain::Move,
+                };
+                (namespace, p.metadata.name.clone().unwrap_or_default(), drain)
+            })
+            .collect();
+        let moving: Vec<&(String, String, Drain)> = on_node.iter().filter(|(_, _, d)| *d == Drain::Move).collect();
+        if !deletion.drain && !moving.is_empty() {
+            // upstream: an empty node that gained pods is not deleted.
+            self.ca_abort_deletion(node, "failed to delete empty node: node is not empty".into());
+            return;
+        }
+        let scales = self.pdb_scales();
+        let mut refused = Vec::new();
+        for (namespace, name, _) in moving {
+            let Some(i) = self.pod_index(namespace, name) else { continue };
+            let pod = &self.objects.pods[i];
+            if let Some(pdb) = crate::disruption::pdb::blocking(pod, &self.objects.pdbs, &self.objects.pods, &scales) {
+                refused.push(format!("{namespace}/{name} ({})", crate::disruption::pdb::name(pdb)));
+                continue;
+            }
+            self.ca_event(
+                Involved::pod(namespace, name),
+                "ScaleDown",
+                "deleting pod for node scale down".into(),
+                false,
+            );
+            self.remove_pod(namespace, name, RemovalCause::Evicted);
+        }
+        if !refused.is_empty() {
+            let since = deletion.draining_since.unwrap_or(self.now);
+            if self.now.since(since) >= MAX_POD_EVICTION {
+                self.ca_abort_deletion(
+                    node,
+                    format!("failed to drain and delete node: evictions refused: {}", refused.join(", ")),
+                );
+                return;
+            }
+            if let Some(d) = self.ca.as_mut().and_then(|ca| ca.deleting.get_mut(node)) {
+                d.draining_since = Some(since);
+            }
+            self.schedule_timer(self.now.plus(EVICTION_RETRY), Timer::CaDrain(node.to_string()));
+            return;
+        }
+        // DeleteNodes: the instance goes and the group's desired capacity with it.
+        let Some(ca) = self.ca.as_mut() else { return };
+        ca.deleting.remove(node);
+        ca.nodes.remove(node);
+        ca.removed.push((self.now, node.to_string()));
+        ca.instances.retain(|_, i| i.node.as_deref() != Some(node));
+        if let Some(g) = ca.groups.iter_mut().find(|g| g.name == deletion.group) {
+            g.target -= 1;
+        }
+        self.remove_node_pods(node);
+        self.objects.nodes.retain(|n| n.metadata.name.as_deref() != Some(node));
+        self.kube_dirty = true;
+        self.ca_event(Involved::node(node), "ScaleDown", "nodes removed by cluster autoscaler".into(), false);
+        let (reason, message) = if deletion.drain {
+            ("ScaleDown", format!("Scale-down: node {node} removed with drain"))
+        } else {
+            ("ScaleDownEmpty", format!("Scale-down: empty node {node} removed"))
+        };
+        self.ca_event(Self::status_configmap(), reason, message, false);
+        self.emit(Involved::node(node), Reason::Terminated { node: node.to_string() });
+    }
+
+    /// A deletion that failed: the taint and the cordon go, the node stays.
+    fn ca_abort_deletion(&mut self, node: &str, why: String) {
+        if let Some(ca) = self.ca.as_mut() {
+            ca.deleting.remove(node);
+        }
+        if let Some(n) = self.objects.nodes.iter_mut().find(|n| n.metadata.name.as_deref() == Some(node)) {
+            let spec = n.spec.get_or_insert_with(Default::default);
+            spec.unschedulable = None;
+            if let Some(taints) = spec.taints.as_mut() {
+                taints.retain(|t| t.key != TO_BE_DELETED_TAINT);
+            }
+        }
+        self.kube_dirty = true;
+        self.ca_event(Involved::node(node), "ScaleDownFailed", why, true);
+    }
+}
+
 /// kube-scheduler marked it `PodScheduled=False/Unschedulable`.
 fn unschedulable(pod: &Pod) -> bool {
     pod.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|c| {
@@ -582,6 +815,72 @@ spec:
         assert!((snapshot.price_per_hour - 3.0 * price).abs() < 1e-9 && price > 0.0);
         let spent = s.cost().spent;
         assert!((spent - 3.0 * price * (300.0 - 63.0) / 3600.0).abs() < 1e-6, "{spent}");
+    }
+
+    #[test]
+    fn nodes_emptied_by_a_scale_in_go_after_ten_minutes_unneeded() {
+        let scenario = "apiVersion: carpentry.dev/v1alpha1
+kind: Scenario
+spec:
+  steps:
+  - {at: 5m, scale: {kind: Deployment, name: inflate, replicas: 1}}
+";
+        let mut s = sim(&[scenario, &group(10), INFLATE]);
+        s.run_until(SimTime::from_secs(2000));
+        // Two nodes empty from 300 s, unneeded from the loop then; removable 10 minutes later
+        // (the delay after the scale-up at 10 s has long passed); both at once (empty nodes are
+        // not limited to one drain at a time), their instances terminated 5 s after the taint.
+        let marked = s
+            .events()
+            .iter()
+            .filter(|e| e.reason.name() == "ScaleDownEmpty")
+            .map(|e| (e.at.millis() / 1000, e.message.clone()))
+            .collect::<Vec<_>>();
+        assert_eq!(marked.len(), 4, "{marked:?}");
+        assert_eq!(marked[0].0, 900, "{marked:?}");
+        assert!(marked[0].1.starts_with("Scale-down: removing empty node"), "{marked:?}");
+        assert_eq!(at(&s, "Terminated"), [905, 905]);
+        assert_eq!(s.ca_scale_downs().iter().map(|(at, _)| at.millis() / 1000).collect::<Vec<_>>(), [905, 905]);
+        let snapshot = s.snapshot();
+        assert_eq!((snapshot.nodes.len(), snapshot.running), (1, 1));
+        assert_eq!(s.ca_loops().last().unwrap().targets, [], "no target set by the loop: the deletions lowered it");
+        let price = snapshot.nodes[0].price;
+        assert!((snapshot.price_per_hour - price).abs() < 1e-9);
+        let ca = s.ca.as_ref().unwrap();
+        assert_eq!(ca.groups[0].target, 1);
+    }
+
+    #[test]
+    fn a_node_whose_pod_can_move_is_drained_and_the_one_taking_it_stays() {
+        // a-0 and a-1 share the first node (1.8 of 1.93 CPUs), b-0 has the second; scaling a to
+        // 1 leaves both under half used. The first node's pod fits beside b-0, so that node is
+        // unneeded; the second's then has nowhere to go (the first counts as gone).
+        let deployment = |name: &str, replicas: u32| {
+            INFLATE
+                .replace("inflate", name)
+                .replace("cpu: \"1\"", "cpu: 900m")
+                .replace("replicas: 3", &format!("replicas: {replicas}"))
+        };
+        let scenario = "apiVersion: carpentry.dev/v1alpha1
+kind: Scenario
+spec:
+  steps:
+  - {at: 5m, scale: {kind: Deployment, name: a, replicas: 1}}
+";
+        let mut s = sim(&[scenario, &group(10), &deployment("a", 2), &deployment("b", 1)]);
+        s.run_until(SimTime::from_secs(2000));
+        let drained: Vec<(u64, String)> = s
+            .events()
+            .iter()
+            .filter(|e| e.reason.name() == "ScaleDown" && e.object.kind == "ConfigMap")
+            .map(|e| (e.at.millis() / 1000, e.message.clone()))
+            .collect();
+        assert_eq!(drained.len(), 2, "{drained:?}");
+        assert_eq!(drained[0].0, 900);
+        assert!(drained[0].1.contains("utilization: {0.47}, pods to reschedule: default/a-0"), "{drained:?}");
+        assert_eq!(at(&s, "Evicted"), [905]);
+        let snapshot = s.snapshot();
+        assert_eq!((snapshot.nodes.len(), snapshot.running, snapshot.pending.len()), (1, 2, 0));
     }
 
     #[test]

@@ -93,7 +93,8 @@ pub struct AutoscalerRun {
     pub node_groups: Vec<NodeGroup>,
     /// Why each derived group is there (empty when the groups were given).
     pub node_groups_derived: Vec<Derivation>,
-    /// Disruptions carried out (Karpenter's consolidation, drift, expiration…).
+    /// Disruptions carried out (Karpenter's consolidation, drift, expiration…; the nodes Cluster
+    /// Autoscaler's scale-down removed).
     pub disruptions: usize,
     /// Pods evicted through the Eviction API.
     pub evictions: usize,
@@ -188,7 +189,7 @@ fn measure(mut sim: Simulation, until: SimTime, marks: &[SimTime]) -> (Autoscale
         node_pools: Vec::new(),
         node_groups: Vec::new(),
         node_groups_derived: Vec::new(),
-        disruptions: sim.disruptions().len(),
+        disruptions: sim.disruptions().len() + sim.ca_scale_downs().len(),
         evictions,
         events: sim.events().to_vec(),
         notes: sim.notes().map(str::to_string).collect(),

@@ -202,6 +202,9 @@ impl Reason {
                 "ScaleUpTimedOut" => "ScaleUpTimedOut",
                 "ClusterUnhealthy" => "ClusterUnhealthy",
                 "MaxNodesTotalReached" => "MaxNodesTotalReached",
+                "ScaleDown" => "ScaleDown",
+                "ScaleDownEmpty" => "ScaleDownEmpty",
+                "ScaleDownFailed" => "ScaleDownFailed",
                 _ => "ClusterAutoscaler",
             },
         }

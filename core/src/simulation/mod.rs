@@ -234,6 +234,8 @@ enum Timer {
     CaLaunch(String),
     CaRegister(String),
     CaReady(String),
+    /// Cluster Autoscaler drains and deletes a node it tainted (its name).
+    CaDrain(String),
 }
 
 /// A provisioning round's outcome, for the report.
@@ -623,6 +625,7 @@ impl Simulation {
                 Timer::CaLaunch(id) => self.ca_launched(&id),
                 Timer::CaRegister(id) => self.ca_register(&id),
                 Timer::CaReady(id) => self.ca_ready(&id),
+                Timer::CaDrain(node) => self.ca_drain(&node),
             }
         }
         if fired {

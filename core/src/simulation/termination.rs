@@ -162,7 +162,7 @@ impl Simulation {
     }
 
     /// Removes every pod bound to `node`; returns how many were not DaemonSet pods.
-    fn remove_node_pods(&mut self, node: &str) -> usize {
+    pub(super) fn remove_node_pods(&mut self, node: &str) -> usize {
         let on: Vec<(String, String, bool)> = self
             .objects
             .pods

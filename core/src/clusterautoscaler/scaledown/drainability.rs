@@ -10,7 +10,9 @@
 //! 5. pods that have finished are skipped;
 //! 6. `safe-to-evict: "on-completion"` keeps the node while the pod runs;
 //! 7. a pod with no controller, or one not a ReplicationController, ReplicaSet, Job or
-//!    StatefulSet, blocks (`NotReplicated`);
+//!    StatefulSet, blocks (`NotReplicated`); a pod that names a Deployment counts as its
+//!    ReplicaSet's (carpentry's workloads expand a Deployment's pods without the ReplicaSet
+//!    between);
 //! 8. a `kube-system` pod no PDB covers blocks while younger than
 //!    `--blocking-system-pod-distruption-timeout` (1 hour; the flag's spelling is upstream's);
 //! 9. `safe-to-evict: "false"` blocks;
@@ -76,9 +78,9 @@ pub fn drainability(pod: &Pod, pdbs: &[(&PodDisruptionBudget, i64)], now: f64, s
         return Drain::Blocked(BlockingPod::OnCompletionPod);
     }
     let controller = pod.metadata.owner_references.iter().flatten().find(|o| o.controller == Some(true));
-    if !controller
-        .is_some_and(|o| matches!(o.kind.as_str(), "ReplicationController" | "ReplicaSet" | "Job" | "StatefulSet"))
-    {
+    if !controller.is_some_and(|o| {
+        matches!(o.kind.as_str(), "ReplicationController" | "ReplicaSet" | "Deployment" | "Job" | "StatefulSet")
+    }) {
         return Drain::Blocked(BlockingPod::NotReplicated);
     }
     let covering: Vec<i64> =
@@ -168,6 +170,7 @@ mod tests {
         let none: &[(&PodDisruptionBudget, i64)] = &[];
         let rule = |p: &Pod| drainability(p, none, 60.0, START);
         assert_eq!(rule(&pod("default", Some("ReplicaSet"), json!({}))), Drain::Move);
+        assert_eq!(rule(&pod("default", Some("Deployment"), json!({}))), Drain::Move);
         assert_eq!(rule(&pod("default", Some("DaemonSet"), json!({}))), Drain::Skip);
         let mirror = json!({"metadata": {"annotations": {MIRROR_ANNOTATION: "x"}}});
         assert_eq!(rule(&pod("kube-system", None, mirror)), Drain::Skip);
