@@ -6,9 +6,12 @@
 //! - `diurnal-24h/500-nodes`: a simulated day of a Deployment that follows a daily load curve
 //!   (scale steps every hour between 1,000 and 5,000 pods of 1.5 CPU on 16-vCPU nodes, about 500
 //!   nodes at the peak), with provisioning, consolidation and emptiness running all day.
+//! - `ca-diurnal-24h/500-nodes`: the same day with Cluster Autoscaler on a c5.4xlarge node group
+//!   in Karpenter's place (a loop every 10 s with its scale-up and scale-down planning).
 
 use std::hint::black_box;
 
+use carpentry_core::catalogue::Catalogue;
 use carpentry_core::manifest::load;
 use carpentry_core::simulation::{SimTime, Simulation, Timings};
 use criterion::{criterion_group, criterion_main, Criterion};
@@ -67,8 +70,8 @@ fn consolidation_decision(c: &mut Criterion) {
     group.finish();
 }
 
-fn diurnal(c: &mut Criterion) {
-    // A day: low at night, peak in the afternoon (a hundredth of it when only checking).
+/// A day: low at night, peak in the afternoon (a hundredth of it when only checking).
+fn day() -> String {
     let scale = if measuring() { 1 } else { 100 };
     let curve = [
         1000, 1000, 1000, 1000, 1200, 1600, 2200, 3000, 3800, 4400, 4800, 5000, 5000, 4800, 4600, 4400, 4000, 3400,
@@ -79,7 +82,11 @@ fn diurnal(c: &mut Criterion) {
         .enumerate()
         .map(|(h, n)| format!("  - {{at: {h}h, scale: {{kind: Deployment, name: web, replicas: {}}}}}\n", n / scale))
         .collect();
-    let m = load(&cluster(1000 / scale, &steps)).unwrap();
+    cluster(1000 / scale, &steps)
+}
+
+fn diurnal(c: &mut Criterion) {
+    let m = load(&day()).unwrap();
     let mut group = c.benchmark_group("diurnal-24h");
     group.sample_size(10);
     group.bench_function("500-nodes", |b| {
@@ -89,6 +96,32 @@ fn diurnal(c: &mut Criterion) {
             black_box(sim.events().len())
         })
     });
+    group.finish();
+}
+
+fn ca_diurnal(c: &mut Criterion) {
+    let group_yaml = "---
+apiVersion: carpentry.dev/v1alpha1
+kind: NodeGroup
+metadata: {name: c5-4xlarge}
+spec: {minSize: 0, maxSize: 1000, instanceTypes: [c5.4xlarge], zones: [us-east-1a, us-east-1b, us-east-1c]}
+";
+    let m = load(&format!("{}{group_yaml}", day())).unwrap();
+    let run = || {
+        let mut sim = Simulation::cluster_autoscaler(&m, None, Timings::default(), Catalogue::embedded()).unwrap();
+        sim.run_until(SimTime::from_secs(24 * 3600));
+        sim
+    };
+    let sim = run();
+    eprintln!(
+        "ca-diurnal-24h: {} loops, {} events, {} nodes removed by scale-down",
+        sim.ca_loops().len(),
+        sim.events().len(),
+        sim.ca_scale_downs().len()
+    );
+    let mut group = c.benchmark_group("ca-diurnal-24h");
+    group.sample_size(10);
+    group.bench_function("500-nodes", |b| b.iter(|| black_box(run().events().len())));
     group.finish();
 }
 
@@ -111,5 +144,5 @@ fn playground_recompute(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, consolidation_decision, diurnal, playground_recompute);
+criterion_group!(benches, consolidation_decision, diurnal, ca_diurnal, playground_recompute);
 criterion_main!(benches);

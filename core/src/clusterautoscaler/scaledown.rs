@@ -183,6 +183,13 @@ pub struct ScaleDownState {
     pub last_failure: Option<f64>,
 }
 
+impl ScaleDownState {
+    /// An unhealthy cluster: every node's unneeded time starts over.
+    pub fn forget_unneeded(&mut self) {
+        self.unneeded_since.clear();
+    }
+}
+
 /// The utilization that decides, and its threshold.
 fn utilization(node: &NodeView, group: &GroupScaleDown) -> (f64, f64) {
     let allocatable = node
@@ -196,7 +203,8 @@ fn utilization(node: &NodeView, group: &GroupScaleDown) -> (f64, f64) {
     let (mut used, mut daemons): (ResourceList, ResourceList) = (ResourceList::new(), ResourceList::new());
     for p in node.pods.iter().filter(|p| crate::pod::is_active(p)) {
         let Ok(requests) = resources::pod_requests(p) else { continue };
-        if crate::pod::daemonset_owner(p).is_some() || drainability::is_mirror(p) {
+        // Mirror pods have their own flag (`--ignore-mirror-pods-utilization`, off).
+        if crate::pod::daemonset_owner(p).is_some() {
             resources::add_into(&mut daemons, &requests);
         }
         resources::add_into(&mut used, &requests);
@@ -278,7 +286,8 @@ pub fn plan(input: &ScaleDownInput, state: &mut ScaleDownState, options: &Resolv
             continue;
         }
         let (used, threshold) = utilization(view, g);
-        if used > threshold {
+        // upstream `isNodeBelowUtilizationThreshold`: at the threshold is not below it.
+        if used >= threshold {
             out.unremovable.push((name, Unremovable::NotUnderutilized { utilization: used }));
             continue;
         }
@@ -325,6 +334,7 @@ pub fn plan(input: &ScaleDownInput, state: &mut ScaleDownState, options: &Resolv
                 }
             }
         }
+        let own = to_move.len();
         to_move.extend(moved_in.remove(&c.name).unwrap_or_default());
         let mut trial: Vec<(usize, ResourceList)> = Vec::new();
         let mut placed: Vec<(usize, usize)> = Vec::new();
@@ -349,7 +359,6 @@ pub fn plan(input: &ScaleDownInput, state: &mut ScaleDownState, options: &Resolv
                 rooms[i].1.free = free;
             }
             // What was moved onto it stays there.
-            let own = c.movable.len();
             let brought: Vec<PendingPod> = to_move.into_iter().skip(own).collect();
             if !brought.is_empty() {
                 moved_in.insert(c.name.clone(), brought);
@@ -631,6 +640,15 @@ mod tests {
         assert!(reasons(&soon).contains(&("b", &Unremovable::RecentlyUnremovable)));
         let after = c.plan(300.0, &mut state, &[]);
         assert!(reasons(&after).contains(&("b", &Unremovable::NoPlaceToMovePods { pod: "default/a0".into() })));
+    }
+
+    #[test]
+    fn a_node_at_the_threshold_is_not_underutilized() {
+        // Exactly half of 2 CPUs.
+        let c = Cluster::new(&[&[("1", RS)], &[("100m", RS)]]);
+        let p = c.plan(0.0, &mut ScaleDownState::default(), &[]);
+        assert_eq!(reasons(&p)[0], ("a", &Unremovable::NotUnderutilized { utilization: 0.5 }));
+        assert_eq!(p.unneeded.iter().map(|u| u.node.as_str()).collect::<Vec<_>>(), ["b"]);
     }
 
     #[test]

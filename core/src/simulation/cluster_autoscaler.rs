@@ -40,7 +40,8 @@ use crate::api::clusterautoscaler::{NodeGroup, ResolvedOptions};
 use crate::clusterautoscaler::autoscaler::{GroupView, LoopInput, NodeView, PendingView};
 use crate::clusterautoscaler::scaledown::{drainability, Drain, GroupScaleDown, InFlight, TO_BE_DELETED_TAINT};
 use crate::clusterautoscaler::{
-    plan_scale_down, run_once, ClusterState, ScaleDownInput, ScaleDownState, ScaleUpOutcome, SchedulingNode, Template,
+    plan_scale_down, run_once, ClusterState, ScaleDownInput, ScaleDownPlan, ScaleDownState, ScaleUpOutcome,
+    SchedulingNode, Template,
 };
 use crate::labels;
 
@@ -298,7 +299,9 @@ impl Simulation {
         let mut pending = Vec::new();
         for p in &self.objects.pods {
             match p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
-                Some(node) => bound.entry(node).or_default().push(p),
+                // Finished pods hold no room, as upstream's snapshot has none.
+                Some(node) if crate::pod::is_active(p) => bound.entry(node).or_default().push(p),
+                Some(_) => {}
                 None if unschedulable(p) && p.metadata.deletion_timestamp.is_none() => {
                     let created = p.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second() - start);
                     pending.push(PendingView { pod: p, created: created as f64 });
@@ -306,7 +309,7 @@ impl Simulation {
                 None => {}
             }
         }
-        let nodes: Vec<NodeView> = self
+        let mut nodes: Vec<NodeView> = self
             .objects
             .nodes
             .iter()
@@ -320,6 +323,8 @@ impl Simulation {
                 }
             })
             .collect();
+        // By name: the order scale-down takes candidates and destinations in (docs/divergences.md).
+        nodes.sort_by(|a, b| a.node.metadata.name.cmp(&b.node.metadata.name));
         let input = LoopInput { now, groups, nodes, pending };
         let out = run_once(&input, &mut ca.state, &ca.options);
         let pending_count = input.pending.len();
@@ -338,27 +343,38 @@ impl Simulation {
             .iter()
             .map(|(node, d)| InFlight { group: d.group.clone(), node: node.clone(), drain: d.drain })
             .collect();
+        // Sizes as this loop left them (a timed-out scale-up lowers a target).
         let scale_down_groups = ca
             .groups
             .iter()
             .map(|g| {
                 let spec = &g.spec.spec;
-                GroupScaleDown::new(&g.name, g.target, spec.min_size, &spec.autoscaling_options, &ca.options)
+                let size = out.targets.iter().rev().find(|(name, _)| *name == g.name).map_or(g.target, |(_, to)| *to);
+                GroupScaleDown::new(&g.name, size, spec.min_size, &spec.autoscaling_options, &ca.options)
             })
             .collect();
-        let scale_down = plan_scale_down(
-            &ScaleDownInput {
-                now,
-                start_epoch: start,
-                groups: scale_down_groups,
-                nodes: &input.nodes,
-                pdbs: &pdbs,
-                in_flight: &in_flight,
-                allowed: out.scale_down_allowed,
-            },
-            &mut ca.scale_down,
-            &ca.options,
-        );
+        // upstream: an unhealthy cluster ends the loop before scale-down and forgets the unneeded
+        // nodes (`static_autoscaler.go`).
+        if out.scale_up == ScaleUpOutcome::ClusterUnhealthy {
+            ca.scale_down.forget_unneeded();
+        }
+        let scale_down = if out.scale_up == ScaleUpOutcome::ClusterUnhealthy {
+            ScaleDownPlan::default()
+        } else {
+            plan_scale_down(
+                &ScaleDownInput {
+                    now,
+                    start_epoch: start,
+                    groups: scale_down_groups,
+                    nodes: &input.nodes,
+                    pdbs: &pdbs,
+                    in_flight: &in_flight,
+                    allowed: out.scale_down_allowed,
+                },
+                &mut ca.scale_down,
+                &ca.options,
+            )
+        };
         let utilization: BTreeMap<String, (f64, Vec<String>)> =
             scale_down.unneeded.iter().map(|u| (u.node.clone(), (u.utilization, u.pods_to_move.clone()))).collect();
         drop(pdbs);
@@ -414,8 +430,8 @@ impl Simulation {
         if scaled_up {
             ca.follow_ups = FOLLOW_UP_LOOPS;
         } else if started {
-            // Once a deletion starts the next loop runs at once (`static_autoscaler.go`).
-            ca.follow_ups = ca.follow_ups.max(1);
+            // A loop that started a deletion was productive: the next ones run at once.
+            ca.follow_ups = FOLLOW_UP_LOOPS;
         }
         let next = if ca.follow_ups > 0 {
             ca.follow_ups -= 1;

@@ -233,8 +233,7 @@ impl Watch {
             .objects
             .pods
             .iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_none())
+            .filter(|p| p.metadata.deletion_timestamp.is_none() && crate::pod::is_pending(p))
             .count();
         self.pending = pending;
         for s in &mut self.settlings {
@@ -362,7 +361,8 @@ spec:
         assert!((c.cluster_autoscaler.pending_pod_seconds - expected).abs() < 1e-9, "{}", expected);
         let expected = 3.0 * karpenter_start as f64 + 2.0 * k[1].2.unwrap() as f64;
         assert!((c.karpenter.pending_pod_seconds - expected).abs() < 1e-9);
-        // One pod per m5.large on both sides; CA keeps its 5 nodes (no scale-down modelled yet).
+        // One pod per m5.large on both sides; CA keeps its 5 nodes (the one the scale-in emptied
+        // at 8m goes after 10 minutes unneeded, past the run's end).
         let ca_nodes = &c.cluster_autoscaler.nodes;
         assert_eq!(ca_nodes.len(), 5);
         assert!(ca_nodes.iter().all(|n| n.node_group.as_deref() == Some("general")));
@@ -410,6 +410,5 @@ spec:
         // The derived group runs the same pods as the given one did.
         assert_eq!(ca.time_to_all_running[0].after, Some(Duration::secs(115)));
         assert!(ca.pending.is_empty());
-        assert!(c.karpenter.node_groups_derived.is_empty());
     }
 }
