@@ -122,7 +122,8 @@ pub struct LoopOutput {
     pub scale_down_allowed: bool,
 }
 
-fn key(pod: &Pod) -> String {
+/// `namespace/name`.
+pub(super) fn key(pod: &Pod) -> String {
     format!(
         "{}/{}",
         pod.metadata.namespace.as_deref().unwrap_or("default"),

@@ -36,7 +36,7 @@ use crate::api::duration::parse_go_duration;
 use crate::nodeclaim::garbagecollection::node_ready;
 use crate::resources::{self, ResourceList};
 
-use super::autoscaler::NodeView;
+use super::autoscaler::{key, NodeView};
 use super::predicates::{self, PendingPod, SchedulingNode};
 
 /// `--unremovable-node-recheck-timeout`.
@@ -237,14 +237,6 @@ fn being_deleted(view: &NodeView) -> bool {
             .is_some_and(|t| t.iter().any(|t| t.key == TO_BE_DELETED_TAINT))
 }
 
-fn key(pod: &Pod) -> String {
-    format!(
-        "{}/{}",
-        pod.metadata.namespace.as_deref().unwrap_or("default"),
-        pod.metadata.name.as_deref().unwrap_or_default()
-    )
-}
-
 /// One loop's scale-down planning (and its decisions when allowed).
 pub fn plan(input: &ScaleDownInput, state: &mut ScaleDownState, options: &ResolvedOptions) -> ScaleDownPlan {
     let now = input.now;
@@ -259,9 +251,9 @@ pub fn plan(input: &ScaleDownInput, state: &mut ScaleDownState, options: &Resolv
         .collect();
     // Candidates, with what must move.
     struct Candidate<'v> {
-        view: &'v NodeView<'v>,
         name: String,
         group: &'v GroupScaleDown,
+        utilization: f64,
         movable: Vec<&'v Pod>,
         blocked: Option<(String, BlockingPod)>,
     }
@@ -303,7 +295,7 @@ pub fn plan(input: &ScaleDownInput, state: &mut ScaleDownState, options: &Resolv
                 }
             }
         }
-        candidates.push(Candidate { view, name, group: g, movable, blocked });
+        candidates.push(Candidate { name, group: g, utilization: used, movable, blocked });
     }
     // Empty first, then those unneeded before, otherwise as given (a stable sort).
     candidates.sort_by_key(|c| (!c.movable.is_empty(), !state.unneeded_since.contains_key(&c.name)));
@@ -380,7 +372,7 @@ pub fn plan(input: &ScaleDownInput, state: &mut ScaleDownState, options: &Resolv
             node: c.name,
             group: c.group.name.clone(),
             since,
-            utilization: utilization(c.view, c.group).0,
+            utilization: c.utilization,
             pods_to_move: c.movable.iter().map(|p| key(p)).collect(),
         });
     }
