@@ -934,4 +934,170 @@ spec:
         let last = s.events().iter().rev().find(|e| e.reason.name() == "NotTriggerScaleUp").unwrap();
         assert_eq!(last.reason.to_string(), "pod didn't trigger scale-up: 1 in backoff after failed scale-up");
     }
+
+    mod properties {
+        use super::*;
+        use crate::resources::{self, ResourceList};
+        use proptest::prelude::*;
+
+        /// A random cluster under CA: one group with random bounds and start size, deployments
+        /// (some under a PDB) scaled up and down, a bare pod and a kube-system pod (neither may
+        /// be moved by scale-down).
+        fn input() -> impl Strategy<Value = String> {
+            let group = (0i64..3, 1i64..12, 0i64..7, prop::sample::select(vec!["m5.large", "c5.xlarge", "m5.xlarge"]));
+            // (replicas, CPU in tenths, a PDB's maxUnavailable)
+            let deployments = prop::collection::vec((0i32..12, 1u32..16, prop::option::of(0u32..2)), 1..4);
+            let steps = prop::collection::vec((1u64..40, 0usize..4, 0i32..12), 1..8);
+            let loose = (any::<bool>(), any::<bool>());
+            // Scale-down as upstream's defaults have it, or eager (so that drains are common).
+            let flags = (prop::sample::select(vec![0.5, 0.8, 0.95]), prop::sample::select(vec!["1m", "10m"]));
+            (group, deployments, steps, loose, flags).prop_map(|((min, extra, desired, itype), deps, steps, (bare, system), (threshold, unneeded))| {
+                let max = min + extra;
+                let desired = desired.clamp(min, max);
+                let mut docs = vec![format!(
+                    "apiVersion: carpentry.dev/v1alpha1\nkind: NodeGroup\nmetadata: {{name: general}}\nspec: {{minSize: {min}, maxSize: {max}, desiredCapacity: {desired}, instanceTypes: [{itype}], zones: [us-east-1a, us-east-1b]}}\n"
+                )];
+                for (i, (replicas, tenths, budget)) in deps.iter().enumerate() {
+                    docs.push(
+                        INFLATE
+                            .replace("inflate", &format!("app{i}"))
+                            .replace("replicas: 3", &format!("replicas: {replicas}"))
+                            .replace("cpu: \"1\"", &format!("cpu: {}m", tenths * 100)),
+                    );
+                    if let Some(max_unavailable) = budget {
+                        docs.push(format!(
+                            "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {{name: app{i}, namespace: default}}\nspec:\n  maxUnavailable: {max_unavailable}\n  selector: {{matchLabels: {{app: app{i}}}}}\n"
+                        ));
+                    }
+                }
+                if bare {
+                    docs.push("apiVersion: v1\nkind: Pod\nmetadata: {name: bare, namespace: default}\nspec:\n  containers: [{name: c, image: x, resources: {requests: {cpu: 200m}}}]\n".into());
+                }
+                if system {
+                    docs.push(INFLATE.replace("inflate", "dns").replace("namespace: default", "namespace: kube-system").replace("replicas: 3", "replicas: 1").replace("cpu: \"1\"", "cpu: 100m"));
+                }
+                let text: String = steps
+                    .iter()
+                    .map(|(minute, target, replicas)| {
+                        format!("  - {{at: {minute}m, scale: {{kind: Deployment, name: app{}, replicas: {replicas}}}}}\n", target % deps.len())
+                    })
+                    .collect();
+                docs.push(format!(
+                    "apiVersion: carpentry.dev/v1alpha1\nkind: Scenario\nspec:\n  clusterAutoscaler: {{scaleDownUtilizationThreshold: {threshold}, scaleDownUnneededTime: {unneeded}, scaleDownDelayAfterAdd: {unneeded}}}\n  steps:\n{text}"
+                ));
+                docs.join("---\n")
+            })
+        }
+
+        fn on_node<'s>(s: &'s Simulation, node: &str) -> impl Iterator<Item = &'s Pod> + 's {
+            let node = node.to_string();
+            s.objects().pods.iter().filter(move |p| {
+                p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str()) && crate::pod::is_active(p)
+            })
+        }
+
+        /// What a node has left: allocatable less its active pods' requests.
+        fn free(s: &Simulation, node: &Node) -> ResourceList {
+            let name = node.metadata.name.as_deref().unwrap_or_default();
+            let mut left = resources::from_k8s(node.status.as_ref().unwrap().allocatable.as_ref().unwrap()).unwrap();
+            for p in on_node(s, name) {
+                left = resources::subtract(&left, &resources::pod_requests(p).unwrap());
+            }
+            left
+        }
+
+        fn deleting(node: &Node) -> bool {
+            node.spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .is_some_and(|t| t.iter().any(|t| t.key == TO_BE_DELETED_TAINT))
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+            #[test]
+            fn cluster_autoscaler_keeps_its_bounds_and_moves_only_what_can_move(text in input()) {
+                let m = load(&text).unwrap();
+                let end = SimTime::from_secs(3600);
+                let new = || Simulation::cluster_autoscaler(&m, None, Timings::default(), crate::catalogue::Catalogue::embedded()).unwrap();
+                let mut s = new();
+                let (min, max) = {
+                    let g = &s.ca.as_ref().unwrap().groups[0];
+                    (g.spec.spec.min_size, g.max)
+                };
+                let bare_exists = |s: &Simulation| s.objects().pods.iter().any(|p| p.metadata.name.as_deref() == Some("bare"));
+                let had_bare = bare_exists(&s);
+                while s.next_event_time().is_some_and(|t| t <= end) {
+                    let seen = s.events().len();
+                    let headroom_before: Vec<i64> = s.objects().pdbs.iter()
+                        .map(|pdb| crate::disruption::pdb::headroom(pdb, &s.objects().pods, &s.pdb_scales()))
+                        .collect();
+                    s.step();
+                    let ca = s.ca.as_ref().unwrap();
+                    let g = &ca.groups[0];
+                    // Never above the group's max or below its min, in target or in instances.
+                    prop_assert!(min <= g.target && g.target <= max, "target {} outside {min}..={max} at {}", g.target, s.now());
+                    let instances = ca.instances.values().filter(|i| i.group == g.name).count() as i64;
+                    prop_assert!(instances <= max, "{instances} instances above max {max} at {}", s.now());
+                    let new_events = &s.events()[seen..];
+                    // Nodes whose drain began this instant: each pod that must move fits on a node
+                    // that stays (a necessary condition of the drain simulation's first fit), and
+                    // all together fit the room the staying nodes have.
+                    let draining: Vec<&str> = new_events.iter()
+                        .filter(|e| e.object.kind == "Node" && e.reason.to_string() == "marked the node as toBeDeleted/unschedulable")
+                        .map(|e| e.object.name.as_str())
+                        .filter(|n| ca.deleting.get(*n).is_some_and(|d| d.drain))
+                        .collect();
+                    if !draining.is_empty() {
+                        let staying: Vec<ResourceList> = s.objects().nodes.iter()
+                            .filter(|n| !deleting(n) && crate::nodeclaim::garbagecollection::node_ready(n))
+                            .map(|n| free(&s, n))
+                            .collect();
+                        let mut total = ResourceList::new();
+                        for node in &draining {
+                            for p in on_node(&s, node).filter(|p| crate::pod::daemonset_owner(p).is_none()) {
+                                let requests = resources::pod_requests(p).unwrap();
+                                prop_assert!(
+                                    staying.iter().any(|room| resources::exceeded(&requests, room).is_empty()),
+                                    "{}/{} on {node} fits no staying node at {}",
+                                    p.metadata.namespace.as_deref().unwrap_or_default(), p.metadata.name.as_deref().unwrap_or_default(), s.now()
+                                );
+                                resources::add_into(&mut total, &requests);
+                            }
+                        }
+                        let mut room = ResourceList::new();
+                        for r in &staying {
+                            resources::add_into(&mut room, r);
+                        }
+                        prop_assert!(resources::exceeded(&total, &room).is_empty(), "{total:?} to move, {room:?} free at {}", s.now());
+                    }
+                    // No eviction takes a PDB below what it allows (bound pods count as they come).
+                    for (pdb, before) in s.objects().pdbs.iter().zip(&headroom_before) {
+                        let app = pdb.metadata.name.clone().unwrap();
+                        let (mut evicted, mut bound) = (0i64, 0i64);
+                        for e in new_events.iter().filter(|e| e.object.name.rsplit_once('-').is_some_and(|(o, _)| o == app)) {
+                            match e.reason.name() {
+                                "Scheduled" => bound += 1,
+                                "Evicted" => {
+                                    evicted += 1;
+                                    prop_assert!(evicted <= before + bound, "{app}: {evicted} evicted with room for {before} at {}", s.now());
+                                }
+                                _ => {}
+                            }
+                        }
+                    }
+                    // A pod without a controller, or in kube-system without a PDB, is never moved.
+                    prop_assert!(!had_bare || bare_exists(&s), "the bare pod went at {}", s.now());
+                    for e in new_events.iter().filter(|e| e.reason.name() == "Evicted") {
+                        prop_assert!(e.object.namespace.as_deref() != Some("kube-system"), "{} evicted", e.object);
+                    }
+                }
+                // Deterministic.
+                let mut again = new();
+                again.run_until(end);
+                prop_assert_eq!(s.events(), again.events());
+            }
+        }
+    }
 }
