@@ -17,8 +17,25 @@ pub const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
 /// Adds `b` into `a`, key by key.
 pub fn add_into(a: &mut ResourceList, b: &ResourceList) {
     for (name, q) in b {
-        let slot = a.entry(name.clone()).or_insert(Quantity::ZERO.with_format(q.format()));
-        *slot += *q;
+        // A key already there is not cloned: this runs for every pod on every node.
+        match a.get_mut(name) {
+            Some(slot) => *slot += *q,
+            None => {
+                a.insert(name.clone(), Quantity::ZERO.with_format(q.format()) + *q);
+            }
+        }
+    }
+}
+
+/// Takes `b` from `a`, key by key; keys only in `b` appear negated.
+pub fn subtract_into(a: &mut ResourceList, b: &ResourceList) {
+    for (name, q) in b {
+        match a.get_mut(name) {
+            Some(slot) => *slot -= *q,
+            None => {
+                a.insert(name.clone(), Quantity::ZERO.with_format(q.format()) - *q);
+            }
+        }
     }
 }
 
@@ -32,10 +49,7 @@ pub fn merge(a: &ResourceList, b: &ResourceList) -> ResourceList {
 /// `a - b`, key by key; keys only in `b` appear negated.
 pub fn subtract(a: &ResourceList, b: &ResourceList) -> ResourceList {
     let mut out = a.clone();
-    for (name, q) in b {
-        let slot = out.entry(name.clone()).or_insert(Quantity::ZERO.with_format(q.format()));
-        *slot -= *q;
-    }
+    subtract_into(&mut out, b);
     out
 }
 

@@ -32,6 +32,8 @@ use crate::nodeclaim::garbagecollection::node_ready;
 use super::clusterstate::{
     ClusterState, GroupCounts, Readiness, TimedOut, MAX_TOTAL_UNREADY_PERCENTAGE, OK_TOTAL_UNREADY_COUNT,
 };
+use crate::resources::ResourceList;
+
 use super::filter::{filter_out_schedulable, Room};
 use super::predicates::SchedulingNode;
 use super::scaleup::{scale_up, GroupState, ReadyNodes, ScaleUpStatus};
@@ -65,6 +67,32 @@ pub struct NodeView<'a> {
     /// When it was created.
     pub created: f64,
     pub pods: Vec<&'a Pod>,
+    /// Each pod's requests, as `pods` lists them (a pod whose requests cannot be read counts for
+    /// nothing, as the caller reports it elsewhere).
+    pub requests: Vec<&'a ResourceList>,
+    /// The node as the filters read it, with those pods on it: built once and shared by both
+    /// halves of the loop.
+    pub scheduling: SchedulingNode,
+}
+
+impl<'a> NodeView<'a> {
+    /// `requests` are the pods', in order: the caller reads them once and keeps them, as reading
+    /// quantities is most of what a loop would otherwise spend.
+    pub fn new(
+        node: &'a Node,
+        group: Option<&'a str>,
+        created: f64,
+        pods: Vec<&'a Pod>,
+        requests: Vec<&'a ResourceList>,
+    ) -> NodeView<'a> {
+        debug_assert_eq!(pods.len(), requests.len(), "one requests list per pod");
+        let scheduling = SchedulingNode::with_requests(node, &requests);
+        NodeView { node, group, created, pods, requests, scheduling }
+    }
+
+    pub fn name(&self) -> &'a str {
+        self.node.metadata.name.as_deref().unwrap_or_default()
+    }
 }
 
 /// A pod kube-scheduler could not place.
@@ -232,21 +260,21 @@ pub fn run_once(input: &LoopInput, state: &mut ClusterState, options: &ResolvedO
     let upcoming: BTreeMap<&str, i64> = counts.iter().map(|c| (c.name, state.upcoming(c, now))).collect();
     let mut rooms: Vec<Room> = Vec::new();
     let mut nodes: Vec<&NodeView> = input.nodes.iter().collect();
-    nodes.sort_by_key(|n| n.node.metadata.name.as_deref().unwrap_or_default());
+    nodes.sort_by_key(|n| n.name());
     for n in nodes {
-        let name = n.node.metadata.name.as_deref().unwrap_or_default();
+        let name = n.name();
         // A node being deleted takes nothing; one still starting in a group scaling up is stood
         // in for by an upcoming copy.
         let stood_in = not_started.contains(&name) && n.group.is_some_and(|g| upcoming.get(g).is_some_and(|u| *u > 0));
         if n.node.metadata.deletion_timestamp.is_some() || stood_in {
             continue;
         }
-        rooms.push(Room { name: name.to_string(), node: SchedulingNode::of_node(n.node, &n.pods) });
+        rooms.push(Room::new(name.into(), &n.scheduling));
     }
     for g in &input.groups {
         let Some(template) = g.template else { continue };
         for i in 0..upcoming.get(g.name).copied().unwrap_or(0) {
-            rooms.push(Room { name: format!("{}-upcoming-{i}", g.name), node: template.clone() });
+            rooms.push(Room::new(format!("{}-upcoming-{i}", g.name).into(), template));
         }
     }
     let cutoff = options.expendable_pods_priority_cutoff;
@@ -407,8 +435,8 @@ mod tests {
         // Two registered (one Ready, one starting), one not yet: still upcoming, still nothing more.
         let (a, b) = (node("a", true), node("b", false));
         let nodes = vec![
-            NodeView { node: &a, group: Some("general"), created: 150.0, pods: vec![] },
-            NodeView { node: &b, group: Some("general"), created: 150.0, pods: vec![] },
+            NodeView::new(&a, Some("general"), 150.0, vec![], vec![]),
+            NodeView::new(&b, Some("general"), 150.0, vec![], vec![]),
         ];
         let input = LoopInput { now: 160.0, nodes, ..input };
         let out = run_once(&input, &mut state, &o);
@@ -446,8 +474,7 @@ mod tests {
         let pods = [pod("p")];
         let broken: Vec<Node> = (0..4).map(|i| node(&format!("n{i}"), false)).collect();
         // Created long ago: unready, not starting.
-        let nodes =
-            broken.iter().map(|n| NodeView { node: n, group: Some("general"), created: 0.0, pods: vec![] }).collect();
+        let nodes = broken.iter().map(|n| NodeView::new(n, Some("general"), 0.0, vec![], vec![])).collect();
         let groups = vec![GroupView { name: "general", target: 4, max: 10, template: Some(&t), long_unregistered: 0 }];
         let pending = vec![PendingView { pod: &pods[0], created: 0.0 }];
         let out =
@@ -475,7 +502,8 @@ mod tests {
         // At the node limit the loop says so, however new the pods.
         let full = node("full", true);
         // Full: a 1-CPU pod on its 1.5 CPU.
-        let nodes = vec![NodeView { node: &full, group: None, created: 0.0, pods: vec![&gpu] }];
+        let gpu_requests = crate::resources::pod_requests(&gpu).unwrap();
+        let nodes = vec![NodeView::new(&full, None, 0.0, vec![&gpu], vec![&gpu_requests])];
         let fresh = vec![PendingView { pod: &old, created: 99.5 }];
         let limited = ClusterAutoscalerOptions { max_nodes_total: Some(1), ..Default::default() }.resolved();
         let out = run_once(&LoopInput { now: 100.0, groups, nodes, pending: fresh }, &mut state, &limited);

@@ -12,16 +12,26 @@
 
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::resources;
+use std::borrow::Cow;
+
+use crate::resources::{self, ResourceList};
 
 use super::predicates::{self, PendingPod, SchedulingNode};
 
 /// A node a pending pod may go to.
 #[derive(Debug, Clone)]
-pub struct Room {
+pub struct Room<'a> {
     /// The node's name, or `<group>-upcoming-<n>` for an upcoming one.
-    pub name: String,
-    pub node: SchedulingNode,
+    pub name: Cow<'a, str>,
+    pub node: &'a SchedulingNode,
+    /// What is left on it as pods are placed.
+    pub free: ResourceList,
+}
+
+impl<'a> Room<'a> {
+    pub fn new(name: Cow<'a, str>, node: &'a SchedulingNode) -> Room<'a> {
+        Room { name, node, free: node.free.clone() }
+    }
 }
 
 /// The pending pods split by whether an existing or upcoming node takes them.
@@ -47,10 +57,10 @@ pub fn filter_out_schedulable<'a>(pending: &[&'a Pod], rooms: &mut [Room]) -> Fi
             left.push(index);
             continue;
         };
-        match rooms.iter_mut().find(|r| predicates::check(&read.data, &r.node, &r.node.free).is_ok()) {
+        match rooms.iter_mut().find(|r| predicates::check(&read.data, r.node, &r.free).is_ok()) {
             Some(room) => {
-                room.node.free = resources::subtract(&room.node.free, &read.data.requests);
-                filtered.placed.push((read.key, room.name.clone()));
+                resources::subtract_into(&mut room.free, &read.data.requests);
+                filtered.placed.push((read.key, room.name.to_string()));
             }
             None => left.push(index),
         }
@@ -67,12 +77,16 @@ mod tests {
     use k8s_openapi::api::core::v1::Node;
     use serde_json::json;
 
-    fn node(name: &str, cpu: &str, extra: serde_json::Value) -> Room {
+    fn node(name: &str, cpu: &str, extra: serde_json::Value) -> (String, SchedulingNode) {
         let mut node = json!({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
                               "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}});
         node.as_object_mut().unwrap().extend(extra.as_object().cloned().unwrap_or_default());
         let node: Node = serde_json::from_value(node).unwrap();
-        Room { name: name.into(), node: SchedulingNode::of_node(&node, &[]) }
+        (name.into(), SchedulingNode::with_requests(&node, &[]))
+    }
+
+    fn rooms(nodes: &[(String, SchedulingNode)]) -> Vec<Room<'_>> {
+        nodes.iter().map(|(name, node)| Room::new(name.as_str().into(), node)).collect()
     }
 
     fn pod(name: &str, cpu: &str, priority: Option<i32>) -> Pod {
@@ -85,11 +99,12 @@ mod tests {
 
     #[test]
     fn pods_that_fit_a_node_or_an_upcoming_one_need_no_scale_up() {
-        let mut rooms = [
+        let nodes = [
             node("a", "1", json!({})),
             node("cordoned", "4", json!({"spec": {"unschedulable": true}})),
             node("general-upcoming-0", "2", json!({})),
         ];
+        let mut rooms = rooms(&nodes);
         let (p1, p2, p3, p4) = (pod("p1", "1", None), pod("p2", "1", None), pod("p3", "1", None), pod("p4", "1", None));
         let f = filter_out_schedulable(&[&p1, &p2, &p3, &p4], &mut rooms);
         let placed: Vec<(&str, &str)> = f.placed.iter().map(|(p, n)| (p.as_str(), n.as_str())).collect();
@@ -102,7 +117,8 @@ mod tests {
 
     #[test]
     fn higher_priorities_take_the_room_first() {
-        let mut rooms = [node("a", "1", json!({}))];
+        let nodes = [node("a", "1", json!({}))];
+        let mut rooms = rooms(&nodes);
         let (low, high) = (pod("low", "1", Some(-5)), pod("high", "1", Some(100)));
         let f = filter_out_schedulable(&[&low, &high], &mut rooms);
         assert_eq!(f.placed, [("default/high".to_string(), "a".to_string())]);

@@ -67,24 +67,18 @@ impl SchedulingNode {
     /// A group's template.
     pub fn of(template: &Template) -> SchedulingNode {
         let requests: Vec<&ResourceList> = template.pods.iter().map(|p| &p.requests).collect();
-        SchedulingNode::with_pods(&template.node, &requests)
+        SchedulingNode::with_requests(&template.node, &requests)
     }
 
-    /// A node of the cluster with `pods` bound to it (a pod whose requests cannot be read counts
-    /// for nothing, as the view reports it elsewhere).
-    pub fn of_node(node: &Node, pods: &[&Pod]) -> SchedulingNode {
-        let requests: Vec<ResourceList> = pods.iter().filter_map(|p| resources::pod_requests(p).ok()).collect();
-        SchedulingNode::with_pods(node, &requests.iter().collect::<Vec<_>>())
-    }
-
-    fn with_pods(node: &Node, pods: &[&ResourceList]) -> SchedulingNode {
+    /// A node of the cluster with pods bound to it that request `pods`.
+    pub fn with_requests(node: &Node, pods: &[&ResourceList]) -> SchedulingNode {
         let status = node.status.as_ref();
         let read = |list: Option<&BTreeMap<_, _>>| list.and_then(|l| resources::from_k8s(l).ok()).unwrap_or_default();
         let allocatable = read(status.and_then(|s| s.allocatable.as_ref()));
         let capacity = read(status.and_then(|s| s.capacity.as_ref()));
         let mut free = allocatable.clone();
         for requests in pods {
-            free = resources::subtract(&free, requests);
+            resources::subtract_into(&mut free, requests);
         }
         let label_values = node.metadata.labels.clone().unwrap_or_default();
         SchedulingNode {

@@ -37,7 +37,7 @@ use crate::nodeclaim::garbagecollection::node_ready;
 use crate::resources::{self, ResourceList};
 
 use super::autoscaler::{key, NodeView};
-use super::predicates::{self, PendingPod, SchedulingNode};
+use super::predicates::{self, PendingPod};
 
 /// `--unremovable-node-recheck-timeout`.
 pub const UNREMOVABLE_RECHECK_SECONDS: f64 = 300.0;
@@ -201,13 +201,12 @@ fn utilization(node: &NodeView, group: &GroupScaleDown) -> (f64, f64) {
         .unwrap_or_default();
     let get = |list: &ResourceList, k: &str| list.get(k).map_or(0.0, |q| q.as_f64());
     let (mut used, mut daemons): (ResourceList, ResourceList) = (ResourceList::new(), ResourceList::new());
-    for p in node.pods.iter().filter(|p| crate::pod::is_active(p)) {
-        let Ok(requests) = resources::pod_requests(p) else { continue };
+    for (p, requests) in node.pods.iter().zip(&node.requests).filter(|(p, _)| crate::pod::is_active(p)) {
         // Mirror pods have their own flag (`--ignore-mirror-pods-utilization`, off).
         if crate::pod::daemonset_owner(p).is_some() {
-            resources::add_into(&mut daemons, &requests);
+            resources::add_into(&mut daemons, requests);
         }
-        resources::add_into(&mut used, &requests);
+        resources::add_into(&mut used, requests);
     }
     let ratio = |key: &str| {
         let (mut u, mut a) = (get(&used, key), get(&allocatable, key));
@@ -242,15 +241,13 @@ pub fn plan(input: &ScaleDownInput, state: &mut ScaleDownState, options: &Resolv
     let now = input.now;
     let mut out = ScaleDownPlan::default();
     let group = |name: &str| input.groups.iter().find(|g| g.name == name);
-    // Every registered node can take pods, in the order given.
-    let mut rooms: Vec<(String, SchedulingNode)> = input
-        .nodes
-        .iter()
-        .filter(|v| !being_deleted(v))
-        .map(|v| (v.node.metadata.name.clone().unwrap_or_default(), SchedulingNode::of_node(v.node, &v.pods)))
-        .collect();
+    // Every registered node not being deleted can take pods, in the order given: what is left on
+    // each, by the node's index (`None`: it takes nothing).
+    let mut free: Vec<Option<ResourceList>> =
+        input.nodes.iter().map(|v| (!being_deleted(v)).then(|| v.scheduling.free.clone())).collect();
     // Candidates, with what must move.
     struct Candidate<'v> {
+        index: usize,
         name: String,
         group: &'v GroupScaleDown,
         utilization: f64,
@@ -258,8 +255,8 @@ pub fn plan(input: &ScaleDownInput, state: &mut ScaleDownState, options: &Resolv
         blocked: Option<(String, BlockingPod)>,
     }
     let mut candidates: Vec<Candidate> = Vec::new();
-    for view in input.nodes {
-        let name = view.node.metadata.name.clone().unwrap_or_default();
+    for (index, view) in input.nodes.iter().enumerate() {
+        let name = view.name().to_string();
         let annotations = view.node.metadata.annotations.as_ref();
         let Some(g) = view.group.and_then(group) else {
             out.unremovable.push((name, Unremovable::NotAutoscaled));
@@ -295,13 +292,13 @@ pub fn plan(input: &ScaleDownInput, state: &mut ScaleDownState, options: &Resolv
                 }
             }
         }
-        candidates.push(Candidate { name, group: g, utilization: used, movable, blocked });
+        candidates.push(Candidate { index, name, group: g, utilization: used, movable, blocked });
     }
     // Empty first, then those unneeded before, otherwise as given (a stable sort).
     candidates.sort_by_key(|c| (!c.movable.is_empty(), !state.unneeded_since.contains_key(&c.name)));
-    let mut removed: BTreeSet<String> = BTreeSet::new();
-    // Pods a committed removal put on each node.
-    let mut moved_in: BTreeMap<String, Vec<PendingPod>> = BTreeMap::new();
+    let mut removed = vec![false; input.nodes.len()];
+    // Pods a committed removal put on each node, by the node's index.
+    let mut moved_in: BTreeMap<usize, Vec<PendingPod>> = BTreeMap::new();
     let mut unneeded_now: BTreeMap<String, f64> = BTreeMap::new();
     for c in candidates {
         if state.unremovable_until.get(&c.name).is_some_and(|until| *until > now) {
@@ -327,33 +324,37 @@ pub fn plan(input: &ScaleDownInput, state: &mut ScaleDownState, options: &Resolv
             }
         }
         let own = to_move.len();
-        to_move.extend(moved_in.remove(&c.name).unwrap_or_default());
+        to_move.extend(moved_in.remove(&c.index).unwrap_or_default());
         let mut trial: Vec<(usize, ResourceList)> = Vec::new();
         let mut placed: Vec<(usize, usize)> = Vec::new();
         for (j, read) in to_move.iter().enumerate() {
             if homeless.is_some() {
                 break;
             }
-            let spot = rooms.iter().position(|(n, room)| {
-                *n != c.name && !removed.contains(n) && predicates::check(&read.data, room, &room.free).is_ok()
+            let spot = free.iter().enumerate().position(|(i, left)| {
+                i != c.index
+                    && !removed[i]
+                    && left
+                        .as_ref()
+                        .is_some_and(|left| predicates::check(&read.data, &input.nodes[i].scheduling, left).is_ok())
             });
-            match spot {
-                Some(i) => {
-                    trial.push((i, rooms[i].1.free.clone()));
-                    rooms[i].1.free = resources::subtract(&rooms[i].1.free, &read.data.requests);
+            match spot.and_then(|i| Some((i, free[i].as_mut()?))) {
+                Some((i, left)) => {
+                    let taken = resources::subtract(left, &read.data.requests);
+                    trial.push((i, std::mem::replace(left, taken)));
                     placed.push((j, i));
                 }
                 None => homeless = Some(read.key.clone()),
             }
         }
         if let Some(pod) = homeless {
-            for (i, free) in trial.into_iter().rev() {
-                rooms[i].1.free = free;
+            for (i, before) in trial.into_iter().rev() {
+                free[i] = Some(before);
             }
             // What was moved onto it stays there.
             let brought: Vec<PendingPod> = to_move.into_iter().skip(own).collect();
             if !brought.is_empty() {
-                moved_in.insert(c.name.clone(), brought);
+                moved_in.insert(c.index, brought);
             }
             state.unremovable_until.insert(c.name.clone(), now + UNREMOVABLE_RECHECK_SECONDS);
             out.unremovable.push((c.name, Unremovable::NoPlaceToMovePods { pod }));
@@ -362,10 +363,10 @@ pub fn plan(input: &ScaleDownInput, state: &mut ScaleDownState, options: &Resolv
         let mut to_move: Vec<Option<PendingPod>> = to_move.into_iter().map(Some).collect();
         for (j, i) in placed {
             if let Some(read) = to_move[j].take() {
-                moved_in.entry(rooms[i].0.clone()).or_default().push(read);
+                moved_in.entry(i).or_default().push(read);
             }
         }
-        removed.insert(c.name.clone());
+        removed[c.index] = true;
         let since = state.unneeded_since.get(&c.name).copied().unwrap_or(now);
         unneeded_now.insert(c.name.clone(), since);
         out.unneeded.push(Unneeded {
@@ -419,7 +420,8 @@ fn removable(input: &ScaleDownInput, out: &mut ScaleDownPlan, options: &Resolved
         list.and_then(|l| l.get(k).map(crate::quantity::Quantity::as_f64)).unwrap_or(0.0)
     };
     let deleting: BTreeSet<&str> = input.in_flight.iter().map(|f| f.node.as_str()).collect();
-    let live = || input.nodes.iter().filter(|v| !deleting.contains(v.node.metadata.name.as_deref().unwrap_or("")));
+    let live = || input.nodes.iter().filter(|v| !deleting.contains(v.name()));
+    let by_name: BTreeMap<&str, &NodeView> = input.nodes.iter().map(|v| (v.name(), v)).collect();
     let mut cores: f64 = live().map(|v| capacity(v, "cpu")).sum();
     let mut memory: f64 = live().map(|v| capacity(v, "memory")).sum();
     let in_flight = input.in_flight.len() as i64;
@@ -432,9 +434,7 @@ fn removable(input: &ScaleDownInput, out: &mut ScaleDownPlan, options: &Resolved
     let mut ordered: Vec<&Unneeded> = out.unneeded.iter().collect();
     ordered.sort_by_key(|u| !u.pods_to_move.is_empty());
     for u in ordered {
-        let Some(view) = input.nodes.iter().find(|v| v.node.metadata.name.as_deref() == Some(u.node.as_str())) else {
-            continue;
-        };
+        let Some(view) = by_name.get(u.node.as_str()) else { continue };
         let group = input.groups.iter().find(|g| g.name == u.group);
         let Some(group) = group else { continue };
         let ready = node_ready(view.node);
@@ -541,11 +541,19 @@ mod tests {
 
         fn plan(&self, now: f64, state: &mut ScaleDownState, in_flight: &[InFlight]) -> ScaleDownPlan {
             let options = crate::api::clusterautoscaler::ClusterAutoscalerOptions::default().resolved();
+            let requests: Vec<Vec<ResourceList>> = self
+                .pods
+                .iter()
+                .map(|pods| pods.iter().map(|p| resources::pod_requests(p).unwrap()).collect())
+                .collect();
             let views: Vec<NodeView> = self
                 .nodes
                 .iter()
                 .zip(&self.pods)
-                .map(|(n, pods)| NodeView { node: n, group: Some("g"), created: 0.0, pods: pods.iter().collect() })
+                .zip(&requests)
+                .map(|((n, pods), requests)| {
+                    NodeView::new(n, Some("g"), 0.0, pods.iter().collect(), requests.iter().collect())
+                })
                 .collect();
             let input = ScaleDownInput {
                 now,

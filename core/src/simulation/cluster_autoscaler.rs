@@ -30,7 +30,7 @@
 //!
 //! Not yet: launch failures, spot interruptions of groups' instances.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod, Taint};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -44,6 +44,7 @@ use crate::clusterautoscaler::{
     SchedulingNode, Template,
 };
 use crate::labels;
+use crate::resources::ResourceList;
 
 use super::clock::{Duration, SimTime};
 use super::events::{Involved, OfferingRef, Reason, RemovalCause};
@@ -128,6 +129,10 @@ pub(super) struct Driver {
     deleting: BTreeMap<String, Deletion>,
     /// Nodes scale-down removed, with when.
     removed: Vec<(SimTime, String)>,
+    /// Each bound pod's requests by its uid, read once (a pod's spec does not change; reading
+    /// quantities every loop was most of a loop's cost), with the loop that last saw it. Only
+    /// looked up, never walked: its order does not matter.
+    requests: HashMap<String, (u64, ResourceList)>,
 }
 
 impl Driver {
@@ -226,6 +231,7 @@ impl Simulation {
             scale_down: ScaleDownState::default(),
             deleting: BTreeMap::new(),
             removed: Vec::new(),
+            requests: HashMap::new(),
         });
         // The groups' nodes at the start: launched, registered and Ready.
         for (group, n) in starting {
@@ -309,18 +315,42 @@ impl Simulation {
                 None => {}
             }
         }
+        // The requests of the pods bound now: those read before, the others read once. Pods gone
+        // are dropped once they outnumber those bound.
+        let seen = ca.loops.len() as u64;
+        let mut count = 0;
+        for p in bound.values().flatten() {
+            count += 1;
+            let id = pod_id(p);
+            match ca.requests.get_mut(id.as_ref()) {
+                Some(known) => known.0 = seen,
+                None => {
+                    // Pods whose requests do not parse never bind (validation): none is lost here.
+                    let requests = crate::resources::pod_requests(p).unwrap_or_default();
+                    ca.requests.insert(id.into_owned(), (seen, requests));
+                }
+            }
+        }
+        if ca.requests.len() > 2 * count + 64 {
+            ca.requests.retain(|_, (at, _)| *at == seen);
+        }
+        let empty = ResourceList::new();
         let mut nodes: Vec<NodeView> = self
             .objects
             .nodes
             .iter()
             .map(|n| {
                 let name = n.metadata.name.as_deref().unwrap_or_default();
-                NodeView {
-                    node: n,
-                    group: group_of.get(name).copied(),
-                    created: registered_at.get(name).copied().unwrap_or(0.0),
-                    pods: bound.remove(name).unwrap_or_default(),
-                }
+                let pods = bound.remove(name).unwrap_or_default();
+                let requests =
+                    pods.iter().map(|p| ca.requests.get(pod_id(p).as_ref()).map_or(&empty, |(_, r)| r)).collect();
+                NodeView::new(
+                    n,
+                    group_of.get(name).copied(),
+                    registered_at.get(name).copied().unwrap_or(0.0),
+                    pods,
+                    requests,
+                )
             })
             .collect();
         // By name: the order scale-down takes candidates and destinations in (docs/divergences.md).
@@ -752,6 +782,15 @@ impl Simulation {
         }
         self.kube_dirty = true;
         self.ca_event(Involved::node(node), "ScaleDownFailed", why, true);
+    }
+}
+
+/// What a pod is known by in the requests kept between loops: its uid (the simulation gives every
+/// pod one), else `namespace/name`.
+fn pod_id(pod: &Pod) -> std::borrow::Cow<'_, str> {
+    match pod.metadata.uid.as_deref() {
+        Some(uid) => uid.into(),
+        None => crate::simulation::pod_key(pod).into(),
     }
 }
 
