@@ -21,6 +21,7 @@
 //!
 //! Times are seconds on the caller's clock.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -70,9 +71,12 @@ pub struct NodeView<'a> {
     /// Each pod's requests, as `pods` lists them (a pod whose requests cannot be read counts for
     /// nothing, as the caller reports it elsewhere).
     pub requests: Vec<&'a ResourceList>,
-    /// The node as the filters read it, with those pods on it: built once and shared by both
-    /// halves of the loop.
-    pub scheduling: SchedulingNode,
+    /// The node as the filters read it (without its pods): built once, shared by both halves of
+    /// the loop, and kept by the caller while the node does not change
+    /// ([`NodeCache`](super::predicates::NodeCache)).
+    pub scheduling: Cow<'a, SchedulingNode>,
+    /// Its allocatable less its pods' requests.
+    pub free: ResourceList,
 }
 
 impl<'a> NodeView<'a> {
@@ -85,9 +89,31 @@ impl<'a> NodeView<'a> {
         pods: Vec<&'a Pod>,
         requests: Vec<&'a ResourceList>,
     ) -> NodeView<'a> {
+        NodeView::with_scheduling(
+            node,
+            group,
+            created,
+            pods,
+            requests,
+            Cow::Owned(SchedulingNode::with_requests(node, &[])),
+        )
+    }
+
+    /// With the node's scheduling view (without pods) as the caller keeps it.
+    pub fn with_scheduling(
+        node: &'a Node,
+        group: Option<&'a str>,
+        created: f64,
+        pods: Vec<&'a Pod>,
+        requests: Vec<&'a ResourceList>,
+        scheduling: Cow<'a, SchedulingNode>,
+    ) -> NodeView<'a> {
         debug_assert_eq!(pods.len(), requests.len(), "one requests list per pod");
-        let scheduling = SchedulingNode::with_requests(node, &requests);
-        NodeView { node, group, created, pods, requests, scheduling }
+        let mut free = scheduling.free.clone();
+        for r in &requests {
+            crate::resources::subtract_into(&mut free, r);
+        }
+        NodeView { node, group, created, pods, requests, scheduling, free }
     }
 
     pub fn name(&self) -> &'a str {
@@ -269,7 +295,7 @@ pub fn run_once(input: &LoopInput, state: &mut ClusterState, options: &ResolvedO
         if n.node.metadata.deletion_timestamp.is_some() || stood_in {
             continue;
         }
-        rooms.push(Room::new(name.into(), &n.scheduling));
+        rooms.push(Room { name: name.into(), node: &n.scheduling, free: n.free.clone() });
     }
     for g in &input.groups {
         let Some(template) = g.template else { continue };

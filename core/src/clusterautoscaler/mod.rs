@@ -38,7 +38,7 @@ pub use estimator::{estimate, Estimate};
 pub use expander::{choose, Expansion, ScaleUpOption};
 pub use filter::{filter_out_schedulable, Filtered, Room};
 pub use from_nodepools::{node_groups_for, Derivation, DerivedGroup, Landed};
-pub use predicates::{PendingPod, SchedulingNode, Unfit};
+pub use predicates::{NodeCache, PendingPod, SchedulingNode, Unfit};
 pub use scaledown::{plan as plan_scale_down, ScaleDownInput, ScaleDownPlan, ScaleDownState, Unremovable};
 pub use scaleup::{scale_up, GroupState, ScaleUpResult, ScaleUpStatus};
 pub use template::{template, Template, TemplateError, TemplatePod};

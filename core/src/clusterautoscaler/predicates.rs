@@ -93,6 +93,72 @@ impl SchedulingNode {
     }
 }
 
+/// What a node's scheduling view is read from: while these are unchanged, so is the view.
+#[derive(Debug, Clone, PartialEq)]
+struct NodeParts {
+    labels: Option<BTreeMap<String, String>>,
+    taints: Option<Vec<Taint>>,
+    unschedulable: Option<bool>,
+    allocatable: Option<BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+    capacity: Option<BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+}
+
+impl NodeParts {
+    fn of(node: &Node) -> NodeParts {
+        let status = node.status.as_ref();
+        NodeParts {
+            labels: node.metadata.labels.clone(),
+            taints: node.spec.as_ref().and_then(|s| s.taints.clone()),
+            unschedulable: node.spec.as_ref().and_then(|s| s.unschedulable),
+            allocatable: status.and_then(|s| s.allocatable.clone()),
+            capacity: status.and_then(|s| s.capacity.clone()),
+        }
+    }
+
+    fn matches(&self, node: &Node) -> bool {
+        let status = node.status.as_ref();
+        self.labels == node.metadata.labels
+            && self.taints.as_ref() == node.spec.as_ref().and_then(|s| s.taints.as_ref())
+            && self.unschedulable == node.spec.as_ref().and_then(|s| s.unschedulable)
+            && self.allocatable.as_ref() == status.and_then(|s| s.allocatable.as_ref())
+            && self.capacity.as_ref() == status.and_then(|s| s.capacity.as_ref())
+    }
+}
+
+/// The cluster's nodes' scheduling views (without pods), kept from loop to loop and read again
+/// only when a node's labels, taints, cordon or resources change: reading quantities and labels
+/// for every node every 10 s was most of a loop.
+#[derive(Debug, Clone, Default)]
+pub struct NodeCache {
+    nodes: BTreeMap<String, (NodeParts, SchedulingNode)>,
+}
+
+impl NodeCache {
+    /// Brings the views up to date with `nodes`, forgetting the nodes not among them; returns
+    /// how many it read.
+    pub fn refresh<'n>(&mut self, nodes: impl IntoIterator<Item = &'n Node>) -> usize {
+        let mut kept = std::mem::take(&mut self.nodes);
+        let mut read = 0;
+        for node in nodes {
+            let name = node.metadata.name.clone().unwrap_or_default();
+            let entry = match kept.remove(&name) {
+                Some(known) if known.0.matches(node) => known,
+                _ => {
+                    read += 1;
+                    (NodeParts::of(node), SchedulingNode::with_requests(node, &[]))
+                }
+            };
+            self.nodes.insert(name, entry);
+        }
+        read
+    }
+
+    /// The view of a node given to the last [`NodeCache::refresh`].
+    pub fn get(&self, name: &str) -> Option<&SchedulingNode> {
+        self.nodes.get(name).map(|(_, view)| view)
+    }
+}
+
 /// The first filter a pod fails on a node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Unfit {
@@ -202,5 +268,28 @@ mod tests {
         full.insert("pods".into(), crate::quantity::Quantity::ZERO);
         assert_eq!(check(&pod(json!({})), &plain, &full).unwrap_err().reasons(), ["Too many pods"]);
         assert_eq!(reasons(&pod(json!({"nodeSelector": {"workload": "general"}})), &plain), Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_node_cache_reads_a_node_again_only_when_it_changes() {
+        let node = |cpu: &str, taints: serde_json::Value| -> Node {
+            serde_json::from_value(json!({
+                "metadata": {"name": "a", "labels": {"kubernetes.io/hostname": "a"}},
+                "spec": {"taints": taints},
+                "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}},
+            }))
+            .unwrap()
+        };
+        let mut cache = NodeCache::default();
+        assert_eq!(cache.refresh([&node("2", json!([]))]), 1);
+        assert_eq!(cache.refresh([&node("2", json!([]))]), 0, "unchanged: not read again");
+        let tainted = node("2", json!([{"key": "ToBeDeletedByClusterAutoscaler", "effect": "NoSchedule"}]));
+        assert_eq!(cache.refresh([&tainted]), 1);
+        assert_eq!(cache.get("a").unwrap().taints.len(), 1, "a new taint is read");
+        cache.refresh([&node("4", json!([]))]);
+        let cpu = cache.get("a").unwrap().free.get("cpu").map(|q| q.as_f64());
+        assert_eq!((cache.get("a").unwrap().taints.len(), cpu), (0, Some(4.0)), "so are new resources");
+        cache.refresh([]);
+        assert!(cache.get("a").is_none(), "a node gone is forgotten");
     }
 }

@@ -244,7 +244,7 @@ pub fn plan(input: &ScaleDownInput, state: &mut ScaleDownState, options: &Resolv
     // Every registered node not being deleted can take pods, in the order given: what is left on
     // each, by the node's index (`None`: it takes nothing).
     let mut free: Vec<Option<ResourceList>> =
-        input.nodes.iter().map(|v| (!being_deleted(v)).then(|| v.scheduling.free.clone())).collect();
+        input.nodes.iter().map(|v| (!being_deleted(v)).then(|| v.free.clone())).collect();
     // Candidates, with what must move.
     struct Candidate<'v> {
         index: usize,

@@ -40,7 +40,7 @@ use crate::api::clusterautoscaler::{NodeGroup, ResolvedOptions};
 use crate::clusterautoscaler::autoscaler::{GroupView, LoopInput, NodeView, PendingView};
 use crate::clusterautoscaler::scaledown::{drainability, Drain, GroupScaleDown, InFlight, TO_BE_DELETED_TAINT};
 use crate::clusterautoscaler::{
-    plan_scale_down, run_once, ClusterState, ScaleDownInput, ScaleDownPlan, ScaleDownState, ScaleUpOutcome,
+    plan_scale_down, run_once, ClusterState, NodeCache, ScaleDownInput, ScaleDownPlan, ScaleDownState, ScaleUpOutcome,
     SchedulingNode, Template,
 };
 use crate::labels;
@@ -133,6 +133,8 @@ pub(super) struct Driver {
     /// quantities every loop was most of a loop's cost), with the loop that last saw it. Only
     /// looked up, never walked: its order does not matter.
     requests: HashMap<String, (u64, ResourceList)>,
+    /// The nodes' scheduling views, read again only when a node changes.
+    node_views: NodeCache,
 }
 
 impl Driver {
@@ -232,6 +234,7 @@ impl Simulation {
             deleting: BTreeMap::new(),
             removed: Vec::new(),
             requests: HashMap::new(),
+            node_views: NodeCache::default(),
         });
         // The groups' nodes at the start: launched, registered and Ready.
         for (group, n) in starting {
@@ -335,6 +338,7 @@ impl Simulation {
             ca.requests.retain(|_, (at, _)| *at == seen);
         }
         let empty = ResourceList::new();
+        ca.node_views.refresh(&self.objects.nodes);
         let mut nodes: Vec<NodeView> = self
             .objects
             .nodes
@@ -344,12 +348,17 @@ impl Simulation {
                 let pods = bound.remove(name).unwrap_or_default();
                 let requests =
                     pods.iter().map(|p| ca.requests.get(pod_id(p).as_ref()).map_or(&empty, |(_, r)| r)).collect();
-                NodeView::new(
+                let view = match ca.node_views.get(name) {
+                    Some(view) => std::borrow::Cow::Borrowed(view),
+                    None => std::borrow::Cow::Owned(SchedulingNode::with_requests(n, &[])),
+                };
+                NodeView::with_scheduling(
                     n,
                     group_of.get(name).copied(),
                     registered_at.get(name).copied().unwrap_or(0.0),
                     pods,
                     requests,
+                    view,
                 )
             })
             .collect();
