@@ -294,6 +294,32 @@ fn a_nodepool_edit_applies_to_new_nodes_and_drifts_the_old() {
     assert_eq!(running(&s), 4);
 }
 
+/// A graceful eviction never takes a PDB below its desired healthy count: in the order the
+/// instant's `events` happened, evictions so far ≤ the room before (`headroom_before`, one per PDB,
+/// each named after the app its pods are named after) + pods bound so far.
+pub(super) fn evictions_within_pdbs(s: &Simulation, events: &[Event], headroom_before: &[i64]) -> Result<(), String> {
+    for (pdb, before) in s.objects().pdbs.iter().zip(headroom_before) {
+        let app = pdb.metadata.name.clone().unwrap_or_default();
+        let (mut evicted, mut bound) = (0i64, 0i64);
+        for e in events.iter().filter(|e| e.object.name.rsplit_once('-').is_some_and(|(o, _)| o == app)) {
+            match e.reason.name() {
+                "Scheduled" => bound += 1,
+                "Evicted" => {
+                    evicted += 1;
+                    if evicted > before + bound {
+                        return Err(format!(
+                            "{app}: {evicted} evicted at {} with room for {before} and {bound} bound",
+                            s.now()
+                        ));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
 mod properties {
     use super::*;
     use crate::resources;
@@ -368,26 +394,8 @@ mod properties {
                 if new.iter().any(|e| e.reason.name() == "StepApplied") {
                     continue;
                 }
-                // A graceful eviction never takes a PDB below its desired healthy count: in the
-                // order things happened, evictions so far ≤ the room before + pods bound so far.
-                for (pdb, before) in s.objects().pdbs.iter().zip(&headroom_before) {
-                    let app = pdb.metadata.name.clone().unwrap();
-                    let (mut evicted, mut bound) = (0i64, 0i64);
-                    for e in new.iter().filter(|e| e.object.name.rsplit_once('-').is_some_and(|(o, _)| o == app)) {
-                        match e.reason.name() {
-                            "Scheduled" => bound += 1,
-                            "Evicted" => {
-                                evicted += 1;
-                                prop_assert!(
-                                    evicted <= before + bound,
-                                    "{app}: {evicted} evicted at {} with room for {before} and {bound} bound",
-                                    s.now()
-                                );
-                            }
-                            _ => {}
-                        }
-                    }
-                }
+                let within = evictions_within_pdbs(&s, new, &headroom_before);
+                prop_assert!(within.is_ok(), "{}", within.unwrap_err());
                 // A disruption command never takes more nodes than the budget allows.
                 for e in new.iter().filter(|e| e.reason.name() == "Disrupting") {
                     let Reason::Disrupting { method, .. } = &e.reason else { unreachable!() };
