@@ -25,6 +25,41 @@ fn convert_prints_v1_yaml_and_notes() {
 }
 
 #[test]
+fn convert_to_nodepools_proposes_applicable_objects_with_their_reasons() {
+    let out = plugin(&["convert", "--to", "nodepools", "-f", "tests/data/node-groups.yaml", "--cluster-name", "prod"]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("proposed 2 NodePool(s) and 1 EC2NodeClass for 3 node group(s)"), "{stderr}");
+    let docs: Vec<serde_yaml::Value> =
+        stdout.split("\n---\n").map(|d| serde_yaml::from_str(d).expect("valid YAML document")).collect();
+    let kinds: Vec<(&str, &str)> =
+        docs.iter().map(|d| (d["kind"].as_str().unwrap(), d["metadata"]["name"].as_str().unwrap())).collect();
+    assert_eq!(kinds, [("EC2NodeClass", "default"), ("NodePool", "batch-spot"), ("NodePool", "general")]);
+    assert_eq!(docs[0]["spec"]["role"], "KarpenterNodeRole-prod");
+    let general = &docs[2];
+    assert_eq!(general["spec"]["template"]["metadata"]["labels"]["workload"], "general");
+    assert_eq!(general["spec"]["limits"]["cpu"], "80", "20 m5.xlarge of 4 vCPU");
+    // Each object is preceded by why it is so.
+    assert!(stdout.contains("# replaces node groups general-1a, general-1b: "), "{stdout}");
+    assert!(stdout.contains("# general-1a minSize 1, general-1b minSize 1: a NodePool keeps no minimum"), "{stdout}");
+    // What was printed loads again as valid objects.
+    let dir = std::env::temp_dir().join(format!("convert-nodepools-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("nodepools.yaml");
+    std::fs::write(&file, &stdout).unwrap();
+    let again = plugin(&["convert", "-f", file.to_str().unwrap()]);
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    std::fs::remove_dir_all(&dir).ok();
+
+    let out = plugin(&["convert", "--to", "nodepools", "-f", "tests/data/node-groups.yaml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--cluster-name is required"), "{}", text(&out.stderr));
+    let out = plugin(&["convert", "--to", "nodepools", "-f", "tests/data/provisioner.yaml", "--cluster-name", "x"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("no node groups found"), "{}", text(&out.stderr));
+}
+
+#[test]
 fn bad_input_exits_2_with_a_located_error() {
     let out = plugin(&["convert", "-f", "tests/data/bad-nodepool.yaml"]);
     let stderr = text(&out.stderr);

@@ -17,6 +17,7 @@
 //! | [`scaledown`] | `core/scaledown/planner/planner.go`, `eligibility/eligibility.go`, `unneeded/nodes.go`, `unremovable/nodes.go`, `budgets/budgets.go`; `simulator/cluster.go`, `simulator/drain.go`, `simulator/utilization/info.go`; `isScaleDownInCooldown` of `core/static_autoscaler.go` |
 //! | [`scaledown::drainability`](mod@scaledown::drainability) | `simulator/drainability/rules/*`, `utils/drain/drain.go` |
 //! | [`scaleup`] | `core/scaleup/orchestrator/orchestrator.go`, `resourcequotas/tracker.go`, `processors/status/eventing_scale_up_processor.go`; the max-nodes-total gate of `core/static_autoscaler.go` |
+//! | [`to_nodepools`] | none: node groups → the NodePools and EC2NodeClass a CA user moving to Karpenter would apply |
 //! | [`template`](mod@template) | `cloudprovider/aws/aws_manager.go` `buildNodeFromTemplate`, `buildGenericLabels`; `cloudprovider/utils.go` `BuildKubeProxy`; `simulator/node_info_utils.go` `podsExpectedOnFreshNode` |
 
 pub mod autoscaler;
@@ -31,6 +32,7 @@ pub mod predicates;
 pub mod scaledown;
 pub mod scaleup;
 pub mod template;
+pub mod to_nodepools;
 
 pub use autoscaler::{run_once, LoopInput, LoopOutput, ScaleUpOutcome};
 pub use clusterstate::ClusterState;
@@ -42,3 +44,4 @@ pub use predicates::{NodeCache, PendingPod, SchedulingNode, Unfit};
 pub use scaledown::{plan as plan_scale_down, ScaleDownInput, ScaleDownPlan, ScaleDownState, Unremovable};
 pub use scaleup::{scale_up, GroupState, ScaleUpResult, ScaleUpStatus};
 pub use template::{template, Template, TemplateError, TemplatePod};
+pub use to_nodepools::{propose_nodepools, Proposal, ProposalInput, ProposalNote, ProposalReason};
