@@ -78,14 +78,18 @@ fn to_nodepools(args: &ConvertArgs) -> Result<(), Failure> {
     let manifests = input::load(&args.file)?;
     if manifests.nodegroups.is_empty() {
         return Err(Failure::Input(format!(
-            "{}: no node groups found: --to nodepools reads carpentry.dev/v1alpha1 NodeGroup objects",
+            "{}: no node groups found: --to nodepools reads carpentry.dev/v1alpha1 NodeGroup objects and the \
+             output of aws autoscaling describe-auto-scaling-groups",
             args.file
         )));
     }
-    let Some(cluster_name) = args.cluster_name.as_deref().filter(|n| !n.trim().is_empty()) else {
+    // The flag wins over what the input names (the groups' cluster tags).
+    let named = args.cluster_name.as_deref().or(manifests.cluster_name.as_deref());
+    let Some(cluster_name) = named.filter(|n| !n.trim().is_empty()) else {
         return Err(Failure::Input(
-            "--cluster-name is required with --to nodepools: the EKS cluster's name names the node role \
-             (KarpenterNodeRole-<name>) and the karpenter.sh/discovery tag of its subnets and security groups"
+            "--cluster-name is required with --to nodepools when the input does not name the cluster: the EKS \
+             cluster's name names the node role (KarpenterNodeRole-<name>) and the karpenter.sh/discovery tag of \
+             its subnets and security groups"
                 .into(),
         ));
     };

@@ -51,6 +51,14 @@ fn convert_to_nodepools_proposes_applicable_objects_with_their_reasons() {
     assert!(again.status.success(), "{}", text(&again.stderr));
     std::fs::remove_dir_all(&dir).ok();
 
+    // describe-auto-scaling-groups output names its cluster in the groups' tags.
+    let out = plugin(&["convert", "--to", "nodepools", "-f", "tests/data/asgs.json"]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("role: KarpenterNodeRole-staging"), "{stdout}");
+    assert!(stdout.contains("name: eks-general-2ec8"), "{stdout}");
+    assert!(stdout.contains("- spot"), "{stdout}");
+
     let out = plugin(&["convert", "--to", "nodepools", "-f", "tests/data/node-groups.yaml"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("--cluster-name is required"), "{}", text(&out.stderr));

@@ -8,6 +8,7 @@
 //! kinds are skipped with a warning, never silently.
 
 mod api_resources;
+mod autoscaling;
 mod live;
 pub mod scenario;
 mod snapshot;
@@ -153,6 +154,9 @@ pub struct Manifests {
     /// `carpentry.dev/v1alpha1 NodeGroup`s: the Auto Scaling groups Cluster Autoscaler scales in
     /// the comparison.
     pub nodegroups: Vec<NodeGroup>,
+    /// The EKS cluster the node groups belong to, where the input names it (an eksctl
+    /// ClusterConfig's `metadata.name`, or the groups' cluster tags).
+    pub cluster_name: Option<String>,
     /// The `carpentry.dev/v1alpha1 Scenario` document, if any (at most one).
     pub scenario: Option<scenario::Scenario>,
     /// The objects of each `apply` step of the Scenario, loaded (and located) like the rest, by
@@ -206,6 +210,7 @@ impl Manifests {
             priorityclasses,
             namespaces,
             nodegroups,
+            cluster_name,
             scenario,
             step_objects,
             expectations,
@@ -241,6 +246,7 @@ impl Manifests {
         self.priorityclasses.extend(priorityclasses);
         self.namespaces.extend(namespaces);
         self.nodegroups.extend(nodegroups);
+        self.cluster_name = self.cluster_name.take().or(cluster_name);
         self.expectations.extend(expectations);
         self.origins.extend(origins);
         self.warnings.extend(warnings);
@@ -274,6 +280,7 @@ impl Manifests {
             namespaces,
             // Not a live cluster's: CA's groups are the scenario's.
             nodegroups: _,
+            cluster_name: _,
             scenario: _,
             step_objects: _,
             expectations: _,
@@ -326,6 +333,7 @@ impl Manifests {
             priorityclasses,
             namespaces,
             nodegroups,
+            cluster_name,
             scenario,
             step_objects,
             expectations,
@@ -352,6 +360,7 @@ impl Manifests {
             && priorityclasses.is_empty()
             && namespaces.is_empty()
             && nodegroups.is_empty()
+            && cluster_name.is_none()
             && scenario.is_none()
             && step_objects.is_empty()
             && expectations.is_empty()
@@ -533,6 +542,10 @@ impl Loader {
             self.problems.push(p);
             return;
         };
+        if !map.contains_key("kind") && map.contains_key("AutoScalingGroups") {
+            self.auto_scaling_groups(map, &ctx);
+            return;
+        }
         let api_version = map.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
         let kind = map.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
         let metadata = map.get("metadata");
@@ -650,6 +663,70 @@ impl Loader {
                     ctx.problem(ProblemKind::Validation, Some("metadata.name"), defined_twice(&reference, &previous));
                 self.problems.push(p);
             }
+        }
+    }
+}
+
+impl Loader {
+    /// The groups of `aws autoscaling describe-auto-scaling-groups` output, as NodeGroups.
+    fn auto_scaling_groups(&mut self, map: &serde_json::Map<String, Value>, ctx: &Ctx<'_>) {
+        let read = autoscaling::read(map, ctx, &mut self.problems, &mut self.warnings);
+        self.manifests.cluster_name = self.manifests.cluster_name.take().or(read.cluster_name);
+        for group in read.groups {
+            self.push_read_group(group);
+        }
+    }
+
+    /// A group read from another format: validated as a NodeGroup, each error located at the field
+    /// it came from.
+    fn push_read_group(&mut self, read: autoscaling::ReadGroup<'_>) {
+        let autoscaling::ReadGroup { group, ctx, sources } = read;
+        let mut errors = group.validate();
+        if errors.is_empty() {
+            errors = catalogue_errors(&group.spec, "spec");
+        }
+        if !errors.is_empty() {
+            for e in errors {
+                let field = sources.locate(&e.path);
+                self.problems.push(ctx.problem(ProblemKind::Validation, Some(&field), e.message));
+            }
+            return;
+        }
+        let name = group.metadata.name.clone().unwrap_or_default();
+        let reference = ObjectRef { kind: clusterautoscaler::NODE_GROUP_KIND.into(), namespace: None, name };
+        let origin = Origin { document: ctx.doc.index, item: ctx.item, position: ctx.doc.locate(&ctx.prefix) };
+        if let Some(previous) = self.manifests.origins.insert(reference.clone(), origin) {
+            self.problems.push(ctx.problem(ProblemKind::Validation, None, defined_twice(&reference, &previous)));
+            return;
+        }
+        self.manifests.nodegroups.push(group);
+    }
+}
+
+/// Where the fields of a NodeGroup read from another format were written: NodeGroup spec field →
+/// (source path, what follows an index into it).
+#[derive(Debug, Default)]
+struct FieldSources(BTreeMap<&'static str, (String, &'static str)>);
+
+impl FieldSources {
+    fn add(&mut self, field: &'static str, source: impl Into<String>, item_suffix: &'static str) {
+        self.0.insert(field, (source.into(), item_suffix));
+    }
+
+    /// The source path of a NodeGroup error path (`spec.instanceTypes[1]` →
+    /// `MixedInstancesPolicy.LaunchTemplate.Overrides[1].InstanceType`); the group itself when the
+    /// field has no source.
+    fn locate(&self, path: &str) -> String {
+        let rest = path.strip_prefix("spec.").unwrap_or(path);
+        let end = rest.find(['[', '.']).unwrap_or(rest.len());
+        let (field, tail) = rest.split_at(end);
+        match self.0.get(field) {
+            Some((source, suffix)) if tail.starts_with('[') => {
+                let close = tail.find(']').map_or(tail.len(), |i| i + 1);
+                format!("{source}{}{suffix}{}", &tail[..close], &tail[close..])
+            }
+            Some((source, _)) => format!("{source}{tail}"),
+            None => String::new(),
         }
     }
 }
