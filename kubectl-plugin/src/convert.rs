@@ -78,12 +78,12 @@ fn to_nodepools(args: &ConvertArgs) -> Result<(), Failure> {
     let manifests = input::load(&args.file)?;
     if manifests.nodegroups.is_empty() {
         return Err(Failure::Input(format!(
-            "{}: no node groups found: --to nodepools reads carpentry.dev/v1alpha1 NodeGroup objects and the \
-             output of aws autoscaling describe-auto-scaling-groups",
+            "{}: no node groups found: --to nodepools reads carpentry.dev/v1alpha1 NodeGroup objects, eksctl \
+             ClusterConfigs and the output of aws autoscaling describe-auto-scaling-groups",
             args.file
         )));
     }
-    // The flag wins over what the input names (the groups' cluster tags).
+    // The flag wins over what the input names (an eksctl ClusterConfig, the groups' cluster tags).
     let named = args.cluster_name.as_deref().or(manifests.cluster_name.as_deref());
     let Some(cluster_name) = named.filter(|n| !n.trim().is_empty()) else {
         return Err(Failure::Input(

@@ -59,6 +59,22 @@ fn convert_to_nodepools_proposes_applicable_objects_with_their_reasons() {
     assert!(stdout.contains("name: eks-general-2ec8"), "{stdout}");
     assert!(stdout.contains("- spot"), "{stdout}");
 
+    // An eksctl ClusterConfig: five groups, three kinds of node.
+    let out = plugin(&["convert", "--to", "nodepools", "-f", "tests/data/eksctl-cluster.yaml"]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("proposed 3 NodePool(s) and 1 EC2NodeClass for 5 node group(s)"), "{stderr}");
+    assert!(stdout.contains("role: KarpenterNodeRole-prod"), "{stdout}");
+    for name in ["name: batch-spot", "name: resident", "name: runners"] {
+        assert!(stdout.contains(name), "{name}: {stdout}");
+    }
+    assert!(
+        stdout.contains(
+            "# label alpha.eksctl.io/nodegroup-name (runners-amd64, runners-arm64) names the group a node came from"
+        ),
+        "{stdout}"
+    );
+
     let out = plugin(&["convert", "--to", "nodepools", "-f", "tests/data/node-groups.yaml"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("--cluster-name is required"), "{}", text(&out.stderr));

@@ -38,6 +38,10 @@ pub const DISCOVERY_TAG: &str = "karpenter.sh/discovery";
 /// The EC2NodeClass every proposed NodePool refers to.
 pub const NODE_CLASS_NAME: &str = "default";
 
+/// Labels that name the group a node came from (eksctl's, and EKS's on a managed group's nodes):
+/// each group has its own value, so they neither keep groups apart nor go on the NodePool.
+const GROUP_NAME_LABELS: [&str; 2] = [labels::aws::EKSCTL_NODEGROUP_NAME, labels::aws::EKS_NODEGROUP];
+
 /// What the proposal needs besides the groups.
 #[derive(Debug, Clone, Copy)]
 pub struct ProposalInput<'a> {
@@ -93,6 +97,8 @@ pub enum ProposalReason {
     Expiry { expire_after: String },
     /// Groups kept a minimum of nodes, which a NodePool does not.
     MinimumSize { groups: Vec<(String, i64)> },
+    /// A label naming each node's group, which the NodePool's nodes cannot carry.
+    GroupNameLabel { key: String, values: Vec<String>, nodepool: String },
     /// A label Karpenter puts on its nodes itself.
     LabelSetByKarpenter { key: String, value: String },
     /// A label a NodePool may not carry.
@@ -164,6 +170,13 @@ impl fmt::Display for ProposalReason {
                     list.join(", ")
                 )
             }
+            ProposalReason::GroupNameLabel { key, values, nodepool } => write!(
+                f,
+                "label {key} ({}) names the group a node came from and is not in the template; the NodePool's \
+                 nodes carry {}={nodepool} instead: pods selecting {key} must select that",
+                values.join(", "),
+                labels::NODEPOOL
+            ),
             ProposalReason::LabelSetByKarpenter { key, value } => write!(
                 f,
                 "label {key}={value} is not in the template: Karpenter labels its nodes with it from the instance \
@@ -271,6 +284,7 @@ fn pool_key(group: &NodeGroup, options: &ResolvedOptions) -> PoolKey {
         .labels
         .iter()
         .filter(|(k, _)| !set_by_karpenter(k) || k.as_str() == labels::NODEPOOL)
+        .filter(|(k, _)| !GROUP_NAME_LABELS.contains(&k.as_str()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     let mut taints: Vec<(String, String, String)> = group
@@ -397,8 +411,13 @@ fn nodepool_for(
     let mut template_labels = BTreeMap::new();
     // Every group of the pool has the same labels but for those Karpenter sets: note those once.
     let mut noted: BTreeSet<&String> = BTreeSet::new();
+    let mut group_names: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for group in groups {
         for (k, v) in &group.spec.labels {
+            if let Some(key) = GROUP_NAME_LABELS.iter().find(|l| **l == k.as_str()) {
+                group_names.entry(key).or_default().push(v.clone());
+                continue;
+            }
             if k == labels::NODEPOOL && from_label.is_some_and(|l| *l == name) {
                 continue;
             }
@@ -423,6 +442,9 @@ fn nodepool_for(
                 template_labels.insert(k.clone(), v.clone());
             }
         }
+    }
+    for (key, values) in group_names {
+        reasons.push(ProposalReason::GroupNameLabel { key: key.to_string(), values, nodepool: name.clone() });
     }
     let taints: Vec<Taint> = key
         .taints

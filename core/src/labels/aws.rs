@@ -60,6 +60,14 @@ pub const TOPOLOGY_ZONE_ID: &str = "topology.k8s.aws/zone-id";
 /// `node.kubernetes.io/windows-build`; upstream's AWS provider registers it as well-known too.
 pub const WINDOWS_BUILD: &str = "node.kubernetes.io/windows-build";
 
+/// Labels eksctl puts on every node of the groups it creates (eksctl-io/eksctl
+/// `pkg/apis/eksctl.io/v1alpha5/defaults.go` `setDefaultNodeLabels`), and EKS on a managed node
+/// group's nodes. Not Karpenter's: read when moving from node groups to NodePools.
+pub const EKSCTL_CLUSTER_NAME: &str = "alpha.eksctl.io/cluster-name";
+pub const EKSCTL_NODEGROUP_NAME: &str = "alpha.eksctl.io/nodegroup-name";
+pub const EKS_NODEGROUP: &str = "eks.amazonaws.com/nodegroup";
+pub const EKS_CAPACITY_TYPE: &str = "eks.amazonaws.com/capacityType";
+
 /// The labels the AWS provider adds to karpenter's well-known set (`init()` in `labels.go`), in
 /// upstream's order.
 pub const WELL_KNOWN_LABELS: &[&str] = &[

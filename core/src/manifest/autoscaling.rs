@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::Taint;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Map, Value};
 
-use super::{Ctx, FieldSources, ObjectRef, Problem, ProblemKind};
+use super::{Ctx, FieldSources, ObjectRef, Problem, ProblemKind, ReadGroup};
 use crate::api::clusterautoscaler::{
     GroupCapacityType, GroupOptions, NodeGroup, NodeGroupSpec, API_VERSION, NODE_GROUP_KIND,
 };
@@ -27,13 +27,6 @@ pub(super) const TAINT_TAG: &str = "k8s.io/cluster-autoscaler/node-template/tain
 pub(super) const RESOURCE_TAG: &str = "k8s.io/cluster-autoscaler/node-template/resources/";
 pub(super) const OPTION_TAG: &str = "k8s.io/cluster-autoscaler/node-template/autoscaling-options/";
 const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "NoExecute", "PreferNoSchedule"];
-
-/// A group read from the CLI's output, with where each NodeGroup field came from.
-pub(super) struct ReadGroup<'a> {
-    pub group: NodeGroup,
-    pub ctx: Ctx<'a>,
-    pub sources: FieldSources,
-}
 
 /// What one `AutoScalingGroups` document holds.
 pub(super) struct ReadGroups<'a> {

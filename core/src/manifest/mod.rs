@@ -9,6 +9,7 @@
 
 mod api_resources;
 mod autoscaling;
+mod eksctl;
 mod live;
 pub mod scenario;
 mod snapshot;
@@ -632,6 +633,14 @@ impl Loader {
             (clusterautoscaler::API_VERSION, clusterautoscaler::NODE_GROUP_KIND) => {
                 push_node_group(value, &ctx, problems, &mut m.nodegroups)
             }
+            (eksctl::API_VERSION_EKSCTL, eksctl::KIND) => {
+                let read = eksctl::read(map, &ctx, problems, &mut self.warnings);
+                self.manifests.cluster_name = self.manifests.cluster_name.take().or(read.cluster_name);
+                for group in read.groups {
+                    self.push_read_group(group);
+                }
+                return;
+            }
             (scenario::API_VERSION, scenario::KIND) => {
                 let accepted = push_scenario(value, &ctx, problems, &mut m.scenario);
                 if accepted {
@@ -679,8 +688,8 @@ impl Loader {
 
     /// A group read from another format: validated as a NodeGroup, each error located at the field
     /// it came from.
-    fn push_read_group(&mut self, read: autoscaling::ReadGroup<'_>) {
-        let autoscaling::ReadGroup { group, ctx, sources } = read;
+    fn push_read_group(&mut self, read: ReadGroup<'_>) {
+        let ReadGroup { group, ctx, sources } = read;
         let mut errors = group.validate();
         if errors.is_empty() {
             errors = catalogue_errors(&group.spec, "spec");
@@ -701,6 +710,14 @@ impl Loader {
         }
         self.manifests.nodegroups.push(group);
     }
+}
+
+/// A node group read from another format (an Auto Scaling group, an eksctl node group), with
+/// where each NodeGroup field came from.
+struct ReadGroup<'a> {
+    group: NodeGroup,
+    ctx: Ctx<'a>,
+    sources: FieldSources,
 }
 
 /// Where the fields of a NodeGroup read from another format were written: NodeGroup spec field →

@@ -1,3 +1,5 @@
+//! Node groups to NodePools: merging, limits, consolidation, labels, names, and that the output applies.
+
 use super::*;
 use crate::api::clusterautoscaler::ClusterAutoscalerOptions;
 use crate::api::Validate;

@@ -1,3 +1,5 @@
+//! describe-auto-scaling-groups output read as Cluster Autoscaler reads ASGs, and its mistakes located.
+
 use crate::api::clusterautoscaler::GroupCapacityType;
 use crate::manifest::{load, ProblemKind};
 
