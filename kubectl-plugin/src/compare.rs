@@ -54,13 +54,18 @@ pub fn run(args: CompareArgs) -> Result<(), Failure> {
         let nodegroups = std::mem::take(&mut groups.nodegroups);
         groups.origins.clear();
         groups.warnings.clear();
+        // An eksctl ClusterConfig or the groups' tags name their cluster: not another object.
+        groups.cluster_name = None;
         if !groups.is_empty() {
             return Err(Failure::Input(format!(
                 "--node-groups {file}: holds objects other than NodeGroups (give those with -f)"
             )));
         }
         if nodegroups.is_empty() {
-            return Err(Failure::Input(format!("--node-groups {file}: no NodeGroup in it")));
+            return Err(Failure::Input(format!(
+                "--node-groups {file}: no node group in it (NodeGroups, an eksctl ClusterConfig or \
+                 describe-auto-scaling-groups output)"
+            )));
         }
         manifests.nodegroups = nodegroups;
     }
@@ -148,6 +153,66 @@ fn text(c: &Comparison) -> String {
     if k.price_synthetic || ca.price_synthetic {
         let _ = writeln!(out, "* includes a synthetic spot price (core/data/PROVENANCE.md)");
     }
+    if let Some(status) = &ca.status {
+        let _ =
+            writeln!(out, "\nCLUSTER AUTOSCALER'S STATUS CONFIGMAP AT THE END (kube-system/cluster-autoscaler-status)");
+        let wide = &status.cluster_wide;
+        let counts = |c: &carpentry_core::clusterautoscaler::status::NodeCount| {
+            format!("{}/{} ready", c.registered.ready, c.registered.total)
+        };
+        let _ = writeln!(
+            out,
+            "cluster: {} ({}), scale-up {}, scale-down {}",
+            wide.health.status,
+            counts(&wide.health.node_counts),
+            wide.scale_up.status,
+            candidates(&wide.scale_down)
+        );
+        for g in &status.node_groups {
+            let backoff = g
+                .scale_up
+                .backoff_info
+                .as_ref()
+                .filter(|b| !b.error_code.is_empty())
+                .map(|b| format!(" ({}: {})", b.error_code, b.error_message))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "{}: {} ({}, target {} of {}..{}), scale-up {}{backoff}, scale-down {}",
+                g.name,
+                g.health.status,
+                counts(&g.health.node_counts),
+                g.health.cloud_provider_target,
+                g.health.min_size,
+                g.health.max_size,
+                g.scale_up.status,
+                candidates(&g.scale_down)
+            );
+        }
+    }
+    if let Some(plan) = &ca.scale_down {
+        let _ = writeln!(out, "\nCLUSTER AUTOSCALER'S LAST SCALE-DOWN PASS, NODE BY NODE");
+        for u in &plan.unneeded {
+            let since = carpentry_core::simulation::SimTime((u.since * 1000.0).round() as u64);
+            let _ = writeln!(
+                out,
+                "{}: unneeded since {since}, utilization {:.0}%{}",
+                u.node,
+                u.utilization * 100.0,
+                if u.pods_to_move.is_empty() {
+                    ", empty".to_string()
+                } else {
+                    format!(", would move {}", u.pods_to_move.join(", "))
+                }
+            );
+        }
+        for n in &plan.unremovable {
+            let _ = writeln!(out, "{}: {}", n.node, n.message);
+        }
+        if let Some(cooldown) = &plan.cooldown {
+            let _ = writeln!(out, "({cooldown})");
+        }
+    }
     if !ca.node_groups_derived.is_empty() {
         let _ =
             writeln!(out, "\nNODE GROUPS DERIVED FROM WHERE KARPENTER'S NODES LANDED (-o json has them as NodeGroups)");
@@ -234,4 +299,13 @@ fn milestones(events: &[Event]) -> String {
 /// A duration as Go prints it (`1m55s`).
 fn span(millis: u64) -> String {
     simulation::Duration(millis).to_string()
+}
+
+/// `CandidatesPresent (2)` or `NoCandidates`.
+fn candidates(c: &carpentry_core::clusterautoscaler::status::ScaleDownCondition) -> String {
+    if c.candidates > 0 {
+        format!("{} ({})", c.status, c.candidates)
+    } else {
+        c.status.to_string()
+    }
 }

@@ -284,6 +284,11 @@ fn compare_runs_both_autoscalers_over_the_same_steps() {
     let out = plugin(&["compare", "-f", COMPARE_INFLATE, "--until", "15m"]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0));
+    // CA's status ConfigMap and its last scale-down pass, node by node, in CA's words.
+    assert!(stdout.contains("CLUSTER AUTOSCALER'S STATUS CONFIGMAP AT THE END"), "{stdout}");
+    assert!(stdout.contains("general: Healthy (5/5 ready, target 5 of "), "{stdout}");
+    assert!(stdout.contains("CLUSTER AUTOSCALER'S LAST SCALE-DOWN PASS, NODE BY NODE"), "{stdout}");
+    assert!(stdout.contains(": unneeded since +8m"), "the node the scale-in emptied: {stdout}");
     let start = stdout.lines().find(|l| l.starts_with("all Running after the start")).unwrap_or_default();
     assert_eq!(start.split_whitespace().rev().take(2).collect::<Vec<_>>(), ["1m55s", "56s"], "{stdout}");
     assert!(stdout.contains("TriggeredScaleUp") && stdout.contains("NodeClaimCreated"), "{stdout}");
@@ -323,6 +328,31 @@ fn compare_takes_groups_from_their_own_file_and_says_what_is_misplaced() {
     assert_eq!(c["clusterAutoscaler"]["nodeGroups"][0]["metadata"]["name"], "small");
     assert_eq!(c["clusterAutoscaler"]["pending"].as_array().unwrap().len(), 2, "two nodes for four pods");
     assert_eq!(c["clusterAutoscaler"]["timeToAllRunning"][0]["after"], serde_json::Value::Null);
+    // The groups as an eksctl ClusterConfig.
+    let eksctl = std::env::temp_dir().join(format!("carpentry-eksctl-{}.yaml", std::process::id()));
+    std::fs::write(
+        &eksctl,
+        "apiVersion: eksctl.io/v1alpha5\nkind: ClusterConfig\nmetadata: {name: prod, region: us-east-1}\n\
+         managedNodeGroups:\n- {name: small, instanceType: m5.large, minSize: 0, maxSize: 2, availabilityZones: [us-east-1a]}\n",
+    )
+    .unwrap();
+    let out = plugin(&["compare", "-f", COMPARE_INFLATE, "--node-groups", eksctl.to_str().unwrap(), "-o", "json"]);
+    let _ = std::fs::remove_file(&eksctl);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let c: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let group = &c["clusterAutoscaler"]["nodeGroups"][0];
+    assert_eq!(
+        (group["metadata"]["name"].as_str(), group["spec"]["desiredCapacity"].as_i64()),
+        (Some("small"), Some(0))
+    );
+    assert_eq!(group["spec"]["labels"]["eks.amazonaws.com/nodegroup"], "small");
+    assert_eq!(c["clusterAutoscaler"]["pending"].as_array().unwrap().len(), 2, "two nodes for four pods");
+    // CA's status at the end: the group at its max, its two nodes ready.
+    let status = &c["clusterAutoscaler"]["status"];
+    assert_eq!(status["nodeGroups"][0]["health"]["cloudProviderTarget"], 2);
+    assert_eq!(status["nodeGroups"][0]["health"]["nodeCounts"]["registered"]["ready"], 2);
+    assert!(c["karpenter"].get("status").is_none(), "Karpenter writes no CA status");
+
     let out = plugin(&["compare", "-f", COMPARE_INFLATE, "--until", "soon"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("--until \"soon\""));

@@ -174,6 +174,13 @@ pub struct LoopOutput {
     /// Whether scale-down may run this loop (not after a scale-up, a cooldown or an unhealthy
     /// cluster).
     pub scale_down_allowed: bool,
+    /// Each group's target (after timeouts) and nodes by readiness, in the input's order, for the
+    /// status.
+    pub group_counts: Vec<(String, i64, Readiness)>,
+    /// Every node by readiness, in a group or not.
+    pub cluster_readiness: Readiness,
+    /// Whether the health gate let the loop go on.
+    pub cluster_healthy: bool,
 }
 
 /// `namespace/name`.
@@ -211,6 +218,9 @@ pub fn run_once(input: &LoopInput, state: &mut ClusterState, options: &ResolvedO
         scale_up: ScaleUpOutcome::NotNeeded,
         events: Vec::new(),
         scale_down_allowed: false,
+        group_counts: Vec::new(),
+        cluster_readiness: Readiness::default(),
+        cluster_healthy: true,
     };
 
     // 1. Readiness.
@@ -224,6 +234,13 @@ pub fn run_once(input: &LoopInput, state: &mut ClusterState, options: &ResolvedO
         let starting = !deleted && !is_ready && n.created + MAX_NODE_STARTUP_SECONDS > now;
         if !deleted && !is_ready && !starting {
             total_unready += 1;
+        }
+        let cluster = &mut out.cluster_readiness;
+        match () {
+            _ if deleted => cluster.deleted += 1,
+            _ if is_ready => cluster.ready += 1,
+            _ if starting => cluster.not_started += 1,
+            _ => cluster.unready += 1,
         }
         let Some(group) = n.group else { continue };
         let r = readiness.entry(group).or_default();
@@ -268,6 +285,8 @@ pub fn run_once(input: &LoopInput, state: &mut ClusterState, options: &ResolvedO
         });
     }
     let counts = counts(&targets);
+    out.group_counts = counts.iter().map(|c| (c.name.to_string(), c.target, c.readiness)).collect();
+    out.cluster_readiness.long_unregistered = counts.iter().map(|c| c.readiness.long_unregistered).sum();
 
     // 3. The health gate.
     let all = input.nodes.len() as f64;
@@ -279,6 +298,7 @@ pub fn run_once(input: &LoopInput, state: &mut ClusterState, options: &ResolvedO
             message: "Cluster is unhealthy".into(),
         });
         out.scale_up = ScaleUpOutcome::ClusterUnhealthy;
+        out.cluster_healthy = false;
         return out;
     }
 

@@ -42,6 +42,9 @@ pub struct Readiness {
     pub deleted: i64,
     /// Instances without a Node for longer than `--max-node-provision-time`.
     pub long_unregistered: i64,
+    /// Instances without a Node yet (the ASG's placeholders for capacity asked and not yet
+    /// launched among them), for the status.
+    pub unregistered: i64,
 }
 
 impl Readiness {
@@ -67,13 +70,14 @@ pub struct ScaleUpRequest {
     pub expected_add_time: f64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 struct Backoff {
     duration: f64,
     until: f64,
     last_failure: f64,
-    /// What failed, for the status.
+    /// What failed and how upstream words it, for the status.
     code: FailureCode,
+    message: String,
 }
 
 /// Why a scale-up failed (upstream's error codes).
@@ -150,6 +154,10 @@ impl ClusterState {
 
     /// upstream `registerFailedScaleUpNoLock` → `Backoff`: `group` is backed off from `now`.
     pub fn register_failed_scale_up(&mut self, group: &str, code: FailureCode, now: f64, options: &ResolvedOptions) {
+        self.fail(group, code, code.message(group, 0.0), now, options);
+    }
+
+    fn fail(&mut self, group: &str, code: FailureCode, message: String, now: f64, options: &ResolvedOptions) {
         let mut duration = options.initial_node_group_backoff_seconds;
         if let Some(b) = self.backoff.get(group) {
             // Failures of scale-ups that overlap do not lengthen it.
@@ -159,7 +167,8 @@ impl ClusterState {
                 duration = b.duration;
             }
         }
-        self.backoff.insert(group.to_string(), Backoff { duration, until: now + duration, last_failure: now, code });
+        let backoff = Backoff { duration, until: now + duration, last_failure: now, code, message };
+        self.backoff.insert(group.to_string(), backoff);
     }
 
     /// upstream `UpdateNodes`' request bookkeeping (`updateScaleRequests`): done requests leave,
@@ -184,7 +193,8 @@ impl ClusterState {
                     after_seconds: now - request.time,
                     target: g.readiness.registered().min(g.target),
                 });
-                self.register_failed_scale_up(g.name, FailureCode::Timeout, now, options);
+                let message = FailureCode::Timeout.message(g.name, now - request.time);
+                self.fail(g.name, FailureCode::Timeout, message, now, options);
                 self.requests.remove(g.name);
             }
         }
@@ -204,6 +214,11 @@ impl ClusterState {
     /// The backoff in force at `now`: until when, and why.
     pub fn backed_off(&self, group: &str, now: f64) -> Option<(f64, FailureCode)> {
         self.backoff.get(group).filter(|b| b.until > now).map(|b| (b.until, b.code))
+    }
+
+    /// The backoff in force at `now` with upstream's error message.
+    pub fn backoff_status(&self, group: &str, now: f64) -> Option<(f64, FailureCode, String)> {
+        self.backoff.get(group).filter(|b| b.until > now).map(|b| (b.until, b.code, b.message.clone()))
     }
 
     /// upstream `IsNodeGroupHealthy`, with the acceptable range's minimum: the target less the

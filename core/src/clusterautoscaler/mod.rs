@@ -18,6 +18,7 @@
 //! | [`scaledown::drainability`](mod@scaledown::drainability) | `simulator/drainability/rules/*`, `utils/drain/drain.go` |
 //! | [`scaleup`] | `core/scaleup/orchestrator/orchestrator.go`, `resourcequotas/tracker.go`, `processors/status/eventing_scale_up_processor.go`; the max-nodes-total gate of `core/static_autoscaler.go` |
 //! | [`to_nodepools`] | none: node groups → the NodePools and EC2NodeClass a CA user moving to Karpenter would apply |
+//! | [`status`] | `clusterstate/api/types.go`, `clusterstate/clusterstate.go` `GetStatus`, `clusterstate/utils/status.go` |
 //! | [`template`](mod@template) | `cloudprovider/aws/aws_manager.go` `buildNodeFromTemplate`, `buildGenericLabels`; `cloudprovider/utils.go` `BuildKubeProxy`; `simulator/node_info_utils.go` `podsExpectedOnFreshNode` |
 
 pub mod autoscaler;
@@ -31,6 +32,7 @@ pub mod from_nodepools;
 pub mod predicates;
 pub mod scaledown;
 pub mod scaleup;
+pub mod status;
 pub mod template;
 pub mod to_nodepools;
 
@@ -43,5 +45,6 @@ pub use from_nodepools::{node_groups_for, Derivation, DerivedGroup, Landed};
 pub use predicates::{NodeCache, PendingPod, SchedulingNode, Unfit};
 pub use scaledown::{plan as plan_scale_down, ScaleDownInput, ScaleDownPlan, ScaleDownState, Unremovable};
 pub use scaleup::{scale_up, GroupState, ScaleUpResult, ScaleUpStatus};
+pub use status::{ClusterAutoscalerStatus, StatusRegistry};
 pub use template::{template, Template, TemplateError, TemplatePod};
 pub use to_nodepools::{propose_nodepools, Proposal, ProposalInput, ProposalNote, ProposalReason};

@@ -135,6 +135,71 @@ pub enum Unremovable {
     MinimalResourceLimitExceeded { resource: String },
 }
 
+/// A time on the caller's clock as an offset from its start (`+10m`).
+fn at(seconds: f64) -> String {
+    format!("+{}", crate::api::duration::format_go_duration((seconds.max(0.0) * 1e9) as i64))
+}
+
+impl std::fmt::Display for Unremovable {
+    /// upstream's reason name (`simulator.UnremovableReason`), then what it means here.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unremovable::ScaleDownDisabledAnnotation => {
+                write!(f, "ScaleDownDisabledAnnotation: the node is annotated {SCALE_DOWN_DISABLED_ANNOTATION}=true")
+            }
+            Unremovable::NotAutoscaled => write!(f, "NotAutoscaled: the node is in no node group"),
+            Unremovable::CurrentlyBeingDeleted => write!(f, "CurrentlyBeingDeleted"),
+            Unremovable::NodeGroupMinSizeReached => {
+                write!(f, "NodeGroupMinSizeReached: its group is at its minimum size")
+            }
+            Unremovable::NotUnderutilized { utilization } => write!(
+                f,
+                "NotUnderutilized: its pods request {:.0}% of its allocatable, not under the scale-down utilization \
+                 threshold",
+                utilization * 100.0
+            ),
+            Unremovable::RecentlyUnremovable => {
+                write!(f, "RecentlyUnremovable: found unremovable less than 5 minutes ago, not rechecked yet")
+            }
+            Unremovable::NoPlaceToMovePods { pod } => {
+                write!(f, "NoPlaceToMovePods: {pod} fits no other node once the others' pods are placed")
+            }
+            Unremovable::BlockedByPod { pod, blocking } => write!(f, "BlockedByPod: {pod}, {blocking}"),
+            Unremovable::NotUnneededLongEnough { since } => write!(
+                f,
+                "NotUnneededLongEnough: unneeded since {}, not yet for the scale-down unneeded time",
+                at(*since)
+            ),
+            Unremovable::NotUnreadyLongEnough { since } => write!(
+                f,
+                "NotUnreadyLongEnough: unready and unneeded since {}, not yet for the scale-down unready time",
+                at(*since)
+            ),
+            Unremovable::MinimalResourceLimitExceeded { resource } => write!(
+                f,
+                "MinimalResourceLimitExceeded: removing it would take the cluster's {resource} under its minimum"
+            ),
+        }
+    }
+}
+
+impl std::fmt::Display for Cooldown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Cooldown::NotAllowed => write!(f, "scale-down did not act this loop (off, or the loop scaled up)"),
+            Cooldown::DelayAfterAdd { until } => {
+                write!(f, "in cooldown after a scale-up until {} (--scale-down-delay-after-add)", at(*until))
+            }
+            Cooldown::DelayAfterDelete { until } => {
+                write!(f, "in cooldown after a deletion until {} (--scale-down-delay-after-delete)", at(*until))
+            }
+            Cooldown::DelayAfterFailure { until } => {
+                write!(f, "in cooldown after a failed deletion until {} (--scale-down-delay-after-failure)", at(*until))
+            }
+        }
+    }
+}
+
 /// Why nothing is deleted this loop.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub enum Cooldown {
@@ -153,9 +218,11 @@ pub enum Cooldown {
 
 /// An unneeded node.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Unneeded {
     pub node: String,
     pub group: String,
+    /// Seconds on the caller's clock.
     pub since: f64,
     pub utilization: f64,
     /// `namespace/name` of the pods that would move.

@@ -38,7 +38,9 @@ use serde::Serialize;
 
 use crate::api::clusterautoscaler::{NodeGroup, ResolvedOptions};
 use crate::clusterautoscaler::autoscaler::{GroupView, LoopInput, NodeView, PendingView};
+use crate::clusterautoscaler::clusterstate::{GroupCounts, Readiness};
 use crate::clusterautoscaler::scaledown::{drainability, Drain, GroupScaleDown, InFlight, TO_BE_DELETED_TAINT};
+use crate::clusterautoscaler::status::{ClusterAutoscalerStatus, GroupStatusInput, StatusInput, StatusRegistry};
 use crate::clusterautoscaler::{
     plan_scale_down, run_once, ClusterState, NodeCache, ScaleDownInput, ScaleDownPlan, ScaleDownState, ScaleUpOutcome,
     SchedulingNode, Template,
@@ -51,7 +53,7 @@ use super::events::{Involved, OfferingRef, Reason, RemovalCause};
 use super::{Simulation, SimulationError, Timer, Timings};
 
 /// The ConfigMap CA writes its status to, where its cluster-wide events go.
-pub const STATUS_CONFIGMAP: &str = "cluster-autoscaler-status";
+pub const STATUS_CONFIGMAP: &str = crate::clusterautoscaler::status::STATUS_CONFIGMAP;
 
 /// Loops run at once after one that scaled up.
 const FOLLOW_UP_LOOPS: u32 = 2;
@@ -135,6 +137,10 @@ pub(super) struct Driver {
     requests: HashMap<String, (u64, ResourceList)>,
     /// The nodes' scheduling views, read again only when a node changes.
     node_views: NodeCache,
+    /// The status ConfigMap's memory, and what the last loop wrote.
+    status: StatusRegistry,
+    /// The last scale-down plan: each node unneeded or why it stays.
+    last_scale_down: Option<ScaleDownPlan>,
 }
 
 impl Driver {
@@ -235,6 +241,8 @@ impl Simulation {
             removed: Vec::new(),
             requests: HashMap::new(),
             node_views: NodeCache::default(),
+            status: StatusRegistry::default(),
+            last_scale_down: None,
         });
         // The groups' nodes at the start: launched, registered and Ready.
         for (group, n) in starting {
@@ -254,6 +262,18 @@ impl Simulation {
     /// The nodes CA's scale-down removed so far, with when (empty when Karpenter runs).
     pub fn ca_scale_downs(&self) -> &[(SimTime, String)] {
         self.ca.as_ref().map_or(&[], |ca| ca.removed.as_slice())
+    }
+
+    /// The status ConfigMap the last loop wrote (none when Karpenter runs or before the first
+    /// loop).
+    pub fn ca_status(&self) -> Option<&ClusterAutoscalerStatus> {
+        self.ca.as_ref().and_then(|ca| ca.status.last())
+    }
+
+    /// The last loop's scale-down plan (none when Karpenter runs, before the first loop, or when
+    /// the last loops found the cluster unhealthy).
+    pub fn ca_scale_down(&self) -> Option<&ScaleDownPlan> {
+        self.ca.as_ref().and_then(|ca| ca.last_scale_down.as_ref())
     }
 
     /// CA's loops so far (empty when Karpenter runs).
@@ -418,6 +438,48 @@ impl Simulation {
             scale_down.unneeded.iter().map(|u| (u.node.clone(), (u.utilization, u.pods_to_move.clone()))).collect();
         drop(pdbs);
         drop(input);
+        // The status, as upstream writes it when the loop is done: scale-down reports its unneeded
+        // nodes only when it ran (`static_autoscaler.go` `scaleDown`).
+        if ca.options.scale_down_enabled && out.cluster_healthy {
+            let mut per_group: BTreeMap<String, i64> = BTreeMap::new();
+            for u in &scale_down.unneeded {
+                *per_group.entry(u.group.clone()).or_default() += 1;
+            }
+            ca.status.update_candidates(per_group, start + now.round() as i64);
+        }
+        let status_groups: Vec<GroupStatusInput> = out
+            .group_counts
+            .iter()
+            .filter_map(|(name, target, readiness)| {
+                let g = ca.groups.iter().find(|g| &g.name == name)?;
+                let without_node = ca.instances.values().filter(|i| &i.group == name && i.node.is_none()).count();
+                let unregistered = (without_node as i64 - readiness.long_unregistered).max(0);
+                Some(GroupStatusInput {
+                    counts: GroupCounts {
+                        name: name.as_str(),
+                        target: *target,
+                        readiness: Readiness { unregistered, ..*readiness },
+                    },
+                    min_size: g.spec.spec.min_size,
+                    max_size: g.max,
+                })
+            })
+            .collect();
+        let mut cluster = out.cluster_readiness;
+        cluster.unregistered = status_groups.iter().map(|g| g.counts.readiness.unregistered).sum();
+        let status_input = StatusInput {
+            now,
+            now_epoch: start + now.round() as i64,
+            groups: status_groups,
+            cluster,
+            cluster_healthy: out.cluster_healthy,
+            state: &ca.state,
+        };
+        ca.status.build(&status_input);
+        drop(status_input);
+        if out.cluster_healthy {
+            ca.last_scale_down = Some(scale_down.clone());
+        }
         let outcome = match &out.scale_up {
             ScaleUpOutcome::ClusterUnhealthy => "ClusterUnhealthy".to_string(),
             ScaleUpOutcome::NotNeeded => "NotNeeded".to_string(),
@@ -879,6 +941,20 @@ spec:
         assert!((snapshot.price_per_hour - 3.0 * price).abs() < 1e-9 && price > 0.0);
         let spent = s.cost().spent;
         assert!((spent - 3.0 * price * (300.0 - 63.0) / 3600.0).abs() < 1e-6, "{spent}");
+        // The status ConfigMap of the last loop: three Ready nodes, nothing in flight, the group's
+        // health unchanged since the first loop and its scale-up done since the nodes came.
+        let status = s.ca_status().expect("a loop wrote the status");
+        let g = &status.node_groups[0];
+        assert_eq!((g.name.as_str(), g.health.status, g.health.cloud_provider_target), ("general", "Healthy", 3));
+        assert_eq!(g.health.node_counts.registered.ready, 3);
+        assert_eq!(status.cluster_wide.health.node_counts.registered.total, 3);
+        assert_eq!((g.scale_up.status, status.cluster_wide.scale_up.status), ("NoActivity", "NoActivity"));
+        let start = s.clock.epoch_seconds(SimTime::ZERO);
+        // The first loop saw the group without instances (no probe time) and health has not
+        // changed since: upstream keeps that first, null, transition.
+        assert_eq!(g.health.last_transition_time, None);
+        // Scale-up done at the first loop after the nodes were Ready (115 s): 120 s.
+        assert_eq!(g.scale_up.last_transition_time, Some(crate::api::time::format_time(start + 120)));
     }
 
     #[test]
@@ -890,6 +966,23 @@ spec:
   - {at: 5m, scale: {kind: Deployment, name: inflate, replicas: 1}}
 ";
         let mut s = sim(&[scenario, &group(10), INFLATE]);
+        // Midway (past the 10 minutes of cooldown after the scale-up at 10 s): the status counts
+        // the two empty nodes as candidates, and scale-down says why neither goes yet.
+        s.run_until(SimTime::from_secs(700));
+        let status = s.ca_status().unwrap();
+        assert_eq!(
+            (status.cluster_wide.scale_down.status, status.cluster_wide.scale_down.candidates),
+            ("CandidatesPresent", 2)
+        );
+        assert_eq!(status.node_groups[0].scale_down.candidates, 2);
+        let plan = s.ca_scale_down().unwrap();
+        assert_eq!(plan.unneeded.len(), 2);
+        let waiting: Vec<String> = plan.unremovable.iter().map(|(_, why)| why.to_string()).collect();
+        assert_eq!(
+            waiting.iter().filter(|w| w.starts_with("NotUnneededLongEnough: unneeded since +5m")).count(),
+            2,
+            "{waiting:?}"
+        );
         s.run_until(SimTime::from_secs(2000));
         // Two nodes empty from 300 s, unneeded from the loop then; removable 10 minutes later
         // (the delay after the scale-up at 10 s has long passed); both at once (empty nodes are
@@ -981,6 +1074,13 @@ spec:
         assert_eq!(s.snapshot().price_per_hour, 0.0, "the instances that never joined are gone");
         let last = s.events().iter().rev().find(|e| e.reason.name() == "NotTriggerScaleUp").unwrap();
         assert_eq!(last.reason.to_string(), "pod didn't trigger scale-up: 1 in backoff after failed scale-up");
+        let status = s.ca_status().unwrap();
+        let up = &status.node_groups[0].scale_up;
+        assert_eq!(up.status, "Backoff");
+        assert!(
+            up.backoff_info.as_ref().unwrap().error_message.starts_with("Scale-up timed out for node group general"),
+            "{up:?}"
+        );
     }
 
     mod properties {

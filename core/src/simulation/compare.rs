@@ -100,6 +100,55 @@ pub struct AutoscalerRun {
     pub evictions: usize,
     pub events: Vec<Event>,
     pub notes: Vec<String>,
+    /// Cluster Autoscaler's status ConfigMap as its last loop wrote it (none on Karpenter's
+    /// side).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<crate::clusterautoscaler::ClusterAutoscalerStatus>,
+    /// Cluster Autoscaler's side only: its last scale-down pass, node by node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scale_down: Option<ScaleDownReport>,
+}
+
+/// Cluster Autoscaler's last scale-down pass: the nodes it found unneeded (since when, seconds
+/// from the start; their utilization; the pods that would move) and why each other node stays,
+/// in upstream's reasons.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScaleDownReport {
+    pub unneeded: Vec<crate::clusterautoscaler::scaledown::Unneeded>,
+    pub unremovable: Vec<NodeUnremovable>,
+    /// Why nothing could be deleted that loop, if so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cooldown: Option<String>,
+}
+
+/// A node scale-down keeps, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeUnremovable {
+    pub node: String,
+    #[serde(flatten)]
+    pub reason: crate::clusterautoscaler::Unremovable,
+    /// The reason in words.
+    pub message: String,
+}
+
+impl ScaleDownReport {
+    fn of(plan: &crate::clusterautoscaler::ScaleDownPlan) -> ScaleDownReport {
+        ScaleDownReport {
+            unneeded: plan.unneeded.clone(),
+            unremovable: plan
+                .unremovable
+                .iter()
+                .map(|(node, reason)| NodeUnremovable {
+                    node: node.clone(),
+                    message: reason.to_string(),
+                    reason: reason.clone(),
+                })
+                .collect(),
+            cooldown: plan.cooldown.map(|c| c.to_string()),
+        }
+    }
 }
 
 /// Runs `manifests` through both autoscalers for `until` of simulated time. The node groups are
@@ -193,6 +242,8 @@ fn measure(mut sim: Simulation, until: SimTime, marks: &[SimTime]) -> (Autoscale
         evictions,
         events: sim.events().to_vec(),
         notes: sim.notes().map(str::to_string).collect(),
+        status: sim.ca_status().cloned(),
+        scale_down: sim.ca_scale_down().map(ScaleDownReport::of),
     };
     (run, watch.landed.into_values().collect())
 }

@@ -44,6 +44,20 @@ pub enum BlockingPod {
     OnCompletionPod,
 }
 
+impl std::fmt::Display for BlockingPod {
+    /// upstream's reason name, then what it means.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BlockingPod::NotReplicated => "NotReplicated (no controller would recreate it)",
+            BlockingPod::UnmovableKubeSystemPod => "UnmovableKubeSystemPod (a kube-system pod no PDB covers)",
+            BlockingPod::NotSafeToEvictAnnotation => "NotSafeToEvictAnnotation (safe-to-evict: \"false\")",
+            BlockingPod::LocalStorageRequested => "LocalStorageRequested (hostPath or emptyDir data would be lost)",
+            BlockingPod::NotEnoughPdb => "NotEnoughPdb (its PDB allows no disruption)",
+            BlockingPod::OnCompletionPod => "NotSafeToEvictAnnotation (safe-to-evict: \"on-completion\" while it runs)",
+        })
+    }
+}
+
 /// What draining does with a pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Drain {
