@@ -126,6 +126,19 @@ pub struct ScaleDownCondition {
     pub status: &'static str,
 }
 
+impl ScaleDownCondition {
+    /// upstream `buildScaleDownStatusNodeGroup` / `buildScaleDownStatusClusterwide`.
+    fn new(candidates: i64, probe: &Option<String>, last: Option<&ScaleDownCondition>) -> ScaleDownCondition {
+        let status = if candidates > 0 { "CandidatesPresent" } else { "NoCandidates" };
+        ScaleDownCondition {
+            candidates,
+            last_transition_time: transition(status, probe, last.map(|l| (l.status, &l.last_transition_time))),
+            last_probe_time: probe.clone(),
+            status,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeCount {
@@ -225,7 +238,7 @@ impl StatusRegistry {
     }
 
     /// upstream `GetStatus`, remembered for the next loop's transition times.
-    pub fn build(&mut self, input: &StatusInput<'_>) -> ClusterAutoscalerStatus {
+    pub fn build(&mut self, input: &StatusInput<'_>) -> &ClusterAutoscalerStatus {
         let probe = Some(format_time(input.now_epoch));
         let scale_down_probe = self.candidates_time.map(format_time);
         let last_groups: BTreeMap<&str, &NodeGroupStatus> =
@@ -273,17 +286,7 @@ impl StatusRegistry {
                 status: up_status,
             };
             let candidates = self.candidates.get(c.name).copied().unwrap_or(0);
-            let down_status = if candidates > 0 { "CandidatesPresent" } else { "NoCandidates" };
-            let scale_down = ScaleDownCondition {
-                candidates,
-                last_transition_time: transition(
-                    down_status,
-                    &scale_down_probe,
-                    last.map(|l| (l.scale_down.status, &l.scale_down.last_transition_time)),
-                ),
-                last_probe_time: scale_down_probe.clone(),
-                status: down_status,
-            };
+            let scale_down = ScaleDownCondition::new(candidates, &scale_down_probe, last.map(|l| &l.scale_down));
             node_groups.push(NodeGroupStatus { health, name: c.name.to_string(), scale_down, scale_up });
         }
 
@@ -312,25 +315,14 @@ impl StatusRegistry {
             status: up_status,
         };
         let candidates: i64 = node_groups.iter().map(|g| g.scale_down.candidates).sum();
-        let down_status = if candidates > 0 { "CandidatesPresent" } else { "NoCandidates" };
-        let scale_down = ScaleDownCondition {
-            candidates,
-            last_transition_time: transition(
-                down_status,
-                &scale_down_probe,
-                last_wide.map(|l| (l.scale_down.status, &l.scale_down.last_transition_time)),
-            ),
-            last_probe_time: scale_down_probe,
-            status: down_status,
-        };
+        let scale_down = ScaleDownCondition::new(candidates, &scale_down_probe, last_wide.map(|l| &l.scale_down));
         let status = ClusterAutoscalerStatus {
             autoscaler_status: "Running",
             cluster_wide: ClusterWideStatus { health, scale_down, scale_up },
             node_groups,
             time: go_time(input.now_epoch),
         };
-        self.last = Some(status.clone());
-        status
+        self.last.insert(status)
     }
 
     /// The status the last loop wrote.

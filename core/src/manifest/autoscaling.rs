@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::Taint;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Map, Value};
 
-use super::{Ctx, FieldSources, ObjectRef, Problem, ProblemKind, ReadGroup};
+use super::{Ctx, FieldSources, ObjectRef, Problem, ProblemKind, ReadGroup, ReadGroups, TAINT_EFFECTS};
 use crate::api::clusterautoscaler::{
     GroupCapacityType, GroupOptions, NodeGroup, NodeGroupSpec, API_VERSION, NODE_GROUP_KIND,
 };
@@ -26,15 +26,6 @@ pub(super) const LABEL_TAG: &str = "k8s.io/cluster-autoscaler/node-template/labe
 pub(super) const TAINT_TAG: &str = "k8s.io/cluster-autoscaler/node-template/taint/";
 pub(super) const RESOURCE_TAG: &str = "k8s.io/cluster-autoscaler/node-template/resources/";
 pub(super) const OPTION_TAG: &str = "k8s.io/cluster-autoscaler/node-template/autoscaling-options/";
-const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "NoExecute", "PreferNoSchedule"];
-
-/// What one `AutoScalingGroups` document holds.
-pub(super) struct ReadGroups<'a> {
-    pub groups: Vec<ReadGroup<'a>>,
-    /// The EKS cluster the groups' tags name (`eks:cluster-name`, `alpha.eksctl.io/cluster-name`,
-    /// `kubernetes.io/cluster/<name>`, `k8s.io/cluster-autoscaler/<name>`).
-    pub cluster_name: Option<String>,
-}
 
 /// Reads the groups of a describe-auto-scaling-groups document; problems stop a group, warnings do
 /// not.

@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::Taint;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Map, Value};
 
-use super::{yaml, Ctx, FieldSources, ObjectRef, Problem, ProblemKind, ReadGroup};
+use super::{yaml, Ctx, FieldSources, ObjectRef, Problem, ProblemKind, ReadGroup, ReadGroups, TAINT_EFFECTS};
 use crate::api::clusterautoscaler::{GroupCapacityType, NodeGroup, NodeGroupSpec, API_VERSION, NODE_GROUP_KIND};
 use crate::labels::aws::{EKSCTL_CLUSTER_NAME, EKSCTL_NODEGROUP_NAME, EKS_CAPACITY_TYPE, EKS_NODEGROUP};
 
@@ -132,13 +132,6 @@ const DISTRIBUTION_FIELDS: &[&str] = &[
     "spotAllocationStrategy",
     "capacityRebalance",
 ];
-const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
-
-/// What one ClusterConfig holds.
-pub(super) struct ReadCluster<'a> {
-    pub groups: Vec<ReadGroup<'a>>,
-    pub cluster_name: Option<String>,
-}
 
 /// Reads the node groups of a ClusterConfig; problems stop a group, warnings do not.
 pub(super) fn read<'a>(
@@ -146,7 +139,7 @@ pub(super) fn read<'a>(
     ctx: &Ctx<'a>,
     problems: &mut Vec<Problem>,
     warnings: &mut Vec<Problem>,
-) -> ReadCluster<'a> {
+) -> ReadGroups<'a> {
     let mut fields = Fields { map: config, ctx, problems };
     fields.unknown(CLUSTER_FIELDS, "", "a ClusterConfig");
     let metadata = fields.map("metadata");
@@ -168,7 +161,7 @@ pub(super) fn read<'a>(
     };
     let (cluster_name, region) = cluster_name;
     let cluster_zones = fields.strings("availabilityZones", "");
-    let mut out = ReadCluster { groups: Vec::new(), cluster_name: cluster_name.clone() };
+    let mut out = ReadGroups { groups: Vec::new(), cluster_name: cluster_name.clone() };
     let cluster =
         Cluster { name: cluster_name.as_deref().unwrap_or(""), region: region.as_deref(), zones: &cluster_zones };
     for (list, managed) in [("nodeGroups", false), ("managedNodeGroups", true)] {

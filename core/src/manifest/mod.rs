@@ -635,10 +635,7 @@ impl Loader {
             }
             (eksctl::API_VERSION_EKSCTL, eksctl::KIND) => {
                 let read = eksctl::read(map, &ctx, problems, &mut self.warnings);
-                self.manifests.cluster_name = self.manifests.cluster_name.take().or(read.cluster_name);
-                for group in read.groups {
-                    self.push_read_group(group);
-                }
+                self.push_read_groups(read);
                 return;
             }
             (scenario::API_VERSION, scenario::KIND) => {
@@ -680,6 +677,11 @@ impl Loader {
     /// The groups of `aws autoscaling describe-auto-scaling-groups` output, as NodeGroups.
     fn auto_scaling_groups(&mut self, map: &serde_json::Map<String, Value>, ctx: &Ctx<'_>) {
         let read = autoscaling::read(map, ctx, &mut self.problems, &mut self.warnings);
+        self.push_read_groups(read);
+    }
+
+    /// The groups another format held, and the cluster it named (the first named wins).
+    fn push_read_groups(&mut self, read: ReadGroups<'_>) {
         self.manifests.cluster_name = self.manifests.cluster_name.take().or(read.cluster_name);
         for group in read.groups {
             self.push_read_group(group);
@@ -711,6 +713,17 @@ impl Loader {
         self.manifests.nodegroups.push(group);
     }
 }
+
+/// The node groups one document of another format holds, and the EKS cluster it names (an eksctl
+/// ClusterConfig's name; the groups' `eks:cluster-name`, `alpha.eksctl.io/cluster-name`,
+/// `kubernetes.io/cluster/<name>` or `k8s.io/cluster-autoscaler/<name>` tags).
+struct ReadGroups<'a> {
+    groups: Vec<ReadGroup<'a>>,
+    cluster_name: Option<String>,
+}
+
+/// The taint effects Kubernetes has, the only ones eksctl and CA's tags accept.
+const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
 
 /// A node group read from another format (an Auto Scaling group, an eksctl node group), with
 /// where each NodeGroup field came from.

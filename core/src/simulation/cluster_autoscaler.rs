@@ -477,9 +477,6 @@ impl Simulation {
         };
         ca.status.build(&status_input);
         drop(status_input);
-        if out.cluster_healthy {
-            ca.last_scale_down = Some(scale_down.clone());
-        }
         let outcome = match &out.scale_up {
             ScaleUpOutcome::ClusterUnhealthy => "ClusterUnhealthy".to_string(),
             ScaleUpOutcome::NotNeeded => "NotNeeded".to_string(),
@@ -528,6 +525,9 @@ impl Simulation {
         }
         // The next loop (upstream `LoopTrigger.Wait`).
         let Some(ca) = self.ca.as_mut() else { return };
+        if out.cluster_healthy {
+            ca.last_scale_down = Some(scale_down);
+        }
         if scaled_up {
             ca.follow_ups = FOLLOW_UP_LOOPS;
         } else if started {
