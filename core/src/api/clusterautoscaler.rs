@@ -42,6 +42,18 @@ pub struct NodeGroup {
     pub spec: NodeGroupSpec,
 }
 
+impl NodeGroup {
+    /// A NodeGroup named `name` with `spec`.
+    pub fn new(name: String, spec: NodeGroupSpec) -> NodeGroup {
+        NodeGroup {
+            api_version: default_api_version(),
+            kind: default_kind(),
+            metadata: ObjectMeta { name: Some(name), ..ObjectMeta::default() },
+            spec,
+        }
+    }
+}
+
 fn default_api_version() -> String {
     API_VERSION.into()
 }

@@ -8,12 +8,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 
-use crate::api::clusterautoscaler::{
-    GroupCapacityType, GroupOptions, NodeGroup, NodeGroupSpec, API_VERSION, NODE_GROUP_KIND,
-};
+use crate::api::clusterautoscaler::{GroupCapacityType, GroupOptions, NodeGroup, NodeGroupSpec};
 use crate::api::NodePool;
 use crate::catalogue::Catalogue;
 use crate::labels;
@@ -169,11 +166,9 @@ pub fn node_groups_for(nodepools: &[NodePool], landed: &[Landed], catalogue: &Ca
                 max_size,
                 max_size_from,
             };
-            let group = NodeGroup {
-                api_version: API_VERSION.into(),
-                kind: NODE_GROUP_KIND.into(),
-                metadata: ObjectMeta { name: Some(name), ..Default::default() },
-                spec: NodeGroupSpec {
+            let group = NodeGroup::new(
+                name,
+                NodeGroupSpec {
                     min_size: 0,
                     max_size,
                     desired_capacity: None,
@@ -185,7 +180,7 @@ pub fn node_groups_for(nodepools: &[NodePool], landed: &[Landed], catalogue: &Ca
                     resources: BTreeMap::new(),
                     autoscaling_options: GroupOptions::default(),
                 },
-            };
+            );
             DerivedGroup { group, why }
         })
         .collect()

@@ -13,13 +13,10 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Taint;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Map, Value};
 
 use super::{Ctx, FieldSources, ObjectRef, Problem, ProblemKind, ReadGroup, ReadGroups, TAINT_EFFECTS};
-use crate::api::clusterautoscaler::{
-    GroupCapacityType, GroupOptions, NodeGroup, NodeGroupSpec, API_VERSION, NODE_GROUP_KIND,
-};
+use crate::api::clusterautoscaler::{GroupCapacityType, GroupOptions, NodeGroup, NodeGroupSpec};
 use crate::quantity::Quantity;
 
 pub(super) const LABEL_TAG: &str = "k8s.io/cluster-autoscaler/node-template/label/";
@@ -227,11 +224,9 @@ fn read_group<'a>(
     if problems.len() > before {
         return None;
     }
-    let group = NodeGroup {
-        api_version: API_VERSION.into(),
-        kind: NODE_GROUP_KIND.into(),
-        metadata: ObjectMeta { name: Some(name), ..ObjectMeta::default() },
-        spec: NodeGroupSpec {
+    let group = NodeGroup::new(
+        name,
+        NodeGroupSpec {
             min_size: min_size.unwrap_or(0),
             max_size: max_size.unwrap_or(0),
             desired_capacity: desired,
@@ -243,7 +238,7 @@ fn read_group<'a>(
             resources,
             autoscaling_options: options,
         },
-    };
+    );
     Some(ReadGroup { group, ctx, sources })
 }
 

@@ -12,11 +12,10 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Taint;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Map, Value};
 
 use super::{yaml, Ctx, FieldSources, ObjectRef, Problem, ProblemKind, ReadGroup, ReadGroups, TAINT_EFFECTS};
-use crate::api::clusterautoscaler::{GroupCapacityType, NodeGroup, NodeGroupSpec, API_VERSION, NODE_GROUP_KIND};
+use crate::api::clusterautoscaler::{GroupCapacityType, NodeGroup, NodeGroupSpec};
 use crate::labels::aws::{EKSCTL_CLUSTER_NAME, EKSCTL_NODEGROUP_NAME, EKS_CAPACITY_TYPE, EKS_NODEGROUP};
 
 pub(super) const API_VERSION_EKSCTL: &str = "eksctl.io/v1alpha5";
@@ -450,11 +449,9 @@ fn read_group<'a>(
     if f.problems.len() > before {
         return None;
     }
-    let group = NodeGroup {
-        api_version: API_VERSION.into(),
-        kind: NODE_GROUP_KIND.into(),
-        metadata: ObjectMeta { name: Some(name), ..ObjectMeta::default() },
-        spec: NodeGroupSpec {
+    let group = NodeGroup::new(
+        name,
+        NodeGroupSpec {
             min_size,
             max_size,
             desired_capacity,
@@ -466,7 +463,7 @@ fn read_group<'a>(
             resources: BTreeMap::new(),
             autoscaling_options: Default::default(),
         },
-    };
+    );
     Some(ReadGroup { group, ctx, sources })
 }
 
